@@ -1,0 +1,173 @@
+// The delayq engine: a deterministic, single-threaded state machine holding
+// every live job, the per-topic ready queues, one hierarchical timing wheel
+// for due times and TTR deadlines, and the sessions that reserve jobs.
+//
+// It knows nothing of sockets, threads, JSON or disks. Time is injected:
+// every call takes `now` (milliseconds; a clock that goes backwards is held at
+// the latest value seen) and first applies everything that became due up to
+// `now`. Each call's durable changes are queued as Mutations and its
+// asynchronous outcomes (a waiting reserve served, timed out, or cut short)
+// as Events; the caller drains both after each call.
+//
+// Thread: an Engine is not thread-safe; exactly one thread owns it.
+#ifndef DELAYQ_ENGINE_H_
+#define DELAYQ_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/status.h"
+#include "delayq/types.h"
+
+namespace delayq {
+
+struct EngineOptions {
+  TimeMs start_ms = 0;               // initial clock
+  size_t max_job_size = 65535;       // bytes of body; beanstalkd's default (-z)
+  bool record_mutations = true;      // false: TakeMutations always yields nothing
+  std::string default_topic = "default";
+};
+
+struct ReserveRequest {
+  SessionId session = 0;
+  TimeMs timeout_ms = -1;  // -1: wait forever; 0: do not wait
+  uint32_t count = 1;      // reserve up to this many jobs at once (>= 1)
+  // true: the jobs are reserved by no session; closing the session does not
+  // return them (stateless HTTP clients). They still come back after TTR.
+  bool detach = false;
+};
+
+// Which jobs ClearTopic removes.
+enum ClearMask : uint8_t {
+  kClearReady = 1,
+  kClearDelayed = 2,
+  kClearBuried = 4,
+  kClearAll = kClearReady | kClearDelayed | kClearBuried,
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- Sessions: a connection, or one HTTP request ----------------------
+  // A new session uses and watches the default topic.
+  SessionId OpenSession(TimeMs now);
+  // Cancels the session's pending reserve and returns the jobs it reserved
+  // to ready (in the order reserved). Unknown ids are ignored.
+  void CloseSession(TimeMs now, SessionId session);
+  // Returns kInvalidArgument for a bad topic name, kNotFound for no session.
+  Status Use(SessionId session, std::string_view topic);
+  // Returns the number of topics watched afterwards.
+  Result<size_t> Watch(SessionId session, std::string_view topic);
+  // Returns kNotIgnored when `topic` is the only one watched.
+  Result<size_t> Ignore(SessionId session, std::string_view topic);
+  // REQUIRES: the session exists. Views valid until the next mutating call.
+  std::string_view UsedTopic(SessionId session) const;
+  std::vector<std::string_view> WatchedTopics(SessionId session) const;
+
+  // ---- Producing ---------------------------------------------------------
+  // Returns kInvalidArgument (topic name, ttr < 1, delay beyond kMaxDelayMs,
+  // key too long, bad back-off), kJobTooBig.
+  Result<PutResult> Put(TimeMs now, SessionId session, const PutRequest& request);
+
+  // ---- Consuming ---------------------------------------------------------
+  // Reserves up to `count` ready jobs from the session's watched topics,
+  // lowest priority first, then lowest id. If none is ready: kDeadlineSoon
+  // when the session holds a job within kDeadlineSafetyMarginMs of its TTR;
+  // kTimedOut when timeout_ms == 0; otherwise the session waits and the
+  // call returns an empty list: an Event reports the outcome later.
+  // A session has at most one pending reserve; a second one replaces it.
+  Result<std::vector<JobId>> Reserve(TimeMs now, const ReserveRequest& request);
+  // Drops a pending reserve without an event (client gone, request aborted).
+  void CancelReserve(SessionId session);
+  bool IsWaiting(SessionId session) const;
+  // Reserves the given job whatever topic it is in, if it is ready, delayed
+  // or buried. Returns kNotFound otherwise.
+  Result<JobView> ReserveJob(TimeMs now, SessionId session, JobId id);
+
+  // Operations on a reserved job need it reserved by `session`, or a
+  // detached reservation, or session 0 (an operator acting on any job).
+  // Delete also takes a ready, delayed or buried job. kNotFound otherwise.
+  Status Delete(TimeMs now, SessionId session, JobId id);
+  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic,
+                     std::string_view key);
+  // Puts a reserved job back: delayed by `delay_ms`, or when absent by the
+  // job's back-off (none: ready now). A job whose tries are used up is
+  // buried instead. Returns the state the job is left in.
+  Result<JobState> Release(TimeMs now, SessionId session, JobId id, uint32_t priority,
+                           std::optional<TimeMs> delay_ms);
+  Status Bury(TimeMs now, SessionId session, JobId id, uint32_t priority);
+  // Restarts the TTR of a reserved job.
+  Status Touch(TimeMs now, SessionId session, JobId id);
+  // Kicks up to `bound` buried jobs of the topic (oldest first), or if it has
+  // none, up to `bound` delayed ones (soonest first). Returns how many.
+  Result<uint64_t> Kick(TimeMs now, std::string_view topic, uint64_t bound);
+  // Kicks one buried or delayed job. kNotFound otherwise.
+  Status KickJob(TimeMs now, JobId id);
+
+  // ---- Looking ---------------------------------------------------------
+  // Views are valid until the next mutating call.
+  Result<JobView> Peek(TimeMs now, JobId id);
+  Result<JobView> PeekByKey(TimeMs now, std::string_view topic, std::string_view key);
+  Result<JobView> PeekReady(TimeMs now, std::string_view topic);    // next to be reserved
+  Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);  // soonest due
+  Result<JobView> PeekBuried(TimeMs now, std::string_view topic);   // oldest buried
+  Result<JobStats> StatsJob(TimeMs now, JobId id);
+  Result<TopicStats> StatsTopic(TimeMs now, std::string_view topic);
+  EngineStats Stats(TimeMs now);
+  // Names of the topics that exist (used, watched or holding jobs), by name.
+  std::vector<std::string> ListTopics(TimeMs now);
+
+  // ---- Topics ------------------------------------------------------------
+  // No job of the topic is reserved for `delay_ms` (0 ends a pause).
+  Status PauseTopic(TimeMs now, std::string_view topic, TimeMs delay_ms);
+  // Deletes the topic's jobs in the states of `mask` (never reserved ones).
+  // Returns how many were deleted.
+  Result<uint64_t> ClearTopic(TimeMs now, std::string_view topic, uint8_t mask);
+
+  // ---- Time --------------------------------------------------------------
+  // Applies everything due up to `now`: due jobs become ready, TTRs expire,
+  // waiting reserves are served or time out, pauses end.
+  void Advance(TimeMs now);
+  // The earliest time at which Advance may have something to do; kNever
+  // when nothing is scheduled. Calling Advance earlier is harmless.
+  TimeMs NextWakeup() const;
+  TimeMs now() const;
+
+  // ---- Effects -----------------------------------------------------------
+  // Appends what happened since the last call, in order, and forgets it.
+  void TakeEvents(std::vector<Event>* out);
+  void TakeMutations(std::vector<Mutation>* out);
+
+  // ---- Recovery ----------------------------------------------------------
+  // Loads a persisted job as it was (ready, delayed or buried), without
+  // recording a mutation. Ids handed out later are above every restored id.
+  // Returns kInvalidArgument for a reserved state, a duplicate id or key.
+  Status Restore(TimeMs now, const JobRecord& record, std::string_view body);
+
+  // Checks every internal invariant; for tests. Returns a description of the
+  // first violation, or an empty string.
+  std::string CheckInvariants() const;
+
+  // Approximate bytes held for jobs, queues and indexes (not the allocator's
+  // own overhead); for benchmarks and the stats of later layers.
+  size_t MemoryUsage() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Topic names: 1..200 bytes of A-Za-z0-9-+/;.$_() not starting with '-'.
+bool IsValidTopicName(std::string_view name);
+
+}  // namespace delayq
+
+#endif  // DELAYQ_ENGINE_H_

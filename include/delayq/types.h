@@ -1,0 +1,163 @@
+// The job model shared by every layer: ids, states, requests, snapshots and
+// the durable mutations the engine reports to the store.
+#ifndef DELAYQ_TYPES_H_
+#define DELAYQ_TYPES_H_
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace delayq {
+
+using JobId = uint64_t;
+using SessionId = uint64_t;
+// Milliseconds. Absolute times are epoch milliseconds (or virtual time in tests).
+using TimeMs = int64_t;
+
+inline constexpr TimeMs kNever = std::numeric_limits<TimeMs>::max();
+inline constexpr uint32_t kDefaultPriority = 1024;
+// beanstalkd calls a job with a priority below this "urgent".
+inline constexpr uint32_t kUrgentPriority = 1024;
+// A session holding a reserved job with less TTR left than this is told
+// DEADLINE_SOON instead of waiting for another job (beanstalkd's margin).
+inline constexpr TimeMs kDeadlineSafetyMarginMs = 1000;
+inline constexpr size_t kMaxTopicNameLength = 200;
+inline constexpr size_t kMaxKeyLength = 200;
+// Farthest a due time may lie ahead of now: 2^47 ms, about 4,400 years.
+inline constexpr TimeMs kMaxDelayMs = TimeMs{1} << 47;
+
+enum class JobState : uint8_t { kReady = 0, kDelayed = 1, kReserved = 2, kBuried = 3 };
+std::string_view JobStateName(JobState s);  // "ready", "delayed", "reserved", "buried"
+
+// How long a job waits before its next try when it times out or is released
+// without an explicit delay. Try n (1-based: the n-th time it comes back)
+// waits delays[min(n, size) - 1] for a list, min(base * 2^(n-1), cap) for
+// exponential, and nothing for kNone (beanstalkd's behaviour).
+struct Backoff {
+  enum class Kind : uint8_t { kNone, kList, kExponential };
+  Kind kind = Kind::kNone;
+  std::vector<TimeMs> delays_ms;  // kList
+  TimeMs base_ms = 0;             // kExponential
+  TimeMs cap_ms = 0;              // kExponential
+
+  static Backoff List(std::vector<TimeMs> d) { return {Kind::kList, std::move(d), 0, 0}; }
+  static Backoff Exponential(TimeMs base, TimeMs cap) { return {Kind::kExponential, {}, base, cap}; }
+  // Delay before the try that follows `failures` failed tries (failures >= 1).
+  TimeMs DelayFor(uint32_t failures) const;
+  bool operator==(const Backoff&) const = default;
+};
+
+struct PutRequest {
+  std::string_view topic;          // empty: the session's used topic
+  std::string_view body;
+  uint32_t priority = kDefaultPriority;
+  TimeMs delay_ms = 0;             // relative to now; ignored when run_at is set
+  std::optional<TimeMs> run_at;    // absolute due time, epoch ms
+  TimeMs ttr_ms = 60'000;          // >= 1
+  std::string_view key;            // optional user key, unique in its topic while the job lives
+  uint32_t max_tries = 0;          // 0: unlimited
+  Backoff backoff;
+};
+
+struct PutResult {
+  JobId id = 0;
+  bool created = true;  // false: the key named a live job, which is returned
+  JobState state = JobState::kReady;
+};
+
+// A read-only view of a job. The string views stay valid until the next
+// mutating call on the engine that produced it.
+struct JobView {
+  JobId id = 0;
+  std::string_view topic;
+  std::string_view key;
+  std::string_view body;
+  JobState state = JobState::kReady;
+  uint32_t priority = 0;
+};
+
+// Per-job statistics, beanstalkd's stats-job plus delayq's fields.
+struct JobStats {
+  JobId id = 0;
+  std::string topic;
+  std::string key;
+  JobState state = JobState::kReady;
+  uint32_t priority = 0;
+  TimeMs created_ms = 0;
+  TimeMs age_ms = 0;
+  TimeMs delay_ms = 0;      // the delay last asked for (put, release or back-off)
+  TimeMs ttr_ms = 0;
+  TimeMs time_left_ms = 0;  // delayed: until due; reserved: until TTR expiry; else 0
+  TimeMs due_ms = 0;        // delayed: due time; reserved: TTR deadline; else 0
+  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  uint32_t max_tries = 0;
+  uint32_t body_size = 0;
+};
+
+// beanstalkd's stats-tube, per topic.
+struct TopicStats {
+  std::string name;
+  uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  uint64_t total_jobs = 0;
+  uint64_t using_count = 0, watching = 0, waiting = 0;
+  uint64_t cmd_delete = 0, cmd_pause = 0;
+  TimeMs pause_ms = 0;            // the pause last asked for
+  TimeMs pause_time_left_ms = 0;
+};
+
+// The engine's share of beanstalkd's server stats.
+struct EngineStats {
+  uint64_t urgent = 0, ready = 0, reserved = 0, delayed = 0, buried = 0;
+  uint64_t total_jobs = 0;
+  uint64_t job_timeouts = 0;
+  uint64_t topics = 0;
+  uint64_t sessions = 0;
+  uint64_t waiting = 0;
+  JobId next_id = 1;
+};
+
+// The persistent image of a job: what the store writes and recovers.
+// `state` is never kReserved: reservations are not persisted, a reserved job
+// is stored as ready (at-least-once after a restart).
+struct JobRecord {
+  JobId id = 0;
+  std::string topic;
+  std::string key;
+  JobState state = JobState::kReady;  // kReady, kDelayed or kBuried
+  uint32_t priority = 0;
+  TimeMs due_ms = 0;                  // kDelayed: due time
+  TimeMs created_ms = 0;
+  TimeMs delay_ms = 0;
+  TimeMs ttr_ms = 0;
+  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  uint32_t max_tries = 0;
+  Backoff backoff;
+  bool operator==(const JobRecord&) const = default;
+};
+
+// One durable change implied by an engine operation, in order.
+// kPut carries the body; kUpdate the new metadata; kDelete only the
+// identity (id, topic, key) and the due time the record was indexed under.
+struct Mutation {
+  enum class Kind : uint8_t { kPut, kUpdate, kDelete };
+  Kind kind = Kind::kPut;
+  JobRecord record;
+  std::string body;  // kPut only
+};
+
+// Something that happened to a session without it asking at that moment:
+// a pending reserve was served, timed out, or cut short by DEADLINE_SOON.
+struct Event {
+  enum class Kind : uint8_t { kReserved, kTimedOut, kDeadlineSoon };
+  Kind kind = Kind::kReserved;
+  SessionId session = 0;
+  JobId job = 0;  // kReserved; a batch reserve yields consecutive events
+  bool operator==(const Event&) const = default;
+};
+
+}  // namespace delayq
+
+#endif  // DELAYQ_TYPES_H_

@@ -1,0 +1,400 @@
+// Scenario tests of the engine's semantics (docs/engine.md). The randomized
+// comparison against a reference lives in tests/core/model_test.cc.
+#include "delayq/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace delayq {
+namespace {
+
+class EngineTest : public ::testing::Test {
+ protected:
+  EngineTest() : e_(EngineOptions{.start_ms = 1'000'000}) { s_ = e_.OpenSession(now_); }
+  void TearDown() override { EXPECT_EQ(e_.CheckInvariants(), ""); }
+
+  JobId Put(std::string body, uint32_t pri = 1024, TimeMs delay = 0, TimeMs ttr = 10'000,
+            std::string_view topic = {}) {
+    PutRequest r;
+    r.body = body;
+    r.priority = pri;
+    r.delay_ms = delay;
+    r.ttr_ms = ttr;
+    r.topic = topic;
+    auto res = e_.Put(now_, s_, r);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return res.ok() ? res->id : 0;
+  }
+  std::vector<JobId> Reserve(SessionId s, TimeMs timeout = 0, uint32_t count = 1) {
+    auto res = e_.Reserve(now_, ReserveRequest{s, timeout, count, false});
+    return res.ok() ? res.value() : std::vector<JobId>{};
+  }
+  Code ReserveCode(SessionId s, TimeMs timeout = 0) {
+    return e_.Reserve(now_, ReserveRequest{s, timeout, 1, false}).code();
+  }
+  JobState StateOf(JobId id) { return e_.StatsJob(now_, id)->state; }
+  std::vector<Event> Events() {
+    std::vector<Event> ev;
+    e_.TakeEvents(&ev);
+    return ev;
+  }
+  std::vector<Mutation> Mutations() {
+    std::vector<Mutation> m;
+    e_.TakeMutations(&m);
+    return m;
+  }
+  void Tick(TimeMs ms) {
+    now_ += ms;
+    e_.Advance(now_);
+  }
+
+  TimeMs now_ = 1'000'000;
+  Engine e_;
+  SessionId s_;
+};
+
+TEST_F(EngineTest, PutReserveDeleteLifecycle) {
+  JobId id = Put("hello");
+  EXPECT_EQ(id, 1u);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+  auto got = Reserve(s_);
+  ASSERT_EQ(got, std::vector<JobId>{id});
+  EXPECT_EQ(StateOf(id), JobState::kReserved);
+  EXPECT_EQ(e_.Peek(now_, id)->body, "hello");
+  EXPECT_TRUE(e_.Delete(now_, s_, id).ok());
+  EXPECT_EQ(e_.Peek(now_, id).code(), Code::kNotFound);
+  EXPECT_EQ(e_.Delete(now_, s_, id).code(), Code::kNotFound);
+}
+
+TEST_F(EngineTest, ReadyOrderIsPriorityThenId) {
+  JobId a = Put("a", 5), b = Put("b", 1), c = Put("c", 5), d = Put("d", 1);
+  EXPECT_EQ(Reserve(s_, 0, 4), (std::vector<JobId>{b, d, a, c}));
+}
+
+TEST_F(EngineTest, DelayedJobBecomesReadyAtItsMillisecond) {
+  JobId id = Put("x", 1024, 1500);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 1500);
+  Tick(1499);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  EXPECT_EQ(e_.NextWakeup(), now_ + 1);
+  Tick(1);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+}
+
+TEST_F(EngineTest, TtrExpiryReturnsJobAndCounts) {
+  JobId id = Put("x", 7, 0, 2000);
+  ASSERT_EQ(Reserve(s_).size(), 1u);
+  Tick(1999);
+  EXPECT_EQ(StateOf(id), JobState::kReserved);
+  Tick(1);
+  auto st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->state, JobState::kReady);
+  EXPECT_EQ(st->timeouts, 1u);
+  EXPECT_EQ(st->reserves, 1u);
+  EXPECT_EQ(e_.Stats(now_).job_timeouts, 1u);
+}
+
+TEST_F(EngineTest, TouchRestartsTtr) {
+  JobId id = Put("x", 1, 0, 3000);
+  Reserve(s_);
+  Tick(2500);
+  EXPECT_TRUE(e_.Touch(now_, s_, id).ok());
+  Tick(2999);
+  EXPECT_EQ(StateOf(id), JobState::kReserved);
+  Tick(1);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+}
+
+TEST_F(EngineTest, OnlyTheReserverMayReleaseButAnyoneDeletesUnreserved) {
+  SessionId other = e_.OpenSession(now_);
+  JobId id = Put("x");
+  Reserve(s_);
+  EXPECT_EQ(e_.Release(now_, other, id, 1, 0).code(), Code::kNotFound);
+  EXPECT_EQ(e_.Delete(now_, other, id).code(), Code::kNotFound);
+  EXPECT_EQ(e_.Touch(now_, other, id).code(), Code::kNotFound);
+  EXPECT_EQ(e_.Release(now_, s_, id, 1, 0).value(), JobState::kReady);
+  EXPECT_TRUE(e_.Delete(now_, other, id).ok());
+}
+
+TEST_F(EngineTest, ReleaseWithDelayAndBuryKick) {
+  JobId id = Put("x");
+  Reserve(s_);
+  EXPECT_EQ(e_.Release(now_, s_, id, 9, 5000).value(), JobState::kDelayed);
+  auto st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->priority, 9u);
+  EXPECT_EQ(st->releases, 1u);
+  EXPECT_EQ(st->delay_ms, 5000);
+  EXPECT_EQ(e_.KickJob(now_, id).code(), Code::kOk);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+  Reserve(s_);
+  EXPECT_TRUE(e_.Bury(now_, s_, id, 3).ok());
+  EXPECT_EQ(StateOf(id), JobState::kBuried);
+  EXPECT_EQ(e_.PeekBuried(now_, "default")->id, id);
+  EXPECT_EQ(e_.Kick(now_, "default", 10).value(), 1u);
+  st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->state, JobState::kReady);
+  EXPECT_EQ(st->kicks, 2u);
+  EXPECT_EQ(st->buries, 1u);
+}
+
+TEST_F(EngineTest, KickPrefersBuriedThenDelayedSoonestFirst) {
+  JobId d1 = Put("d1", 1, 9000), d2 = Put("d2", 1, 3000), d3 = Put("d3", 1, 3000);
+  JobId b = Put("b");
+  Reserve(s_);
+  ASSERT_TRUE(e_.Bury(now_, s_, b, 1).ok());
+  EXPECT_EQ(e_.Kick(now_, "default", 5).value(), 1u);  // only the buried one
+  EXPECT_EQ(e_.PeekDelayed(now_, "default")->id, d2);
+  EXPECT_EQ(e_.Kick(now_, "default", 2).value(), 2u);
+  EXPECT_EQ(StateOf(d2), JobState::kReady);
+  EXPECT_EQ(StateOf(d3), JobState::kReady);
+  EXPECT_EQ(StateOf(d1), JobState::kDelayed);
+  EXPECT_EQ(e_.KickJob(now_, b).code(), Code::kNotFound);  // ready now
+}
+
+TEST_F(EngineTest, WaitersAreServedOldestFirst) {
+  SessionId a = e_.OpenSession(now_), b = e_.OpenSession(now_);
+  EXPECT_TRUE(Reserve(a, -1).empty());
+  EXPECT_TRUE(Reserve(b, -1).empty());
+  EXPECT_TRUE(e_.IsWaiting(a));
+  JobId j1 = Put("1");
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kReserved, a, j1}}));
+  JobId j2 = Put("2");
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kReserved, b, j2}}));
+  EXPECT_EQ(e_.Stats(now_).waiting, 0u);
+}
+
+TEST_F(EngineTest, DelayedJobGoesStraightToWaiter) {
+  SessionId a = e_.OpenSession(now_);
+  Reserve(a, -1);
+  JobId id = Put("x", 1, 250);
+  EXPECT_TRUE(Events().empty());
+  Tick(250);
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kReserved, a, id}}));
+}
+
+TEST_F(EngineTest, ReserveTimesOut) {
+  EXPECT_EQ(ReserveCode(s_, 0), Code::kTimedOut);
+  EXPECT_TRUE(Reserve(s_, 700).empty());
+  Tick(699);
+  EXPECT_TRUE(Events().empty());
+  Tick(1);
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kTimedOut, s_, 0}}));
+  EXPECT_FALSE(e_.IsWaiting(s_));
+}
+
+TEST_F(EngineTest, DeadlineSoonAtReserveAndWhileWaiting) {
+  Put("x", 1, 0, 3000);
+  ASSERT_EQ(Reserve(s_).size(), 1u);
+  // 3000 ms left: wait, and be told 1000 ms before the deadline.
+  EXPECT_TRUE(Reserve(s_, -1).empty());
+  Tick(1999);
+  EXPECT_TRUE(Events().empty());
+  Tick(1);
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kDeadlineSoon, s_, 0}}));
+  EXPECT_EQ(ReserveCode(s_, -1), Code::kDeadlineSoon);
+}
+
+TEST_F(EngineTest, ClosingASessionReturnsItsJobs) {
+  SessionId w = e_.OpenSession(now_);
+  JobId id = Put("x");
+  ASSERT_EQ(Reserve(w).size(), 1u);
+  e_.CloseSession(now_, w);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+}
+
+TEST_F(EngineTest, KeysAreIdempotentAndDeletable) {
+  PutRequest r;
+  r.topic = "orders";
+  r.key = "order-42";
+  r.body = "close";
+  r.delay_ms = 1800'000;
+  auto first = e_.Put(now_, s_, r);
+  auto again = e_.Put(now_, s_, r);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->created);
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(first->id, again->id);
+  EXPECT_EQ(e_.PeekByKey(now_, "orders", "order-42")->id, first->id);
+  EXPECT_EQ(e_.PeekByKey(now_, "default", "order-42").code(), Code::kNotFound);
+  EXPECT_TRUE(e_.DeleteByKey(now_, s_, "orders", "order-42").ok());
+  auto third = e_.Put(now_, s_, r);
+  EXPECT_TRUE(third->created);
+  EXPECT_NE(third->id, first->id);
+}
+
+TEST_F(EngineTest, MaxTriesBuriesAndBackoffDelays) {
+  PutRequest r;
+  r.body = "pay";
+  r.ttr_ms = 1000;
+  r.max_tries = 3;
+  r.backoff = Backoff::List({4 * 60'000, 10 * 60'000});
+  JobId id = e_.Put(now_, s_, r)->id;
+  Reserve(s_);
+  Tick(1000);  // try 1 times out -> 4 min
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 4 * 60'000);
+  Tick(4 * 60'000);
+  Reserve(s_);
+  EXPECT_EQ(e_.Release(now_, s_, id, 1024, std::nullopt).value(), JobState::kDelayed);
+  EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 10 * 60'000);
+  Tick(10 * 60'000);
+  Reserve(s_);
+  Tick(1000);  // third try fails: buried
+  auto st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->state, JobState::kBuried);
+  EXPECT_EQ(st->reserves, 3u);
+  EXPECT_EQ(st->timeouts, 2u);
+}
+
+TEST_F(EngineTest, ExponentialBackoffIsCapped) {
+  Backoff b = Backoff::Exponential(1000, 5000);
+  EXPECT_EQ(b.DelayFor(1), 1000);
+  EXPECT_EQ(b.DelayFor(2), 2000);
+  EXPECT_EQ(b.DelayFor(3), 4000);
+  EXPECT_EQ(b.DelayFor(4), 5000);
+  EXPECT_EQ(b.DelayFor(400), 5000);
+}
+
+TEST_F(EngineTest, PausedTopicServesNothingUntilThePauseEnds) {
+  JobId id = Put("x");
+  ASSERT_TRUE(e_.PauseTopic(now_, "default", 2000).ok());
+  EXPECT_EQ(ReserveCode(s_, 0), Code::kTimedOut);
+  EXPECT_EQ(e_.PeekReady(now_, "default")->id, id);
+  Reserve(s_, -1);
+  EXPECT_EQ(e_.StatsTopic(now_, "default")->pause_time_left_ms, 2000);
+  Tick(2000);
+  EXPECT_EQ(Events(), (std::vector<Event>{{Event::Kind::kReserved, s_, id}}));
+}
+
+TEST_F(EngineTest, TopicsLiveWhileReferenced) {
+  EXPECT_EQ(e_.ListTopics(now_), std::vector<std::string>{"default"});
+  ASSERT_TRUE(e_.Watch(s_, "a").ok());
+  ASSERT_TRUE(e_.Use(s_, "b").ok());
+  EXPECT_EQ(e_.ListTopics(now_), (std::vector<std::string>{"default", "a", "b"}));
+  JobId id = Put("x");  // into b
+  ASSERT_TRUE(e_.Use(s_, "default").ok());
+  EXPECT_EQ(e_.ListTopics(now_), (std::vector<std::string>{"default", "a", "b"}));
+  ASSERT_TRUE(e_.Delete(now_, s_, id).ok());
+  EXPECT_EQ(e_.ListTopics(now_), (std::vector<std::string>{"default", "a"}));
+  EXPECT_EQ(e_.Ignore(s_, "a").value(), 1u);
+  EXPECT_EQ(e_.Ignore(s_, "default").code(), Code::kNotIgnored);
+  EXPECT_EQ(e_.ListTopics(now_), std::vector<std::string>{"default"});
+}
+
+TEST_F(EngineTest, ClearRemovesChosenStates) {
+  Put("r");
+  Put("d", 1, 5000);
+  JobId b = Put("b");
+  JobId held = Put("held");
+  Reserve(s_, 0, 1);  // reserves "r" (id 1)
+  (void)held;
+  ASSERT_EQ(e_.ReserveJob(now_, s_, b)->id, b);
+  ASSERT_TRUE(e_.Bury(now_, s_, b, 1).ok());
+  EXPECT_EQ(e_.ClearTopic(now_, "default", kClearDelayed | kClearBuried).value(), 2u);
+  auto st = e_.StatsTopic(now_, "default");
+  EXPECT_EQ(st->ready, 1u);
+  EXPECT_EQ(st->reserved, 1u);
+  EXPECT_EQ(st->buried + st->delayed, 0u);
+  EXPECT_EQ(e_.ClearTopic(now_, "default", kClearAll).value(), 1u);
+}
+
+TEST_F(EngineTest, RejectsBadArgumentsWithoutSideEffects) {
+  PutRequest r;
+  r.body = "x";
+  r.topic = "-bad";
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kInvalidArgument);
+  r.topic = "ok";
+  r.ttr_ms = 0;
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kInvalidArgument);
+  r.ttr_ms = 1000;
+  r.delay_ms = -5;
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kInvalidArgument);
+  r.delay_ms = kMaxDelayMs + 1;
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kInvalidArgument);
+  r.delay_ms = 0;
+  r.backoff = Backoff::Exponential(10, 5);
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kInvalidArgument);
+  r.backoff = {};
+  std::string big(65536, 'x');
+  r.body = big;
+  EXPECT_EQ(e_.Put(now_, s_, r).code(), Code::kJobTooBig);
+  EXPECT_EQ(e_.Stats(now_).total_jobs, 0u);
+  EXPECT_EQ(e_.ListTopics(now_), std::vector<std::string>{"default"});
+  EXPECT_FALSE(IsValidTopicName(std::string(201, 'a')));
+  EXPECT_TRUE(IsValidTopicName(std::string(200, 'a')));
+  EXPECT_FALSE(IsValidTopicName("a b"));
+  EXPECT_TRUE(IsValidTopicName("a-+/;.$_()9"));
+}
+
+TEST_F(EngineTest, RunAtIsAbsolute) {
+  PutRequest r;
+  r.body = "x";
+  r.run_at = now_ + 12'345;
+  JobId id = e_.Put(now_, s_, r)->id;
+  EXPECT_EQ(e_.StatsJob(now_, id)->due_ms, now_ + 12'345);
+  r.run_at = now_ - 10;  // in the past: ready at once
+  EXPECT_EQ(e_.Put(now_, s_, r)->state, JobState::kReady);
+}
+
+TEST_F(EngineTest, MutationsDescribeDurableChanges) {
+  JobId id = Put("body", 1, 500);
+  auto m = Mutations();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].kind, Mutation::Kind::kPut);
+  EXPECT_EQ(m[0].body, "body");
+  EXPECT_EQ(m[0].record.state, JobState::kDelayed);
+  EXPECT_EQ(m[0].record.due_ms, now_ + 500);
+  Tick(500);
+  EXPECT_TRUE(Mutations().empty());  // a due time passing writes nothing
+  Reserve(s_);
+  m = Mutations();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].kind, Mutation::Kind::kUpdate);
+  EXPECT_EQ(m[0].record.state, JobState::kReady);  // reservations are not persisted
+  EXPECT_EQ(m[0].record.reserves, 1u);
+  ASSERT_TRUE(e_.Touch(now_, s_, id).ok());
+  EXPECT_TRUE(Mutations().empty());
+  ASSERT_TRUE(e_.Delete(now_, s_, id).ok());
+  m = Mutations();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].kind, Mutation::Kind::kDelete);
+  EXPECT_EQ(m[0].record.id, id);
+}
+
+TEST_F(EngineTest, RestoreBringsJobsBackAndMovesIdsPast) {
+  JobRecord r;
+  r.id = 77;
+  r.topic = "t";
+  r.key = "k";
+  r.state = JobState::kDelayed;
+  r.priority = 5;
+  r.due_ms = now_ + 1000;
+  r.created_ms = now_ - 50;
+  r.ttr_ms = 1000;
+  r.reserves = 2;
+  ASSERT_TRUE(e_.Restore(now_, r, "payload").ok());
+  EXPECT_EQ(e_.Restore(now_, r, "payload").code(), Code::kInvalidArgument);
+  auto st = e_.StatsJob(now_, 77);
+  EXPECT_EQ(st->state, JobState::kDelayed);
+  EXPECT_EQ(st->reserves, 2u);
+  EXPECT_EQ(st->age_ms, 50);
+  EXPECT_EQ(e_.PeekByKey(now_, "t", "k")->body, "payload");
+  EXPECT_EQ(Put("next"), 78u);
+  EXPECT_TRUE(Mutations().size() == 1);  // only the put
+}
+
+TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
+  for (int i = 0; i < 5; ++i) Put("x");
+  SessionId http = e_.OpenSession(now_);
+  auto got = e_.Reserve(now_, ReserveRequest{http, 0, 3, true});
+  ASSERT_EQ(got->size(), 3u);
+  e_.CloseSession(now_, http);
+  EXPECT_EQ(StateOf(got->front()), JobState::kReserved);  // detached: kept
+  EXPECT_TRUE(e_.Delete(now_, s_, got->front()).ok());     // anyone may finish
+}
+
+}  // namespace
+}  // namespace delayq
