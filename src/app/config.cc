@@ -1,0 +1,161 @@
+#include "app/config.h"
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include <map>
+#include <sstream>
+
+#include "server/server_context.h"
+
+namespace delayq::app {
+namespace {
+
+constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+Status CheckLevel(const std::string& level) {
+  for (const char* l : kLevels)
+    if (level == l) return Status::Ok();
+  return Status::InvalidArgument("log level must be one of trace, debug, info, warn, error, off");
+}
+
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  std::string prefix = name + "=";
+  for (const std::string& e : env)
+    if (e.compare(0, prefix.size(), prefix) == 0) return e.substr(prefix.size());
+  return {};
+}
+
+// Applies the TOML file's keys to `c`. Unknown keys and wrong types are errors.
+Status LoadToml(const std::string& path, Config* c) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {  // toml++ reports by exception; it stops here
+    std::ostringstream os;
+    os << "config file " << path << ": " << e.description() << " (line "
+       << e.source().begin.line << ")";
+    return Status::InvalidArgument(os.str());
+  }
+  for (const auto& [key, node] : t) {
+    std::string k(key.str());
+    auto bad = [&](const char* want) {
+      return Status::InvalidArgument("config file " + path + ": '" + k + "' must be " + want);
+    };
+    if (k == "listen") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->listen = *v;
+    } else if (k == "port") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > 65535) return bad("an integer 0..65535");
+      c->port = static_cast<uint16_t>(*v);
+    } else if (k == "max_job_size") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxJobSizeLimit)
+        return bad("an integer 0..1073741824");
+      c->max_job_size = static_cast<uint64_t>(*v);
+    } else if (k == "data_dir") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->data_dir = *v;
+    } else if (k == "log_level") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->log_level = *v;
+    } else {
+      return Status::InvalidArgument("config file " + path + ": unknown setting '" + k + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         Config* c) {
+  ParseOutcome out;
+  CLI::App app{"delayqd — a delay-queue server that speaks the beanstalkd protocol.\n"
+               "Settings come from defaults, a TOML file (-c), DELAYQ_* environment\n"
+               "variables and these flags, each overriding the one before.",
+               "delayqd"};
+  app.set_help_flag("-h,--help", "Print this help and exit");
+  bool version = false;
+  std::string listen, log_level, data_dir, config_file;
+  int64_t port = -1, max_job_size = -1;
+  app.add_option("-l,--listen", listen, "Listen on address ADDR (default 0.0.0.0)")
+      ->option_text("ADDR");
+  app.add_option("-p,--port", port, "Listen on TCP port PORT (default 11300)")
+      ->option_text("PORT")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("-z,--max-job-size", max_job_size, "Maximum job body size in bytes (default 65535)")
+      ->option_text("BYTES")
+      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxJobSizeLimit)));
+  app.add_option("-b,--data-dir", data_dir, "Keep the jobs in directory DIR")->option_text("DIR");
+  app.add_option("-c,--config", config_file, "Read settings from TOML file FILE")
+      ->option_text("FILE");
+  app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
+      ->option_text("LEVEL");
+  app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
+  app.add_flag("-v,--version", version, "Print the version and exit");
+  app.footer(
+      "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
+      "DELAYQ_DATA_DIR, DELAYQ_LOG_LEVEL. Documentation: docs/configuration.md.");
+
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  if (!rev.empty()) rev.pop_back();  // program name
+  try {
+    app.parse(rev);
+  } catch (const CLI::CallForHelp&) {
+    out.text = app.help();
+    return out;
+  } catch (const CLI::ParseError& e) {
+    out.exit_code = 2;
+    out.text = std::string("delayqd: ") + e.what() + "\nRun 'delayqd --help' for the flags.\n";
+    return out;
+  }
+  if (version) {
+    out.text = "delayqd " + std::string(server::kVersion) + "\n";
+    return out;
+  }
+  auto fail = [&out](const Status& st) {
+    out.exit_code = 2;
+    out.text = "delayqd: " + st.message() + "\n";
+    return out;
+  };
+
+  // 1. The TOML file.
+  c->config_file = !config_file.empty() ? config_file : EnvValue(env, "DELAYQ_CONFIG");
+  if (!c->config_file.empty()) {
+    if (Status st = LoadToml(c->config_file, c); !st.ok()) return fail(st);
+  }
+  // 2. The environment.
+  if (auto v = EnvValue(env, "DELAYQ_LISTEN"); !v.empty()) c->listen = v;
+  if (auto v = EnvValue(env, "DELAYQ_PORT"); !v.empty()) {
+    char* end = nullptr;
+    long p = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535) return fail(Status::InvalidArgument("DELAYQ_PORT must be 0..65535"));
+    c->port = static_cast<uint16_t>(p);
+  }
+  if (auto v = EnvValue(env, "DELAYQ_MAX_JOB_SIZE"); !v.empty()) {
+    char* end = nullptr;
+    unsigned long long z = std::strtoull(v.c_str(), &end, 10);
+    if (*end != '\0' || z > kMaxJobSizeLimit)
+      return fail(Status::InvalidArgument("DELAYQ_MAX_JOB_SIZE must be 0..1073741824"));
+    c->max_job_size = z;
+  }
+  if (auto v = EnvValue(env, "DELAYQ_DATA_DIR"); !v.empty()) c->data_dir = v;
+  if (auto v = EnvValue(env, "DELAYQ_LOG_LEVEL"); !v.empty()) c->log_level = v;
+  // 3. The flags.
+  if (!listen.empty()) c->listen = listen;
+  if (port >= 0) c->port = static_cast<uint16_t>(port);
+  if (max_job_size >= 0) c->max_job_size = static_cast<uint64_t>(max_job_size);
+  if (!data_dir.empty()) c->data_dir = data_dir;
+  if (!log_level.empty()) c->log_level = log_level;
+  if (c->verbose && log_level.empty()) c->log_level = "debug";
+  if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
+  out.run = true;
+  return out;
+}
+
+}  // namespace delayq::app

@@ -1,0 +1,44 @@
+// delayqd's settings: defaults, then a TOML file, then DELAYQ_* environment
+// variables, then command-line flags (beanstalkd's short flags and long
+// ones); each later source overrides the earlier. docs/configuration.md
+// lists every setting.
+#ifndef DELAYQ_APP_CONFIG_H_
+#define DELAYQ_APP_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "delayq/status.h"
+
+namespace delayq::app {
+
+struct Config {
+  std::string listen = "0.0.0.0";  // -l
+  uint16_t port = 11300;           // -p
+  uint64_t max_job_size = 65535;   // -z, bytes
+  std::string data_dir;            // -b; empty: in memory only
+  std::string log_level = "info";  // trace debug info warn error off
+  std::string config_file;         // -c / --config / DELAYQ_CONFIG
+  bool verbose = false;            // -V: log level debug
+};
+
+// What to do after parsing: run, or exit with `exit_code` having printed
+// `text` (help, version, or an error) to stdout (code 0) or stderr.
+struct ParseOutcome {
+  bool run = false;
+  int exit_code = 0;
+  std::string text;
+};
+
+// Parses argv (argv[0] is the program name) with `env` as the environment
+// (NAME=value strings). Never throws; never exits.
+ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                         Config* config);
+
+// Largest -z accepted, as beanstalkd: 1 GiB.
+inline constexpr uint64_t kMaxJobSizeLimit = 1u << 30;
+
+}  // namespace delayq::app
+
+#endif  // DELAYQ_APP_CONFIG_H_

@@ -1,0 +1,122 @@
+// delayqd: the delay-queue server. Parses its settings, opens the backend,
+// serves the beanstalkd protocol on one loop thread until SIGTERM/SIGINT;
+// SIGUSR1 enters drain mode (puts answer DRAINING), as in beanstalkd.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cstdio>
+#include <fstream>
+#include <random>
+
+#include "app/config.h"
+#include "backend/clock.h"
+#include "backend/local_backend.h"
+#include "server/beanstalk_server.h"
+#include "server/server_context.h"
+
+extern char** environ;
+
+namespace {
+
+using namespace delayq;
+
+std::string RandomId() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> dist;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(dist(rd)));
+  return buf;
+}
+
+void SetUpLogging(const app::Config& c) {
+  auto logger = spdlog::stderr_logger_st("delayqd");
+  // logfmt-style: time, level, then the event's own key=value pairs.
+  logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  logger->set_level(spdlog::level::from_str(c.log_level));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+// Waits for every connection to finish its last reply, then stops the loop.
+void StopWhenIdle(boost::asio::io_context& io, server::BeanstalkServer& srv,
+                  std::shared_ptr<boost::asio::steady_timer> t, int rounds) {
+  if (srv.connections() == 0 || rounds <= 0) {
+    io.stop();
+    return;
+  }
+  t->expires_after(std::chrono::milliseconds(10));
+  t->async_wait([&io, &srv, t, rounds](const boost::system::error_code&) {
+    StopWhenIdle(io, srv, t, rounds - 1);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc), env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  app::Config config;
+  app::ParseOutcome parsed = app::ParseConfig(args, env, &config);
+  if (!parsed.run) {
+    std::fputs(parsed.text.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  SetUpLogging(config);
+  if (!config.data_dir.empty()) {
+    spdlog::warn(
+        "event=config data_dir={} note=\"the durable store is not built yet; jobs are kept "
+        "in memory only\"",
+        config.data_dir);
+  }
+
+  boost::asio::io_context io(1);
+  backend::Clock clock;
+  backend::LocalBackend backend(io, backend::LocalBackend::Options{config.max_job_size}, clock);
+  server::ServerContext ctx(backend);
+  ctx.started_ms = clock.Now();
+  ctx.instance_id = RandomId();
+  ctx.max_job_size = config.max_job_size;
+  utsname u{};
+  if (uname(&u) == 0) {
+    ctx.hostname = u.nodename;
+    ctx.os = u.version;
+    ctx.platform = u.machine;
+  }
+
+  server::BeanstalkServer beanstalk(io, ctx);
+  if (Status st = beanstalk.Listen(config.listen, config.port); !st.ok()) {
+    spdlog::error("event=listen_failed error=\"{}\"", st.message());
+    return 1;
+  }
+  beanstalk.Start();
+  spdlog::info("event=started version={} listen={}:{} backend={} max_job_size={} pid={}",
+               server::kVersion, config.listen, beanstalk.port(), backend.info().name,
+               config.max_job_size, static_cast<long>(getpid()));
+
+  boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
+  stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("event=stopping signal={} connections={}", sig, beanstalk.connections());
+    beanstalk.Stop();
+    // Give in-flight replies up to 5 s to leave.
+    StopWhenIdle(io, beanstalk, std::make_shared<boost::asio::steady_timer>(io), 500);
+  });
+  boost::asio::signal_set drain_signal(io, SIGUSR1);
+  std::function<void(const boost::system::error_code&, int)> on_drain =
+      [&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        if (!ctx.draining) spdlog::info("event=draining");
+        ctx.draining = true;
+        drain_signal.async_wait(on_drain);
+      };
+  drain_signal.async_wait(on_drain);
+
+  io.run();
+  spdlog::info("event=stopped");
+  return 0;
+}

@@ -1,0 +1,95 @@
+// The queue operations every front-end (beanstalkd protocol, HTTP, CLI)
+// calls, behind one interface, so that the Local backend (engine + store in
+// this process) and the Redis backend (many instances over Redis) plug in
+// beneath them unchanged.
+//
+// Asynchronous: each operation takes a completion that runs on the loop
+// thread that owns the backend, either before the call returns or later
+// (after the change is durable, after a Redis round trip, when a waiting
+// reserve is served). Completions of one session run in the order the
+// operations were issued, except that a pending reserve completes when a
+// job, its timeout or DEADLINE_SOON arrives.
+//
+// Job views passed to a completion are valid only during that call.
+//
+// Thread: every method must be called on the backend's loop thread.
+#ifndef DELAYQ_BACKEND_BACKEND_H_
+#define DELAYQ_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/engine.h"
+#include "delayq/status.h"
+#include "delayq/types.h"
+
+namespace delayq::backend {
+
+template <typename T>
+using Callback = std::function<void(Result<T>)>;
+using Done = std::function<void(Status)>;
+// A batch of jobs (reserve, reserve-job, peeks); views valid during the call.
+using Jobs = std::span<const JobView>;
+using JobsDone = std::function<void(Status, Jobs)>;
+
+// What a backend is: which front-end figures it can give.
+struct BackendInfo {
+  std::string name;  // "local", "redis"
+  size_t max_job_size = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const BackendInfo& info() const = 0;
+
+  // ---- sessions (state kept by the instance; synchronous) --------------
+  virtual SessionId OpenSession() = 0;
+  // Cancels a pending reserve (its completion is dropped, not called) and
+  // returns the jobs the session reserved.
+  virtual void CloseSession(SessionId s) = 0;
+  virtual Status Use(SessionId s, std::string_view topic) = 0;
+  virtual Result<size_t> Watch(SessionId s, std::string_view topic) = 0;
+  virtual Result<size_t> Ignore(SessionId s, std::string_view topic) = 0;
+  virtual std::string UsedTopic(SessionId s) const = 0;
+  virtual std::vector<std::string> WatchedTopics(SessionId s) const = 0;
+
+  // ---- operations --------------------------------------------------------
+  virtual void Put(SessionId s, const PutRequest& r, Callback<PutResult> done) = 0;
+  // Completes with the reserved jobs, or kTimedOut / kDeadlineSoon.
+  virtual void Reserve(const ReserveRequest& r, JobsDone done) = 0;
+  virtual void CancelReserve(SessionId s) = 0;
+  virtual void ReserveJob(SessionId s, JobId id, JobsDone done) = 0;
+  virtual void Delete(SessionId s, JobId id, Done done) = 0;
+  virtual void DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
+                           Done done) = 0;
+  virtual void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
+                       Callback<JobState> done) = 0;
+  virtual void Bury(SessionId s, JobId id, uint32_t priority, Done done) = 0;
+  virtual void Touch(SessionId s, JobId id, Done done) = 0;
+  virtual void Kick(std::string_view topic, uint64_t bound, Callback<uint64_t> done) = 0;
+  virtual void KickJob(JobId id, Done done) = 0;
+
+  enum class PeekKind : uint8_t { kId, kKey, kReady, kDelayed, kBuried };
+  // id for kId; topic (and key for kKey) otherwise.
+  virtual void Peek(PeekKind kind, JobId id, std::string_view topic, std::string_view key,
+                    JobsDone done) = 0;
+  virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
+  virtual void StatsTopic(std::string_view topic, Callback<TopicStats> done) = 0;
+  virtual void Stats(Callback<EngineStats> done) = 0;
+  virtual void ListTopics(Callback<std::vector<std::string>> done) = 0;
+  virtual void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) = 0;
+  virtual void ClearTopic(std::string_view topic, uint8_t mask, Callback<uint64_t> done) = 0;
+
+  // Epoch milliseconds as the backend sees them (for stats and replies).
+  virtual TimeMs Now() const = 0;
+};
+
+}  // namespace delayq::backend
+
+#endif  // DELAYQ_BACKEND_BACKEND_H_

@@ -1,0 +1,474 @@
+#include "server/beanstalk_handler.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <utility>
+
+#include "delayq/duration.h"
+
+namespace delayq::server {
+namespace {
+
+using backend::Backend;
+using backend::Jobs;
+
+constexpr std::string_view kNotFound = "NOT_FOUND\r\n";
+constexpr TimeMs kSecond = 1000;
+
+// beanstalkd sends whole seconds, truncated toward zero.
+int64_t Secs(TimeMs ms) { return ms / kSecond; }
+
+// Seconds from the wire (u32 range, checked by the decoder) to ms.
+TimeMs FromSecs(uint64_t s) { return static_cast<TimeMs>(s) * kSecond; }
+
+void AppendUint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(p - buf));
+}
+
+template <typename T>
+void Field(std::string& y, std::string_view key, T value) {
+  y.append(key);
+  y.append(": ");
+  if constexpr (std::is_convertible_v<T, std::string_view>) {
+    y.append(std::string_view(value));
+  } else {
+    y.append(std::to_string(value));
+  }
+  y.push_back('\n');
+}
+
+std::string JobStatsYaml(const JobStats& s) {
+  std::string y = "---\n";
+  Field(y, "id", s.id);
+  Field(y, "tube", s.topic);
+  Field(y, "state", JobStateName(s.state));
+  Field(y, "pri", s.priority);
+  Field(y, "age", Secs(s.age_ms));
+  Field(y, "delay", Secs(s.delay_ms));
+  Field(y, "ttr", Secs(s.ttr_ms));
+  Field(y, "time-left", Secs(s.time_left_ms));
+  Field(y, "file", 0);
+  Field(y, "reserves", s.reserves);
+  Field(y, "timeouts", s.timeouts);
+  Field(y, "releases", s.releases);
+  Field(y, "buries", s.buries);
+  Field(y, "kicks", s.kicks);
+  return y;
+}
+
+std::string TopicStatsYaml(const TopicStats& s) {
+  std::string y = "---\n";
+  Field(y, "name", s.name);
+  Field(y, "current-jobs-urgent", s.urgent);
+  Field(y, "current-jobs-ready", s.ready);
+  Field(y, "current-jobs-reserved", s.reserved);
+  Field(y, "current-jobs-delayed", s.delayed);
+  Field(y, "current-jobs-buried", s.buried);
+  Field(y, "total-jobs", s.total_jobs);
+  Field(y, "current-using", s.using_count);
+  Field(y, "current-watching", s.watching);
+  Field(y, "current-waiting", s.waiting);
+  Field(y, "cmd-delete", s.cmd_delete);
+  Field(y, "cmd-pause-tube", s.cmd_pause);
+  Field(y, "pause", Secs(s.pause_ms));
+  Field(y, "pause-time-left", Secs(s.pause_time_left_ms));
+  return y;
+}
+
+std::string ListYaml(const std::vector<std::string>& names) {
+  std::string y = "---\n";
+  for (const std::string& n : names) {
+    y += "- ";
+    y += n;
+    y += '\n';
+  }
+  return y;
+}
+
+std::string TimevalText(const timeval& tv) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%ld.%06ld", static_cast<long>(tv.tv_sec),
+                static_cast<long>(tv.tv_usec));
+  return buf;
+}
+
+std::string ServerStatsYaml(const ServerContext& ctx, const EngineStats& e, TimeMs now) {
+  const auto& c = ctx.counters.cmd;
+  auto cmd = [&c](BeanOp op) { return c[static_cast<size_t>(op)]; };
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::string y = "---\n";
+  Field(y, "current-jobs-urgent", e.urgent);
+  Field(y, "current-jobs-ready", e.ready);
+  Field(y, "current-jobs-reserved", e.reserved);
+  Field(y, "current-jobs-delayed", e.delayed);
+  Field(y, "current-jobs-buried", e.buried);
+  Field(y, "cmd-put", cmd(BeanOp::kPut) + cmd(BeanOp::kPutEx));
+  Field(y, "cmd-peek", cmd(BeanOp::kPeek));
+  Field(y, "cmd-peek-ready", cmd(BeanOp::kPeekReady));
+  Field(y, "cmd-peek-delayed", cmd(BeanOp::kPeekDelayed));
+  Field(y, "cmd-peek-buried", cmd(BeanOp::kPeekBuried));
+  Field(y, "cmd-reserve", cmd(BeanOp::kReserve));
+  Field(y, "cmd-reserve-with-timeout", cmd(BeanOp::kReserveWithTimeout));
+  Field(y, "cmd-delete", cmd(BeanOp::kDelete));
+  Field(y, "cmd-release", cmd(BeanOp::kRelease));
+  Field(y, "cmd-use", cmd(BeanOp::kUse));
+  Field(y, "cmd-watch", cmd(BeanOp::kWatch));
+  Field(y, "cmd-ignore", cmd(BeanOp::kIgnore));
+  Field(y, "cmd-bury", cmd(BeanOp::kBury));
+  Field(y, "cmd-kick", cmd(BeanOp::kKick));
+  Field(y, "cmd-touch", cmd(BeanOp::kTouch));
+  Field(y, "cmd-stats", cmd(BeanOp::kStats));
+  Field(y, "cmd-stats-job", cmd(BeanOp::kStatsJob));
+  Field(y, "cmd-stats-tube", cmd(BeanOp::kStatsTube));
+  Field(y, "cmd-list-tubes", cmd(BeanOp::kListTubes));
+  Field(y, "cmd-list-tube-used", cmd(BeanOp::kListTubeUsed));
+  Field(y, "cmd-list-tubes-watched", cmd(BeanOp::kListTubesWatched));
+  Field(y, "cmd-pause-tube", cmd(BeanOp::kPauseTube));
+  Field(y, "job-timeouts", e.job_timeouts);
+  Field(y, "total-jobs", e.total_jobs);
+  Field(y, "max-job-size", ctx.max_job_size);
+  Field(y, "current-tubes", e.topics);
+  Field(y, "current-connections", ctx.counters.connections);
+  Field(y, "current-producers", ctx.counters.producers);
+  Field(y, "current-workers", ctx.counters.workers);
+  Field(y, "current-waiting", e.waiting);
+  Field(y, "total-connections", ctx.counters.total_connections);
+  Field(y, "pid", static_cast<long>(getpid()));
+  Field(y, "version", "\"" + std::string(kVersion) + "\"");
+  Field(y, "rusage-utime", TimevalText(ru.ru_utime));
+  Field(y, "rusage-stime", TimevalText(ru.ru_stime));
+  Field(y, "uptime", Secs(now - ctx.started_ms));
+  Field(y, "binlog-oldest-index", 0);
+  Field(y, "binlog-current-index", 0);
+  Field(y, "binlog-records-migrated", 0);
+  Field(y, "binlog-records-written", 0);
+  Field(y, "binlog-max-size", 10485760);
+  Field(y, "draining", ctx.draining ? "true" : "false");
+  Field(y, "id", ctx.instance_id);
+  Field(y, "hostname", ctx.hostname);
+  Field(y, "os", ctx.os);
+  Field(y, "platform", ctx.platform);
+  return y;
+}
+
+}  // namespace
+
+std::string_view BeanReplyFor(Code code) {
+  switch (code) {
+    case Code::kNotFound: return kNotFound;
+    case Code::kInvalidArgument: return "BAD_FORMAT\r\n";
+    case Code::kNotIgnored: return "NOT_IGNORED\r\n";
+    case Code::kDeadlineSoon: return "DEADLINE_SOON\r\n";
+    case Code::kTimedOut: return "TIMED_OUT\r\n";
+    case Code::kJobTooBig: return "JOB_TOO_BIG\r\n";
+    case Code::kDraining: return "DRAINING\r\n";
+    case Code::kResourceExhausted: return "OUT_OF_MEMORY\r\n";
+    case Code::kOk:
+    case Code::kConflict:
+    case Code::kUnavailable:
+    case Code::kInternal: break;
+  }
+  return "INTERNAL_ERROR\r\n";
+}
+
+BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wake)
+    : ctx_(ctx),
+      backend_(ctx.backend),
+      wake_(std::move(wake)),
+      decoder_(ctx.max_job_size),
+      session_(ctx.backend.OpenSession()) {
+  ctx_.counters.connections++;
+  ctx_.counters.total_connections++;
+}
+
+BeanstalkHandler::~BeanstalkHandler() {
+  backend_.CloseSession(session_);
+  ctx_.counters.connections--;
+  if (producer_) ctx_.counters.producers--;
+  if (worker_) ctx_.counters.workers--;
+}
+
+void BeanstalkHandler::MarkProducer() {
+  if (!producer_) {
+    producer_ = true;
+    ctx_.counters.producers++;
+  }
+}
+
+void BeanstalkHandler::MarkWorker() {
+  if (!worker_) {
+    worker_ = true;
+    ctx_.counters.workers++;
+  }
+}
+
+void BeanstalkHandler::Process() {
+  while (!blocked_ && !close_) {
+    BeanDecoder::Item item = decoder_.Next(in_.view());
+    switch (item.kind) {
+      case BeanDecoder::Kind::kNeedMore:
+        in_.Consume(item.consumed);
+        return;
+      case BeanDecoder::Kind::kReply:
+        Reply(item.reply);
+        break;
+      case BeanDecoder::Kind::kClose:
+        close_ = true;
+        break;
+      case BeanDecoder::Kind::kCommand:
+        ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
+        blocked_ = true;  // until the command's reply is written (Done)
+        in_command_ = true;
+        Execute(item.command);  // views into in_ stay valid: consumed below
+        in_command_ = false;
+        break;
+    }
+    in_.Consume(item.consumed);
+  }
+}
+
+void BeanstalkHandler::ReplyCode(Status st) { Reply(BeanReplyFor(st.code())); }
+
+void BeanstalkHandler::ReplyJob(std::string_view word, const JobView& j) {
+  out_.append(word);
+  out_.push_back(' ');
+  AppendUint(out_, j.id);
+  out_.push_back(' ');
+  AppendUint(out_, j.body.size());
+  out_.append("\r\n");
+  out_.append(j.body);
+  out_.append("\r\n");
+}
+
+void BeanstalkHandler::ReplyYaml(const std::string& yaml) {
+  out_.append("OK ");
+  AppendUint(out_, yaml.size());
+  out_.append("\r\n");
+  out_.append(yaml);
+  out_.append("\r\n");
+}
+
+void BeanstalkHandler::Done() {
+  blocked_ = false;
+  if (!in_command_ && wake_) wake_();  // completed later: resume the connection
+}
+
+void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) {
+  MarkWorker();
+  backend_.Reserve(ReserveRequest{session_, timeout_ms, count, false},
+                   [this, batch](Status st, Jobs jobs) {
+                     if (!st.ok()) {
+                       ReplyCode(st);
+                     } else {
+                       if (batch) {
+                         out_.append("RESERVED_BATCH ");
+                         AppendUint(out_, jobs.size());
+                         out_.append("\r\n");
+                       }
+                       for (const JobView& j : jobs) ReplyJob("RESERVED", j);
+                     }
+                     Done();
+                   });
+}
+
+void BeanstalkHandler::ReplyOkOr(Status st, std::string_view ok) {
+  st.ok() ? Reply(ok) : ReplyCode(st);
+  Done();
+}
+
+void BeanstalkHandler::ReplyCount(std::string_view word, const Result<uint64_t>& res) {
+  if (res.ok()) {
+    out_.append(word);
+    AppendUint(out_, *res);
+    out_.append("\r\n");
+  } else {
+    ReplyCode(res.status());
+  }
+  Done();
+}
+
+void BeanstalkHandler::ReplyFirstJob(std::string_view word, Status st, backend::Jobs jobs) {
+  if (st.ok() && !jobs.empty()) {
+    ReplyJob(word, jobs.front());
+  } else {
+    ReplyCode(st.ok() ? Status::NotFound() : st);
+  }
+  Done();
+}
+
+void BeanstalkHandler::ReplyYamlOr(Status st, const std::function<std::string()>& yaml) {
+  st.ok() ? ReplyYaml(yaml()) : ReplyCode(st);
+  Done();
+}
+
+// Every path ends in Done(), at once or from the backend's completion.
+void BeanstalkHandler::Execute(BeanCommand& c) {
+  switch (c.op) {
+    case BeanOp::kPut:
+    case BeanOp::kPutEx: {
+      MarkProducer();
+      if (ctx_.draining) return ReplyOkOr(Status::Draining(), {});
+      PutRequest r;
+      r.body = c.body;
+      r.priority = c.pri;
+      if (c.op == BeanOp::kPut) {
+        r.delay_ms = FromSecs(c.delay);
+        r.ttr_ms = std::max<TimeMs>(FromSecs(c.ttr), kSecond);
+      } else {
+        Status bad = Status::InvalidArgument("put-ex argument out of range");
+        if (c.delay > static_cast<uint64_t>(kMaxDelayMs) ||
+            c.ttr > static_cast<uint64_t>(kMaxDelayMs) || c.tries > UINT32_MAX ||
+            (c.has_at && c.at > static_cast<uint64_t>(INT64_MAX / 2)))
+          return ReplyOkOr(bad, {});
+        r.delay_ms = static_cast<TimeMs>(c.delay);
+        r.ttr_ms = std::max<TimeMs>(static_cast<TimeMs>(c.ttr), 1);
+        if (c.has_at) r.run_at = static_cast<TimeMs>(c.at);
+        r.key = c.key;
+        r.max_tries = static_cast<uint32_t>(c.tries);
+        if (!c.backoff.empty()) {
+          auto b = ParseBackoff(c.backoff);
+          if (!b.ok()) return ReplyOkOr(b.status(), {});
+          r.backoff = std::move(b).value();
+        }
+      }
+      bool ex = c.op == BeanOp::kPutEx;
+      backend_.Put(session_, r, [this, ex](Result<PutResult> res) {
+        if (res.ok()) {
+          out_.append(res->created || !ex ? "INSERTED " : "EXISTS ");
+          AppendUint(out_, res->id);
+          out_.append("\r\n");
+        } else {
+          ReplyCode(res.status());
+        }
+        Done();
+      });
+      return;
+    }
+    case BeanOp::kUse: {
+      Status st = backend_.Use(session_, c.name);
+      if (st.ok()) {
+        out_.append("USING ");
+        out_.append(c.name);
+        out_.append("\r\n");
+      } else {
+        ReplyCode(st);
+      }
+      return Done();
+    }
+    case BeanOp::kReserve:
+      return DoReserve(-1, 1, false);
+    case BeanOp::kReserveWithTimeout:
+      return DoReserve(c.timeout < 0 ? -1 : FromSecs(static_cast<uint64_t>(c.timeout)), 1, false);
+    case BeanOp::kReserveBatch:
+      return DoReserve(c.timeout < 0 ? -1 : FromSecs(static_cast<uint64_t>(c.timeout)),
+                       static_cast<uint32_t>(c.count), true);
+    case BeanOp::kReserveJob:
+      backend_.ReserveJob(session_, c.id, [this](Status st, Jobs jobs) {
+        if (st.ok()) MarkWorker();
+        ReplyFirstJob("RESERVED", st, jobs);
+      });
+      return;
+    case BeanOp::kDelete:
+      backend_.Delete(session_, c.id, [this](Status st) { ReplyOkOr(st, "DELETED\r\n"); });
+      return;
+    case BeanOp::kDeleteKey:
+      backend_.DeleteByKey(session_, backend_.UsedTopic(session_), c.key,
+                           [this](Status st) { ReplyOkOr(st, "DELETED\r\n"); });
+      return;
+    case BeanOp::kRelease: {
+      // A delay of 0 means "no explicit delay": the job's back-off applies
+      // if it has one (put-ex), else it is ready at once, as in beanstalkd.
+      std::optional<TimeMs> delay;
+      if (c.delay > 0) delay = FromSecs(c.delay);
+      backend_.Release(session_, c.id, c.pri, delay, [this](Result<JobState> res) {
+        ReplyOkOr(res.status(),
+                  res.ok() && *res == JobState::kBuried ? "BURIED\r\n" : "RELEASED\r\n");
+      });
+      return;
+    }
+    case BeanOp::kBury:
+      backend_.Bury(session_, c.id, c.pri, [this](Status st) { ReplyOkOr(st, "BURIED\r\n"); });
+      return;
+    case BeanOp::kTouch:
+      backend_.Touch(session_, c.id, [this](Status st) { ReplyOkOr(st, "TOUCHED\r\n"); });
+      return;
+    case BeanOp::kWatch:
+    case BeanOp::kIgnore: {
+      auto res = c.op == BeanOp::kWatch ? backend_.Watch(session_, c.name)
+                                        : backend_.Ignore(session_, c.name);
+      return ReplyCount("WATCHING ", res.ok() ? Result<uint64_t>(*res) : res.status());
+    }
+    case BeanOp::kPeek:
+    case BeanOp::kPeekKey:
+    case BeanOp::kPeekReady:
+    case BeanOp::kPeekDelayed:
+    case BeanOp::kPeekBuried: {
+      using K = Backend::PeekKind;
+      K kind = c.op == BeanOp::kPeek          ? K::kId
+               : c.op == BeanOp::kPeekKey     ? K::kKey
+               : c.op == BeanOp::kPeekReady   ? K::kReady
+               : c.op == BeanOp::kPeekDelayed ? K::kDelayed
+                                              : K::kBuried;
+      std::string used = kind == K::kId ? std::string() : backend_.UsedTopic(session_);
+      backend_.Peek(kind, c.id, used, c.key, [this](Status st, Jobs jobs) {
+        // beanstalkd answers NOT_FOUND for any peek that finds nothing.
+        ReplyFirstJob("FOUND", st.ok() ? st : Status::NotFound(), jobs);
+      });
+      return;
+    }
+    case BeanOp::kKick:
+      backend_.Kick(backend_.UsedTopic(session_), static_cast<uint32_t>(c.count),
+                    [this](Result<uint64_t> res) { ReplyCount("KICKED ", res); });
+      return;
+    case BeanOp::kKickJob:
+      backend_.KickJob(c.id, [this](Status st) { ReplyOkOr(st, "KICKED\r\n"); });
+      return;
+    case BeanOp::kStatsJob:
+      backend_.StatsJob(c.id, [this](Result<JobStats> res) {
+        ReplyYamlOr(res.status(), [&] { return JobStatsYaml(*res); });
+      });
+      return;
+    case BeanOp::kStatsTube:
+      backend_.StatsTopic(c.name, [this](Result<TopicStats> res) {
+        ReplyYamlOr(res.status(), [&] { return TopicStatsYaml(*res); });
+      });
+      return;
+    case BeanOp::kStats:
+      backend_.Stats([this](Result<EngineStats> res) {
+        ReplyYamlOr(res.status(), [&] { return ServerStatsYaml(ctx_, *res, backend_.Now()); });
+      });
+      return;
+    case BeanOp::kListTubes:
+      backend_.ListTopics([this](Result<std::vector<std::string>> res) {
+        ReplyYamlOr(res.status(), [&] { return ListYaml(*res); });
+      });
+      return;
+    case BeanOp::kListTubeUsed:
+      out_.append("USING ");
+      out_.append(backend_.UsedTopic(session_));
+      out_.append("\r\n");
+      return Done();
+    case BeanOp::kListTubesWatched:
+      return ReplyYamlOr(Status::Ok(), [&] { return ListYaml(backend_.WatchedTopics(session_)); });
+    case BeanOp::kPauseTube:
+      backend_.PauseTopic(c.name, FromSecs(c.delay),
+                          [this](Status st) { ReplyOkOr(st, "PAUSED\r\n"); });
+      return;
+    case BeanOp::kClearTube:
+      backend_.ClearTopic(c.name, c.clear_mask,
+                          [this](Result<uint64_t> res) { ReplyCount("CLEARED ", res); });
+      return;
+    case BeanOp::kQuit:
+      close_ = true;
+      return Done();
+  }
+  Done();
+}
+
+}  // namespace delayq::server

@@ -1,0 +1,77 @@
+// One beanstalkd-protocol connection's logic, free of sockets: input bytes
+// in, reply bytes out. Decodes commands (BeanDecoder), runs them on the
+// backend, formats replies byte-exactly as beanstalkd 1.12 does.
+//
+// Commands run in order. A command whose completion does not arrive before
+// the backend call returns (a reserve that waits) blocks the connection: no
+// further input is processed until it completes, as in beanstalkd.
+//
+// Thread: the loop thread that owns the backend.
+#ifndef DELAYQ_SERVER_BEANSTALK_HANDLER_H_
+#define DELAYQ_SERVER_BEANSTALK_HANDLER_H_
+
+#include <functional>
+#include <string>
+
+#include "server/beanstalk_decoder.h"
+#include "server/byte_buffer.h"
+#include "server/server_context.h"
+
+namespace delayq::server {
+
+class BeanstalkHandler {
+ public:
+  // `wake` is called when output became available, or the connection
+  // should close, outside of Process() (a waiting reserve completed).
+  BeanstalkHandler(ServerContext& ctx, std::function<void()> wake);
+  ~BeanstalkHandler();
+  BeanstalkHandler(const BeanstalkHandler&) = delete;
+  BeanstalkHandler& operator=(const BeanstalkHandler&) = delete;
+
+  // The connection reads into this buffer, then calls Process().
+  ByteBuffer& input() { return in_; }
+  // Runs every complete command in the input until it needs more bytes,
+  // blocks on a waiting reserve, or is asked to close.
+  void Process();
+
+  std::string& output() { return out_; }
+  bool blocked() const { return blocked_; }
+  bool want_close() const { return close_; }
+
+ private:
+  void Execute(BeanCommand& cmd);
+  void Reply(std::string_view s) { out_.append(s); }
+  void ReplyCode(Status st);
+  void ReplyJob(std::string_view word, const JobView& j);
+  void ReplyYaml(const std::string& yaml);
+  void ReplyOkOr(Status st, std::string_view ok);
+  void ReplyCount(std::string_view word, const Result<uint64_t>& res);
+  void ReplyFirstJob(std::string_view word, Status st, backend::Jobs jobs);
+  void ReplyYamlOr(Status st, const std::function<std::string()>& yaml);
+  void DoReserve(TimeMs timeout_ms, uint32_t count, bool batch);
+  void MarkProducer();
+  void MarkWorker();
+  // The current command's reply is written: unblock, and wake the
+  // connection when this happens after Execute returned.
+  void Done();
+
+  ServerContext& ctx_;
+  backend::Backend& backend_;
+  std::function<void()> wake_;
+  BeanDecoder decoder_;
+  SessionId session_;
+  ByteBuffer in_;
+  std::string out_;
+  bool blocked_ = false;
+  bool in_command_ = false;  // inside Execute: completions are synchronous
+  bool close_ = false;
+  bool producer_ = false;
+  bool worker_ = false;
+};
+
+// The beanstalkd reply for an error status (NOT_FOUND, BAD_FORMAT, ...).
+std::string_view BeanReplyFor(Code code);
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_BEANSTALK_HANDLER_H_

@@ -1,0 +1,54 @@
+// The beanstalkd-protocol listener on Boost.Asio: accepts TCP connections and
+// runs a BeanstalkHandler for each, on the loop thread of `io`.
+//
+// Per connection: reads go straight into the handler's input buffer; after
+// each read every complete command is run and all replies go out in one
+// write; while a write is in flight, or a reserve waits, input is not read
+// further than one buffer (back-pressure).
+//
+// Thread: construct, Start and Stop on the loop thread.
+#ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
+#define DELAYQ_SERVER_BEANSTALK_SERVER_H_
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "delayq/status.h"
+#include "server/server_context.h"
+
+namespace delayq::server {
+
+class BeanstalkConnection;
+
+class BeanstalkServer {
+ public:
+  BeanstalkServer(boost::asio::io_context& io, ServerContext& ctx);
+  ~BeanstalkServer();
+
+  // Binds and listens. Returns kUnavailable with the OS's reason on failure.
+  Status Listen(const std::string& address, uint16_t port);
+  uint16_t port() const;
+  void Start();
+  // Stops accepting; lets open connections finish the replies in flight,
+  // then closes them.
+  void Stop();
+  size_t connections() const { return conns_.size(); }
+
+ private:
+  friend class BeanstalkConnection;
+  void Accept();
+  void Forget(BeanstalkConnection* c);
+
+  boost::asio::io_context& io_;
+  ServerContext& ctx_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::unordered_map<BeanstalkConnection*, std::shared_ptr<BeanstalkConnection>> conns_;
+  bool stopping_ = false;
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_BEANSTALK_SERVER_H_

@@ -1,0 +1,40 @@
+// State shared by every connection of one delayqd: the backend, the
+// server-wide counters beanstalkd's `stats` reports, drain mode.
+// Thread: the loop thread.
+#ifndef DELAYQ_SERVER_SERVER_CONTEXT_H_
+#define DELAYQ_SERVER_SERVER_CONTEXT_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "server/beanstalk_decoder.h"
+
+namespace delayq::server {
+
+inline constexpr std::string_view kVersion = "0.1.0";
+
+struct ServerCounters {
+  // Indexed by BeanOp: commands whose arguments parsed (beanstalkd's cmd-*).
+  std::array<uint64_t, 64> cmd{};
+  uint64_t connections = 0;        // open now
+  uint64_t total_connections = 0;
+  uint64_t producers = 0;          // open connections that have put
+  uint64_t workers = 0;            // open connections that have reserved
+};
+
+struct ServerContext {
+  explicit ServerContext(backend::Backend& b) : backend(b) {}
+  backend::Backend& backend;
+  ServerCounters counters;
+  bool draining = false;
+  TimeMs started_ms = 0;
+  std::string instance_id;  // 16 hex digits, random per start
+  std::string hostname, os, platform;
+  size_t max_job_size = 65535;
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_SERVER_CONTEXT_H_
