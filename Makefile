@@ -5,7 +5,7 @@
 #   make test    build, run every test; then again under ASan+UBSan in build-asan/
 #                (test-release / test-asan run one pass alone)
 #   make bench   build, run the benchmarks
-#   make run     build, run the server (placeholder until delayqd exists)
+#   make run     build, run delayqd in the foreground (ARGS="..." for flags)
 #   make format  clang-format every tracked C++ source
 #   make clean   remove the build directories
 
@@ -80,11 +80,11 @@ bench: build
 	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (no bench/engine_bench.cc yet)" >&2; exit 1; }
 	$(BUILD_DIR)/engine_bench
 
-# Placeholder: the server change replaces this with `build` + running
-# $(BUILD_DIR)/delayqd in the foreground on its embedded default store.
+# Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
+# e.g. make run ARGS="-p 11301 -V".
+ARGS ?=
 run: build
-	@echo "run: the delayqd server arrives with a later change; nothing to run yet." >&2
-	@exit 1
+	exec $(BUILD_DIR)/delayqd $(ARGS)
 
 # Tracked C++ sources (git ls-files); outside a git checkout, every C++ file
 # under the source directories.

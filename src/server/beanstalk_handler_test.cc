@@ -1,0 +1,190 @@
+// The beanstalkd handler over a Local backend and a manual clock: commands,
+// pipelining, blocking reserves woken by other connections, extensions.
+// Byte-exact comparisons with beanstalkd itself live in tests/server/.
+#include "server/beanstalk_handler.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <memory>
+
+#include "backend/local_backend.h"
+
+namespace delayq::server {
+namespace {
+
+class ManualClock : public backend::Clock {
+ public:
+  TimeMs Now() const override { return now; }
+  TimeMs now = 1'700'000'000'000;
+};
+
+struct Conn {
+  Conn(ServerContext& ctx) : h(ctx, [this] { wakes++; }) {}
+  std::string Send(std::string_view bytes) {
+    h.input().Append(bytes);
+    h.Process();
+    return Take();
+  }
+  std::string Take() {
+    std::string out;
+    out.swap(h.output());
+    return out;
+  }
+  int wakes = 0;
+  BeanstalkHandler h;
+};
+
+class HandlerTest : public ::testing::Test {
+ protected:
+  HandlerTest() : backend_(io_, {65535}, clock_), ctx_(backend_) { ctx_.started_ms = clock_.now; }
+  std::unique_ptr<Conn> Connect() { return std::make_unique<Conn>(ctx_); }
+  void Tick(TimeMs ms) {
+    clock_.now += ms;
+    backend_.Poll();
+  }
+
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  backend::LocalBackend backend_;
+  ServerContext ctx_;
+};
+
+TEST_F(HandlerTest, PutReserveDelete) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("put 5 0 10 5\r\nhello\r\n"), "INSERTED 1\r\n");
+  EXPECT_EQ(c->Send("reserve\r\n"), "RESERVED 1 5\r\nhello\r\n");
+  EXPECT_EQ(c->Send("delete 1\r\n"), "DELETED\r\n");
+  EXPECT_EQ(c->Send("delete 1\r\n"), "NOT_FOUND\r\n");
+}
+
+TEST_F(HandlerTest, PipelinedCommandsAnswerInOrder) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("put 1 0 10 1\r\na\r\nput 1 0 10 1\r\nb\r\nuse t\r\nlist-tube-used\r\n"
+                    "peek-ready\r\nuse default\r\npeek-ready\r\n"),
+            "INSERTED 1\r\nINSERTED 2\r\nUSING t\r\nUSING t\r\nNOT_FOUND\r\nUSING default\r\n"
+            "FOUND 1 1\r\na\r\n");
+}
+
+TEST_F(HandlerTest, SplitInputIsReassembled) {
+  auto c = Connect();
+  std::string all = "put 1 0 10 3\r\nabc\r\npeek 1\r\n";
+  std::string out;
+  for (char ch : all) out += c->Send(std::string(1, ch));
+  EXPECT_EQ(out, "INSERTED 1\r\nFOUND 1 3\r\nabc\r\n");
+}
+
+TEST_F(HandlerTest, BlockedReserveIsWokenByAPutElsewhere) {
+  auto worker = Connect();
+  auto producer = Connect();
+  EXPECT_EQ(worker->Send("reserve\r\nstats-job 1\r\n"), "");
+  EXPECT_TRUE(worker->h.blocked());
+  EXPECT_EQ(producer->Send("put 1 0 10 2\r\nhi\r\n"), "INSERTED 1\r\n");
+  EXPECT_EQ(worker->wakes, 1);
+  EXPECT_FALSE(worker->h.blocked());
+  EXPECT_EQ(worker->Take(), "RESERVED 1 2\r\nhi\r\n");
+  // The pipelined command behind the reserve runs once the reserve is done.
+  worker->h.Process();
+  std::string stats = worker->Take();
+  EXPECT_NE(stats.find("state: reserved"), std::string::npos) << stats;
+}
+
+TEST_F(HandlerTest, ReserveWithTimeoutTimesOutOnTheClock) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+  EXPECT_EQ(c->Send("reserve-with-timeout 2\r\n"), "");
+  Tick(1999);
+  EXPECT_EQ(c->Take(), "");
+  Tick(1);
+  EXPECT_EQ(c->Take(), "TIMED_OUT\r\n");
+}
+
+TEST_F(HandlerTest, ClosingAWaitingConnectionIsSafe) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("reserve\r\n"), "");
+  c.reset();
+  auto p = Connect();
+  EXPECT_EQ(p->Send("put 1 0 10 1\r\nx\r\nstats-job 1\r\n").substr(0, 12), "INSERTED 1\r\n");
+}
+
+TEST_F(HandlerTest, ReservedJobsOfAClosedConnectionReturn) {
+  auto a = Connect();
+  auto b = Connect();
+  a->Send("put 1 0 100 1\r\nx\r\n");
+  EXPECT_EQ(b->Send("reserve\r\n"), "RESERVED 1 1\r\nx\r\n");
+  b.reset();
+  EXPECT_EQ(a->Send("reserve-with-timeout 0\r\n"), "RESERVED 1 1\r\nx\r\n");
+}
+
+TEST_F(HandlerTest, DelayedPutFiresOnTheClock) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("put 1 2 10 1\r\nx\r\nreserve-with-timeout 0\r\n"), "INSERTED 1\r\nTIMED_OUT\r\n");
+  Tick(2000);
+  EXPECT_EQ(c->Send("reserve-with-timeout 0\r\n"), "RESERVED 1 1\r\nx\r\n");
+}
+
+TEST_F(HandlerTest, ExtensionsPutExKeysBatchClear) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("put-ex 1 250 5000 1 key=order-1\r\na\r\n"), "INSERTED 1\r\n");
+  EXPECT_EQ(c->Send("put-ex 1 250 5000 1 key=order-1\r\na\r\n"), "EXISTS 1\r\n");
+  EXPECT_EQ(c->Send("peek-key order-1\r\n"), "FOUND 1 1\r\na\r\n");
+  EXPECT_EQ(c->Send("peek-delayed\r\n"), "FOUND 1 1\r\na\r\n");
+  Tick(249);
+  EXPECT_EQ(c->Send("peek-ready\r\n"), "NOT_FOUND\r\n");
+  Tick(1);
+  EXPECT_EQ(c->Send("peek-ready\r\n"), "FOUND 1 1\r\na\r\n");
+  EXPECT_EQ(c->Send("delete-key order-1\r\n"), "DELETED\r\n");
+  EXPECT_EQ(c->Send("put 1 0 10 1\r\nb\r\nput 1 0 10 1\r\nc\r\nput 1 0 10 1\r\nd\r\n"),
+            "INSERTED 2\r\nINSERTED 3\r\nINSERTED 4\r\n");
+  EXPECT_EQ(c->Send("reserve-batch 2 0\r\n"),
+            "RESERVED_BATCH 2\r\nRESERVED 2 1\r\nb\r\nRESERVED 3 1\r\nc\r\n");
+  EXPECT_EQ(c->Send("clear-tube default all\r\n"), "CLEARED 1\r\n");
+  EXPECT_EQ(c->Send("clear-tube nosuch all\r\n"), "NOT_FOUND\r\n");
+}
+
+TEST_F(HandlerTest, BackoffAppliesToReleaseWithoutDelayAndTriesBury) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("put-ex 1 0 60000 1 tries=2 backoff=4m\r\nx\r\n"), "INSERTED 1\r\n");
+  EXPECT_EQ(c->Send("reserve\r\n"), "RESERVED 1 1\r\nx\r\n");
+  EXPECT_EQ(c->Send("release 1 1 0\r\n"), "RELEASED\r\n");
+  std::string st = c->Send("stats-job 1\r\n");
+  EXPECT_NE(st.find("state: delayed"), std::string::npos) << st;
+  EXPECT_NE(st.find("delay: 240"), std::string::npos) << st;
+  EXPECT_EQ(c->Send("kick-job 1\r\nreserve\r\nrelease 1 1 0\r\n"),
+            "KICKED\r\nRESERVED 1 1\r\nx\r\nBURIED\r\n");
+  EXPECT_EQ(c->Send("put-ex 1 0 60000 1 backoff=bogus\r\nx\r\n"), "BAD_FORMAT\r\n");
+}
+
+TEST_F(HandlerTest, DrainingRefusesPutsOnly) {
+  auto c = Connect();
+  ctx_.draining = true;
+  EXPECT_EQ(c->Send("put 1 0 10 1\r\nx\r\nlist-tubes\r\n"),
+            "DRAINING\r\nOK 14\r\n---\n- default\n\r\n");
+}
+
+TEST_F(HandlerTest, StatsCountCommandsConnectionsAndRoles) {
+  auto a = Connect();
+  auto b = Connect();
+  a->Send("put 1 0 10 1\r\nx\r\n");
+  b->Send("reserve\r\n");
+  std::string s = a->Send("stats\r\n");
+  EXPECT_NE(s.find("\ncmd-put: 1\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncmd-reserve: 1\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncurrent-connections: 2\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncurrent-producers: 1\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncurrent-workers: 1\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncurrent-jobs-reserved: 1\n"), std::string::npos);
+  b.reset();
+  s = a->Send("stats\r\n");
+  EXPECT_NE(s.find("\ncurrent-workers: 0\n"), std::string::npos);
+  EXPECT_NE(s.find("\ncurrent-jobs-ready: 1\n"), std::string::npos);
+}
+
+TEST_F(HandlerTest, QuitClosesWithoutReply) {
+  auto c = Connect();
+  EXPECT_EQ(c->Send("quit\r\nput 1 0 1 1\r\nx\r\n"), "");
+  EXPECT_TRUE(c->h.want_close());
+}
+
+}  // namespace
+}  // namespace delayq::server
