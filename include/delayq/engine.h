@@ -122,7 +122,8 @@ class Engine {
   Result<JobStats> StatsJob(TimeMs now, JobId id);
   Result<TopicStats> StatsTopic(TimeMs now, std::string_view topic);
   EngineStats Stats(TimeMs now);
-  // Names of the topics that exist (used, watched or holding jobs), by name.
+  // Names of the topics that exist (used, watched or holding jobs), in
+  // creation order (beanstalkd lists its tubes in that order too).
   std::vector<std::string> ListTopics(TimeMs now);
 
   // ---- Topics ------------------------------------------------------------

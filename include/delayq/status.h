@@ -37,12 +37,12 @@ class [[nodiscard]] Status {
   static Status Ok() { return Status(); }
   static Status NotFound(std::string_view msg = {}) { return {Code::kNotFound, msg}; }
   static Status InvalidArgument(std::string_view msg) { return {Code::kInvalidArgument, msg}; }
-  static Status NotIgnored() { return {Code::kNotIgnored, "cannot ignore the only watched topic"}; }
-  static Status DeadlineSoon() { return {Code::kDeadlineSoon, "a reserved job is due soon"}; }
-  static Status TimedOut() { return {Code::kTimedOut, "no job within the timeout"}; }
+  static Status NotIgnored() { return {Code::kNotIgnored, {}}; }
+  static Status DeadlineSoon() { return {Code::kDeadlineSoon, {}}; }
+  static Status TimedOut() { return {Code::kTimedOut, {}}; }
   static Status JobTooBig(std::string_view msg = {}) { return {Code::kJobTooBig, msg}; }
   static Status Conflict(std::string_view msg) { return {Code::kConflict, msg}; }
-  static Status Draining() { return {Code::kDraining, "server is draining"}; }
+  static Status Draining() { return {Code::kDraining, {}}; }
   static Status ResourceExhausted(std::string_view msg) { return {Code::kResourceExhausted, msg}; }
   static Status Unavailable(std::string_view msg) { return {Code::kUnavailable, msg}; }
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }

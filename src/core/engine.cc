@@ -81,7 +81,7 @@ class Engine::Impl {
     std::vector<Job*> all;
     all.reserve(ids_.size());
     ids_.ForEach([&](Job* j) { all.push_back(j); });
-    for (Job* j : all) Job::Destroy(j);
+    for (Job* j : all) pool_.Destroy(j);
   }
 
   // ---- sessions --------------------------------------------------------
@@ -116,6 +116,7 @@ class Engine::Impl {
       t->watching--;
       MaybeDrop(t);
     }
+    if (last_session_ == s) last_session_ = nullptr;
     sessions_.erase(it);
     Finish();
   }
@@ -204,7 +205,7 @@ class Engine::Impl {
       auto it = t->keys.find(r.key);
       if (it != t->keys.end()) return PutResult{it->second->id, false, it->second->state};
     }
-    Job* j = Job::Create(r.key, r.body);
+    Job* j = pool_.Create(r.key, r.body);
     j->id = next_id_++;
     j->topic = t;
     j->created = now_;
@@ -574,7 +575,7 @@ class Engine::Impl {
       Finish();
       return Status::InvalidArgument("duplicate key");
     }
-    Job* j = Job::Create(r.key, body);
+    Job* j = pool_.Create(r.key, body);
     j->id = r.id;
     j->topic = t;
     j->created = r.created_ms;
@@ -612,8 +613,12 @@ class Engine::Impl {
  private:
   // ---- lookups ---------------------------------------------------------
   Session* FindSession(SessionId id) const {
+    if (id == last_session_id_ && last_session_ != nullptr) return last_session_;
     auto it = sessions_.find(id);
-    return it == sessions_.end() ? nullptr : it->second.get();
+    if (it == sessions_.end()) return nullptr;
+    last_session_id_ = id;
+    last_session_ = it->second.get();
+    return last_session_;
   }
   // Session 0 is the operator: no session object, may act on any job.
   bool LookupCaller(SessionId id, Session** s) const {
@@ -781,7 +786,7 @@ class Engine::Impl {
     RecordDelete(j);
     Unintern(j->backoff);
     job_bytes_ -= sizeof(Job) + j->key_size + j->body_size;
-    Job::Destroy(j);
+    pool_.Destroy(j);
     t->ready.ShrinkIfSparse();
     MaybeDrop(t);
   }
@@ -896,7 +901,13 @@ class Engine::Impl {
 
   // ---- time --------------------------------------------------------------
   void AdvanceTo(TimeMs target) {
-    if (target < now_) target = now_;
+    if (target <= now_) {
+      // Common case: another call within the same millisecond.
+      if (!wheel_.HasDue() && (wakes_.empty() || wakes_.begin()->first > now_) &&
+          (pauses_.empty() || pauses_.begin()->first > now_))
+        return;
+      target = now_;
+    }
     for (;;) {
       TimeMs t = NextWakeup();
       if (t > target) break;
@@ -907,6 +918,9 @@ class Engine::Impl {
     }
     wheel_.AdvanceTo(target, [](Job*) {});
     now_ = target;
+    // Waits that ended may have let go of the last reference to a topic;
+    // drop it now, so that no call (even one that fails) sees it.
+    FlushDrops();
   }
 
   // Everything that happens at now_ (docs/engine.md, "Instants").
@@ -956,6 +970,9 @@ class Engine::Impl {
   }
   void Finish() {
     ServeWaiters();
+    FlushDrops();
+  }
+  void FlushDrops() {
     for (Topic* t : drops_) {
       t->drop_pending = false;
       if (t->refs() == 0 && t != default_topic_) {
@@ -1036,6 +1053,7 @@ class Engine::Impl {
 
   EngineOptions opt_;
   TimeMs now_;
+  core::JobPool pool_;  // before every structure holding jobs
   TimingWheel wheel_;
   IdTable ids_;
   JobId next_id_ = 1;
@@ -1044,6 +1062,8 @@ class Engine::Impl {
   Topic* default_topic_ = nullptr;
   std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
   SessionId next_session_ = 1;
+  mutable SessionId last_session_id_ = 0;  // lookup cache
+  mutable Session* last_session_ = nullptr;
   uint64_t wait_seq_ = 0;
   uint64_t waiting_sessions_ = 0;
   std::set<std::pair<TimeMs, SessionId>> wakes_;

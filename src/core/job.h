@@ -84,6 +84,76 @@ struct Job : Link {
 
 static_assert(sizeof(Job) <= 128, "a pending job's header must stay small");
 
+// Recycles job blocks by size class (16-byte steps up to 1 KiB), LIFO, so
+// the put/delete churn of a queue reuses warm blocks instead of making the
+// allocator coalesce and split. Holds at most kMaxCachedBytes of free blocks.
+class JobPool {
+ public:
+  JobPool() = default;
+  JobPool(const JobPool&) = delete;
+  JobPool& operator=(const JobPool&) = delete;
+  ~JobPool() {
+    for (FreeBlock*& head : free_) {
+      while (head != nullptr) {
+        FreeBlock* next = head->next;
+        ::operator delete(head);
+        head = next;
+      }
+    }
+  }
+
+  Job* Create(std::string_view key, std::string_view body) {
+    size_t size = sizeof(Job) + key.size() + body.size();
+    size_t cls = Class(size);
+    void* mem;
+    if (cls < kClasses && free_[cls] != nullptr) {
+      FreeBlock* b = free_[cls];
+      free_[cls] = b->next;
+      cached_bytes_ -= BlockBytes(cls);
+      mem = b;
+    } else {
+      mem = ::operator new(cls < kClasses ? BlockBytes(cls) : size);
+    }
+    Job* j = new (mem) Job();
+    j->key_size = static_cast<uint16_t>(key.size());
+    j->body_size = static_cast<uint32_t>(body.size());
+    char* data = reinterpret_cast<char*>(j + 1);
+    if (!key.empty()) std::memcpy(data, key.data(), key.size());
+    if (!body.empty()) std::memcpy(data + key.size(), body.data(), body.size());
+    return j;
+  }
+
+  void Destroy(Job* j) {
+    size_t cls = Class(sizeof(Job) + j->key_size + j->body_size);
+    j->~Job();
+    if (cls < kClasses && cached_bytes_ + BlockBytes(cls) <= kMaxCachedBytes) {
+      FreeBlock* b = reinterpret_cast<FreeBlock*>(j);
+      b->next = free_[cls];
+      free_[cls] = b;
+      cached_bytes_ += BlockBytes(cls);
+    } else {
+      ::operator delete(j);
+    }
+  }
+
+  size_t cached_bytes() const { return cached_bytes_; }
+
+ private:
+  static constexpr size_t kStep = 16;
+  static constexpr size_t kClasses = 1024 / kStep;
+  static constexpr size_t kMaxCachedBytes = 4 << 20;
+  struct FreeBlock {
+    FreeBlock* next;
+  };
+  // glibc hands out chunks of 16k bytes holding 16k - 8 usable ones: a
+  // class is sized to fill its chunk exactly.
+  static size_t Class(size_t size) { return (size + 8 + kStep - 1) / kStep - 1; }
+  static size_t BlockBytes(size_t cls) { return (cls + 1) * kStep - 8; }
+
+  FreeBlock* free_[kClasses] = {};
+  size_t cached_bytes_ = 0;
+};
+
 }  // namespace delayq::core
 
 #endif  // DELAYQ_CORE_JOB_H_

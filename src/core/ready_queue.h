@@ -47,7 +47,7 @@ class ReadyQueue {
   const std::vector<Job*>& jobs() const { return heap_; }
   size_t MemoryUsage() const { return heap_.capacity() * sizeof(Job*); }
   void ShrinkIfSparse() {
-    if (heap_.capacity() > 64 && heap_.size() * 4 < heap_.capacity()) heap_.shrink_to_fit();
+    if (heap_.capacity() > 4096 && heap_.size() * 16 < heap_.capacity()) heap_.shrink_to_fit();
   }
 
   // For invariant checks: heap order and positions.
