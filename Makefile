@@ -28,7 +28,7 @@ UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 CMAKE_GENERATOR_FLAGS := -G Ninja
 
 .DEFAULT_GOAL := build
-.PHONY: setup build build-asan test test-release test-asan bench run format clean
+.PHONY: setup build build-asan test test-release test-asan fuzz bench run format clean
 
 setup:
 	bash scripts/setup.sh
@@ -68,6 +68,23 @@ test: build
 	$(ctest_release)
 	$(configure_and_build_asan)
 	$(ctest_asan)
+	$(run_fuzzers)
+
+# libFuzzer targets (clang), each run for FUZZ_SECONDS on a scratch copy of
+# its seed corpus; a crash or a failed check fails the run.
+FUZZ_SECONDS ?= 60
+FUZZ_DIR ?= build-fuzz
+FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+define run_fuzzers
+	mkdir -p $(FUZZ_DIR)/corpus-beanstalk
+	clang++ $(FUZZ_FLAGS) fuzz/beanstalk_decoder_fuzz.cc src/server/beanstalk_decoder.cc \
+	  -o $(FUZZ_DIR)/beanstalk_decoder_fuzz
+	$(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  -dict=fuzz/beanstalk_decoder.dict $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
+endef
+
+fuzz: setup
+	$(run_fuzzers)
 
 test-release: build
 	$(ctest_release)
@@ -79,6 +96,7 @@ bench: build
 	@test -x $(BUILD_DIR)/engine_bench || \
 	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (no bench/engine_bench.cc yet)" >&2; exit 1; }
 	$(BUILD_DIR)/engine_bench
+	bash bench/server_bench.sh $(BUILD_DIR)
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
 # e.g. make run ARGS="-p 11301 -V".

@@ -95,6 +95,10 @@ class BeanDecoder {
     size_t consumed = 0;  // > 0 unless kind is kNeedMore; never more than in.size()
     BeanCommand command;
     std::string_view reply;
+    // kReply: the reply ends a put or put-ex whose four numbers parsed
+    // (JOB_TOO_BIG, BAD_FORMAT for what follows them, EXPECTED_CRLF), which
+    // 1.12 counts in cmd-put; command.op then says which of the two.
+    bool put_counted = false;
   };
 
   // Examines `in`, the unconsumed input (its first byte follows the last
@@ -120,6 +124,8 @@ class BeanDecoder {
   // kDiscardLine: bytes left in the current block; kDiscardBody: body bytes
   // (CRLF included) left to drop.
   uint64_t discard_left_ = 0;
+  // kDiscardBody: kPut or kPutEx, for the JOB_TOO_BIG item.
+  BeanOp discard_op_ = BeanOp::kPut;
 };
 
 // Parses one command line (without its CRLF) whose body, for put and put-ex,

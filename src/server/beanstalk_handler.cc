@@ -216,6 +216,8 @@ void BeanstalkHandler::Process() {
         in_.Consume(item.consumed);
         return;
       case BeanDecoder::Kind::kReply:
+        // beanstalkd counts a put whose numbers parsed even when it fails.
+        if (item.put_counted) ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
         Reply(item.reply);
         break;
       case BeanDecoder::Kind::kClose:
