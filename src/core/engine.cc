@@ -930,6 +930,7 @@ class Engine::Impl {
     for (Job* j : fired_) {
       Unplace(j, /*in_wheel=*/false);
       if (j->state == JobState::kDelayed) {
+        ids_.Prefetch(j->id);
         Place(j, JobState::kReady);
       } else {  // TTR expiry
         j->timeouts++;

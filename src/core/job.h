@@ -2,7 +2,7 @@
 // the body bytes. The header's links put the job in exactly one place at a
 // time, by state:
 //   ready    -> its topic's ReadyQueue (pos = heap index)
-//   delayed  -> the TimingWheel, keyed by `due`
+//   delayed  -> the TimingWheel, keyed by `due` (wpos = index in its slot)
 //   reserved -> the TimingWheel, keyed by `due` (= TTR deadline), and its
 //               reserver's list (pos = index in Session::reserved)
 //   buried   -> its topic's buried list (intrusive, oldest first)
@@ -51,6 +51,7 @@ struct Job : Link {
   Session* reserver = nullptr;  // reserved by; null when detached or not reserved
   uint32_t priority = 0;
   uint32_t pos = 0;
+  uint32_t wpos = 0;  // index in its timing-wheel slot
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   uint32_t max_tries = 0;
   uint32_t backoff = 0;  // interned policy, 0: none
