@@ -56,9 +56,10 @@ std::string Encode(const BeanDecoder::Item& item, size_t max_job_size) {
   if (item.kind == Kind::kReply) {
     FUZZ_CHECK(item.reply.size() >= 2 && item.reply.substr(item.reply.size() - 2) == "\r\n");
     PutStr(&e, item.reply);
-    e += item.put_counted ? '1' : '0';
-    if (item.put_counted) {
-      FUZZ_CHECK(item.command.op == BeanOp::kPut || item.command.op == BeanOp::kPutEx);
+    e += item.counted ? '1' : '0';
+    if (item.counted) {
+      FUZZ_CHECK(item.command.op == BeanOp::kPut || item.command.op == BeanOp::kPutEx ||
+                 item.command.op == BeanOp::kPauseTube);
       e += static_cast<char>(item.command.op);
     }
     return e;

@@ -30,6 +30,7 @@ PACKAGES=(
   libbenchmark-dev
   beanstalkd          # the peer the load benchmark compares against
   ruby-beaneater      # a real beanstalkd client for the black-box tests
+  ruby                # runs it (ruby-beaneater does not depend on ruby)
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):
 # keep a Node.js that is already there (it may not be Debian's, and Debian's

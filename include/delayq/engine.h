@@ -77,6 +77,10 @@ class Engine {
   // key too long, bad back-off), kJobTooBig.
   Result<PutResult> Put(TimeMs now, SessionId session, const PutRequest& request);
 
+  // Uses up the next job id without a job (beanstalkd spends an id on an
+  // upload that fails with EXPECTED_CRLF or DRAINING).
+  void DiscardJobId();
+
   // ---- Consuming ---------------------------------------------------------
   // Reserves up to `count` ready jobs from the session's watched topics,
   // lowest priority first, then lowest id. If none is ready: kDeadlineSoon

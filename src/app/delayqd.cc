@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
         config.data_dir);
   }
 
-  boost::asio::io_context io(1);
+  // One thread runs every socket: the reactor needs no locks (other threads
+  // may still post work to the loop).
+  boost::asio::io_context io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   backend::Clock clock;
   backend::LocalBackend backend(io, backend::LocalBackend::Options{config.max_job_size}, clock);
   server::ServerContext ctx(backend);

@@ -60,6 +60,8 @@ class Backend {
   virtual std::vector<std::string> WatchedTopics(SessionId s) const = 0;
 
   // ---- operations --------------------------------------------------------
+  // Uses up a job id without a job (a failed upload, as beanstalkd does).
+  virtual void DiscardJobId() = 0;
   virtual void Put(SessionId s, const PutRequest& r, Callback<PutResult> done) = 0;
   // Completes with the reserved jobs, or kTimedOut / kDeadlineSoon.
   virtual void Reserve(const ReserveRequest& r, JobsDone done) = 0;

@@ -37,6 +37,7 @@ class LocalBackend final : public Backend {
   std::string UsedTopic(SessionId s) const override;
   std::vector<std::string> WatchedTopics(SessionId s) const override;
 
+  void DiscardJobId() override { engine_.DiscardJobId(); }
   void Put(SessionId s, const PutRequest& r, Callback<PutResult> done) override;
   void Reserve(const ReserveRequest& r, JobsDone done) override;
   void CancelReserve(SessionId s) override;

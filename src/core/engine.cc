@@ -227,6 +227,8 @@ class Engine::Impl {
     return PutResult{j->id, true, j->state};
   }
 
+  void DiscardJobId() { next_id_++; }
+
   // ---- consuming -------------------------------------------------------
   Result<std::vector<JobId>> Reserve(TimeMs now, const ReserveRequest& r) {
     AdvanceTo(now);
@@ -318,6 +320,9 @@ class Engine::Impl {
     Unplace(j);
     j->priority = priority;
     j->releases++;
+    // Without a back-off, "no explicit delay" is a delay of 0 (and shows as
+    // such in stats, as beanstalkd's release 0 does).
+    if (!delay && j->backoff == 0) delay = 0;
     JobState st = ComeBack(j, delay);
     RecordUpdate(j);
     Finish();
@@ -1190,6 +1195,7 @@ std::vector<std::string_view> Engine::WatchedTopics(SessionId s) const {
 Result<PutResult> Engine::Put(TimeMs now, SessionId s, const PutRequest& r) {
   return impl_->Put(now, s, r);
 }
+void Engine::DiscardJobId() { impl_->DiscardJobId(); }
 Result<std::vector<JobId>> Engine::Reserve(TimeMs now, const ReserveRequest& r) {
   return impl_->Reserve(now, r);
 }

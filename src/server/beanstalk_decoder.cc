@@ -345,10 +345,10 @@ bool ParsePutExOptions(Args& a, BeanCommand* cmd) {
   return true;
 }
 
-// ParseBeanLine() for a default-initialised *cmd; sets *put_counted once a
+// ParseBeanLine() for a default-initialised *cmd; sets *counted once a
 // put or put-ex line's four numbers parse (1.12 counts cmd-put from there).
 bool ParseLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
-               std::string_view* reply, bool* put_counted) {
+               std::string_view* reply, bool* counted) {
   *reply = kBadFormatReply;
   // dispatch_cmd: an embedded NUL makes strlen() differ from the length.
   if (std::memchr(line.data(), '\0', line.size()) != nullptr) return false;
@@ -381,7 +381,7 @@ bool ParseLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
         cmd->delay = delay32;
         cmd->ttr = ttr32;
       }
-      *put_counted = true;
+      *counted = true;
       // 1.12 checks the size before the trailing garbage.
       if (cmd->bytes > max_job_size) {
         *reply = kJobTooBigReply;
@@ -415,7 +415,12 @@ bool ParseLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
       uint32_t delay;
       if (cmd->name.empty() || !a.U32(&delay) || !a.AtEnd()) return false;
       cmd->delay = delay;
-      return ValidTube(cmd->name);
+      // 1.12 counts cmd-pause-tube before it checks the name.
+      if (!ValidTube(cmd->name)) {
+        *counted = true;
+        return false;
+      }
+      return true;
     }
 
     case Grammar::kQuit:
@@ -451,8 +456,8 @@ bool ParseLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
 bool ParseBeanLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
                    std::string_view* reply) {
   *cmd = BeanCommand{};
-  bool put_counted = false;
-  return ParseLine(line, max_job_size, cmd, reply, &put_counted);
+  bool counted = false;
+  return ParseLine(line, max_job_size, cmd, reply, &counted);
 }
 
 // Discards an over-long line from in[*pos..], in 224-byte blocks counted from
@@ -503,7 +508,7 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
         mode_ = Mode::kLine;
         item.kind = Kind::kReply;
         item.reply = kJobTooBigReply;
-        item.put_counted = true;
+        item.counted = true;
         item.command.op = discard_op_;
       }
       return item;
@@ -553,15 +558,15 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
   size_t after_line = line_len + 2;
   BeanCommand& cmd = item.command;
   std::string_view reply;
-  bool put_counted = false;
-  if (!ParseLine(in.substr(0, line_len), max_job_size_, &cmd, &reply, &put_counted)) {
+  bool counted = false;
+  if (!ParseLine(in.substr(0, line_len), max_job_size_, &cmd, &reply, &counted)) {
     if (reply == kJobTooBigReply) {
       uint64_t left = uint64_t{cmd.bytes} + 2;
       size_t avail = in.size() - after_line;
       if (avail < left) {
         mode_ = Mode::kDiscardBody;
         discard_left_ = left - avail;
-        discard_op_ = cmd.op;  // put_counted goes with the JOB_TOO_BIG item
+        discard_op_ = cmd.op;  // counted goes with the JOB_TOO_BIG item
         item.consumed = in.size();
         return item;
       }
@@ -569,7 +574,7 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
     }
     item.kind = Kind::kReply;
     item.reply = reply;
-    item.put_counted = put_counted;
+    item.counted = counted;
     item.consumed = after_line;
     return item;
   }
@@ -588,7 +593,7 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
       if (body[cmd.bytes] != '\r' || body[cmd.bytes + 1] != '\n') {
         item.kind = Kind::kReply;
         item.reply = kExpectedCrlfReply;
-        item.put_counted = true;
+        item.counted = true;
         return item;
       }
       cmd.body = std::string_view(body, cmd.bytes);

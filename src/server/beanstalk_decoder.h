@@ -95,10 +95,11 @@ class BeanDecoder {
     size_t consumed = 0;  // > 0 unless kind is kNeedMore; never more than in.size()
     BeanCommand command;
     std::string_view reply;
-    // kReply: the reply ends a put or put-ex whose four numbers parsed
-    // (JOB_TOO_BIG, BAD_FORMAT for what follows them, EXPECTED_CRLF), which
-    // 1.12 counts in cmd-put; command.op then says which of the two.
-    bool put_counted = false;
+    // kReply: 1.12 counts this failed command in its cmd-* stats anyway
+    // (command.op says which): a put or put-ex whose four numbers parsed
+    // (JOB_TOO_BIG, BAD_FORMAT for what follows them, EXPECTED_CRLF), a
+    // pause-tube with a bad tube name.
+    bool counted = false;
   };
 
   // Examines `in`, the unconsumed input (its first byte follows the last

@@ -65,6 +65,30 @@ class Beanstalkd112InputModel {
     return true;
   }
 
+  // pause-tube's arguments as 1.12 reads them before it validates the
+  // name: spaces, a run of name characters, spaces, a u32, end of line.
+  static bool PauseArgsParse(std::string_view line) {
+    constexpr std::string_view kCmd = "pause-tube";
+    if (line.substr(0, kCmd.size()) != kCmd) return false;
+    size_t i = kCmd.size();
+    while (i < line.size() && line[i] == ' ') ++i;
+    size_t start = i;
+    auto name_char = [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             std::string_view("-+/;.$_()").find(c) != std::string_view::npos;
+    };
+    while (i < line.size() && name_char(line[i])) ++i;
+    if (i == start) return false;
+    while (i < line.size() && line[i] == ' ') ++i;
+    if (i == line.size() || line[i] < '0' || line[i] > '9') return false;
+    uint64_t v = 0;
+    for (; i < line.size() && line[i] >= '0' && line[i] <= '9'; ++i) {
+      v = v * 10 + static_cast<uint64_t>(line[i] - '0');
+      if (v > UINT32_MAX) return false;
+    }
+    return i == line.size();
+  }
+
   // scan_line_end: the first '\r' in the first size-1 bytes, if '\n' follows.
   static size_t ScanLineEnd(const char* s, size_t size) {
     const void* m = std::memchr(s, '\r', size - 1);
@@ -152,6 +176,10 @@ class Beanstalkd112InputModel {
     std::string_view line(cmd_, cmd_len_ - 2);
     BeanOp put_op = BeanOp::kQuit;
     bool counted = PutNumbersParse(line, &put_op);
+    if (!counted && PauseArgsParse(line)) {
+      counted = true;  // 1.12: op_ct[OP_PAUSE_TUBE]++ precedes is_valid_tube
+      put_op = BeanOp::kPauseTube;
+    }
     if (!ParseBeanLine(line, max_job_size_, &cmd, &reply)) {
       if (reply == kJobTooBigReply) {  // _skip
         pending_.op = put_op;
@@ -214,12 +242,12 @@ class Beanstalkd112InputModel {
   }
 
   template <class Emit>
-  static void EmitReply(Emit& emit, std::string_view reply, bool put_counted, BeanOp put_op) {
+  static void EmitReply(Emit& emit, std::string_view reply, bool counted, BeanOp put_op) {
     BeanDecoder::Item item;
     item.kind = BeanDecoder::Kind::kReply;
     item.reply = reply;
-    item.put_counted = put_counted;
-    if (put_counted) item.command.op = put_op;
+    item.counted = counted;
+    if (counted) item.command.op = put_op;
     emit(static_cast<const BeanDecoder::Item&>(item));
   }
 

@@ -39,7 +39,7 @@ struct Rec {
   std::string key = {};
   std::string backoff = {};
   std::string body = {};
-  bool put_counted = false;  // replies: Item::put_counted (op then says which put)
+  bool counted = false;  // replies: Item::counted (op then says which put)
 
   bool operator==(const Rec&) const = default;
 };
@@ -56,7 +56,7 @@ void PrintTo(const Rec& r, std::ostream* os) {
       std::string s = r.reply;
       if (s.size() >= 2) s.resize(s.size() - 2);
       *os << "<reply " << s;
-      if (r.put_counted) *os << " counted as op " << static_cast<int>(r.op);
+      if (r.counted) *os << " counted as op " << static_cast<int>(r.op);
       *os << ">";
       return;
     }
@@ -75,8 +75,8 @@ Rec FromItem(const BeanDecoder::Item& item) {
   Rec r;
   r.kind = item.kind;
   r.reply = std::string(item.reply);
-  if (item.kind == Kind::kReply && item.put_counted) {
-    r.put_counted = true;
+  if (item.kind == Kind::kReply && item.counted) {
+    r.counted = true;
     r.op = item.command.op;
   }
   if (item.kind != Kind::kCommand) return r;
@@ -114,7 +114,7 @@ Rec Close() {
 // A reply that ends a put whose numbers parsed (1.12 counts it in cmd-put).
 Rec PutReply(std::string_view reply, BeanOp op = BeanOp::kPut) {
   Rec r = Reply(reply);
-  r.put_counted = true;
+  r.counted = true;
   r.op = op;
   return r;
 }
@@ -506,10 +506,14 @@ TEST(BeanDecoder, PauseTube) {
   EXPECT_EQ(One("pause-tube " + std::string(200, 'n') + " 1"), pause(std::string(200, 'n'), 1));
   for (std::string line :
        {"pause-tube"s, "pause-tube "s, "pause-tube foo"s, "pause-tube foo "s, "pause-tube foo10"s,
-        "pause-tube foo 10 "s, "pause-tube foo 10x"s, "pause-tube -foo 10"s,
-        "pause-tube foo 4294967296"s, "pause-tube foo -1"s, "pause-tube foo\t10"s,
-        "pause-tube fo!o 10"s, "pause-tube " + std::string(201, 'n') + " 1"}) {
+        "pause-tube foo 10 "s, "pause-tube foo 10x"s, "pause-tube foo 4294967296"s,
+        "pause-tube foo -1"s, "pause-tube foo\t10"s, "pause-tube fo!o 10"s}) {
     ExpectBad(line);
+  }
+  // A name that parses but is not a valid tube name: 1.12 counts the command
+  // in cmd-pause-tube before refusing it.
+  for (std::string line : {"pause-tube -foo 10"s, "pause-tube " + std::string(201, 'n') + " 1"}) {
+    EXPECT_EQ(One(line), PutReply(kBadFormatReply, BeanOp::kPauseTube)) << line;
   }
 }
 

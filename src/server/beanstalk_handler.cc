@@ -21,6 +21,11 @@ constexpr TimeMs kSecond = 1000;
 // beanstalkd sends whole seconds, truncated toward zero.
 int64_t Secs(TimeMs ms) { return ms / kSecond; }
 
+// A time left, as beanstalkd shows it: it counts nanoseconds, so a deadline
+// 10 s away reads 9 once any time at all has passed. Milliseconds here:
+// a whole number of seconds left reads one less.
+int64_t SecsLeft(TimeMs ms) { return ms > 0 ? (ms - 1) / kSecond : 0; }
+
 // Seconds from the wire (u32 range, checked by the decoder) to ms.
 TimeMs FromSecs(uint64_t s) { return static_cast<TimeMs>(s) * kSecond; }
 
@@ -51,7 +56,7 @@ std::string JobStatsYaml(const JobStats& s) {
   Field(y, "age", Secs(s.age_ms));
   Field(y, "delay", Secs(s.delay_ms));
   Field(y, "ttr", Secs(s.ttr_ms));
-  Field(y, "time-left", Secs(s.time_left_ms));
+  Field(y, "time-left", SecsLeft(s.time_left_ms));
   Field(y, "file", 0);
   Field(y, "reserves", s.reserves);
   Field(y, "timeouts", s.timeouts);
@@ -76,7 +81,7 @@ std::string TopicStatsYaml(const TopicStats& s) {
   Field(y, "cmd-delete", s.cmd_delete);
   Field(y, "cmd-pause-tube", s.cmd_pause);
   Field(y, "pause", Secs(s.pause_ms));
-  Field(y, "pause-time-left", Secs(s.pause_time_left_ms));
+  Field(y, "pause-time-left", SecsLeft(s.pause_time_left_ms));
   return y;
 }
 
@@ -216,8 +221,14 @@ void BeanstalkHandler::Process() {
         in_.Consume(item.consumed);
         return;
       case BeanDecoder::Kind::kReply:
-        // beanstalkd counts a put whose numbers parsed even when it fails.
-        if (item.put_counted) ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
+        // beanstalkd counts some failed commands in its stats anyway, and an
+        // upload without its CRLF has already made it a producer and spent
+        // a job id.
+        if (item.counted) ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
+        if (item.reply == kExpectedCrlfReply) {
+          MarkProducer();
+          backend_.DiscardJobId();
+        }
         Reply(item.reply);
         break;
       case BeanDecoder::Kind::kClose:
@@ -261,10 +272,20 @@ void BeanstalkHandler::Done() {
   if (!in_command_ && wake_) wake_();  // completed later: resume the connection
 }
 
+void BeanstalkHandler::OnPeerClosed() {
+  if (!blocked_ || !reserving_) return;
+  backend_.CancelReserve(session_);
+  reserving_ = false;
+  ReplyCode(Status::TimedOut());
+  blocked_ = false;
+}
+
 void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) {
   MarkWorker();
+  reserving_ = true;
   backend_.Reserve(ReserveRequest{session_, timeout_ms, count, false},
                    [this, batch](Status st, Jobs jobs) {
+                     reserving_ = false;
                      if (!st.ok()) {
                        ReplyCode(st);
                      } else {
@@ -315,7 +336,10 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
     case BeanOp::kPut:
     case BeanOp::kPutEx: {
       MarkProducer();
-      if (ctx_.draining) return ReplyOkOr(Status::Draining(), {});
+      if (ctx_.draining) {
+        backend_.DiscardJobId();  // beanstalkd made the job before refusing it
+        return ReplyOkOr(Status::Draining(), {});
+      }
       PutRequest r;
       r.body = c.body;
       r.priority = c.pri;

@@ -34,6 +34,10 @@ class BeanstalkHandler {
   // blocks on a waiting reserve, or is asked to close.
   void Process();
 
+  // The peer closed its sending side. A waiting reserve is answered
+  // TIMED_OUT at once, as beanstalkd does for a half-closed connection.
+  void OnPeerClosed();
+
   std::string& output() { return out_; }
   bool blocked() const { return blocked_; }
   bool want_close() const { return close_; }
@@ -63,6 +67,7 @@ class BeanstalkHandler {
   ByteBuffer in_;
   std::string out_;
   bool blocked_ = false;
+  bool reserving_ = false;  // the blocking command is a reserve
   bool in_command_ = false;  // inside Execute: completions are synchronous
   bool close_ = false;
   bool producer_ = false;

@@ -12,6 +12,8 @@ using asio::ip::tcp;
 
 namespace {
 constexpr size_t kReadChunk = 64 * 1024;
+// Stop reading while this much input waits behind a blocked reserve.
+constexpr size_t kMaxBufferedInput = 4 * 1024 * 1024;
 // Stop reading while this much output waits for a slow client.
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 }  // namespace
@@ -24,9 +26,10 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
         handler_(server.ctx_, [this] { OnWake(); }) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
+    socket_.non_blocking(true, ec);
   }
 
-  void Start() { Read(); }
+  void Start() { WaitReadable(); }
 
   // Finish what is in flight, then close.
   void Shutdown() {
@@ -35,60 +38,98 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
  private:
-  void Read() {
-    if (reading_ || closed_ || draining_) return;
-    if (handler_.blocked() || handler_.want_close()) return;
+  // I/O is done by hand on a non-blocking socket: wait for readability,
+  // read, run every complete command, send the replies with one direct
+  // send. This costs one epoll_wait, one recv and one send per batch of
+  // requests, where the composed Asio operations add a speculative recv
+  // that fails with EAGAIN and a posted completion per write.
+  void WaitReadable() {
+    if (waiting_ || closed_ || draining_) return;
+    // Back-pressure: a client that does not read its replies, or sends
+    // more than a reserve lets us run, is not read further for now.
     if (handler_.output().size() + pending_.size() > kMaxPendingOutput) return;
-    reading_ = true;
-    ByteBuffer& in = handler_.input();
-    char* p = in.Prepare(kReadChunk);
-    size_t room = in.writable();
-    socket_.async_read_some(asio::buffer(p, room),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->OnRead(ec, n);
-                            });
+    if (handler_.blocked() && handler_.input().size() > kMaxBufferedInput) return;
+    waiting_ = true;
+    socket_.async_wait(tcp::socket::wait_read,
+                       [self = shared_from_this()](boost::system::error_code ec) {
+                         self->waiting_ = false;
+                         self->OnReadable(ec);
+                       });
   }
 
-  void OnRead(boost::system::error_code ec, size_t n) {
-    reading_ = false;
+  void OnReadable(boost::system::error_code ec) {
     if (closed_) return;
     if (ec) return Close();
-    handler_.input().Commit(n);
+    ByteBuffer& in = handler_.input();
+    for (;;) {
+      char* p = in.Prepare(kReadChunk);
+      size_t room = in.writable();
+      size_t n = socket_.read_some(asio::buffer(p, room), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+      if (ec == asio::error::eof) {
+        peer_closed_ = true;  // answer what came before the end, then close
+        break;
+      }
+      if (ec) return Close();
+      in.Commit(n);
+      if (n < room) break;  // drained what the kernel had
+    }
+    Run();
+  }
+
+  void Run() {
     handler_.Process();
+    if (peer_closed_) handler_.OnPeerClosed();  // a waiting reserve: TIMED_OUT
     Flush();
-    Read();
+    if (closed_) return;
+    if (peer_closed_) {
+      if (!writing_) Close();
+      return;
+    }
+    WaitReadable();
   }
 
   // The handler produced output outside of Process (a reserve was served).
   void OnWake() {
-    if (closed_) return;
+    if (closed_ || wake_posted_) return;
+    wake_posted_ = true;
     asio::post(socket_.get_executor(), [self = shared_from_this()] {
-      if (self->closed_) return;
-      self->handler_.Process();
-      self->Flush();
-      self->Read();
+      self->wake_posted_ = false;
+      if (!self->closed_) self->Run();
     });
   }
 
   void Flush() {
-    if (writing_) return;
-    if (handler_.output().empty()) {
+    if (writing_ || closed_) return;
+    std::string& out = handler_.output();
+    if (out.empty()) {
       if (handler_.want_close() || draining_) Close();
       return;
     }
+    boost::system::error_code ec;
+    size_t n = socket_.write_some(asio::buffer(out), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      n = 0;
+    } else if (ec) {
+      return Close();
+    }
+    if (n == out.size()) {
+      out.clear();
+      if (out.capacity() > kMaxPendingOutput) std::string().swap(out);
+      if (handler_.want_close() || draining_) Close();
+      return;
+    }
+    // The kernel took part of it: the rest goes out asynchronously.
     writing_ = true;
-    pending_.clear();
-    pending_.swap(handler_.output());
+    pending_.assign(out, n, std::string::npos);
+    out.clear();
     asio::async_write(socket_, asio::buffer(pending_),
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (self->closed_) return;
                         if (ec) return self->Close();
-                        if (self->pending_.capacity() > kMaxPendingOutput) {
-                          std::string().swap(self->pending_);
-                        }
-                        self->Flush();
-                        self->Read();
+                        std::string().swap(self->pending_);
+                        self->Run();
                       });
   }
 
@@ -104,8 +145,10 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   BeanstalkServer& server_;
   tcp::socket socket_;
   BeanstalkHandler handler_;
-  std::string pending_;  // being written
-  bool reading_ = false, writing_ = false, closed_ = false, draining_ = false;
+  std::string pending_;  // the rest of a reply the kernel did not take at once
+  bool waiting_ = false, writing_ = false, closed_ = false, draining_ = false;
+  bool wake_posted_ = false;
+  bool peer_closed_ = false;
 };
 
 BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)

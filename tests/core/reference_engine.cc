@@ -707,6 +707,9 @@ Result<JobState> ReferenceEngine::Release(TimeMs now, SessionId session, JobId i
   if (j == nullptr || !MayAct(*j, session)) return Status::NotFound("no job");
   j->priority = priority;
   j->releases += 1;
+  // "A release without an explicit delay on a job with no back-off is a
+  // release with delay 0."
+  if (!delay_ms.has_value() && j->backoff.kind == Backoff::Kind::kNone) delay_ms = 0;
   if (!delay_ms.has_value()) {
     ComeBack(*j);
   } else if (j->max_tries > 0 && j->reserves >= j->max_tries) {

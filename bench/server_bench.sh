@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# server_bench.sh: delayqd against Debian's beanstalkd, in one run, with the
+# same load generator (bench/loadgen.cc) speaking the beanstalkd protocol.
+#
+#   bash bench/server_bench.sh [BUILD_DIR]        (default: build)
+#
+# Every measurement starts a fresh server on a free loopback port (so no state
+# is carried from one mode to the next: put-only leaves its jobs behind),
+# waits until it accepts, runs build/loadgen against it, and stops it. The two
+# servers alternate (round 1: beanstalkd first, round 2: delayqd first, ...)
+# so that a change in background load hits both; each figure is the best of
+# BENCH_ROUNDS rounds (highest jobs/s; for lateness, lowest p99).
+#
+# Measurements (loadgen --mode ...):
+#   lifecycle c=1, 10, 50   put -> reserve -> delete per job, one request in flight
+#   put c=50                put-only
+#   pipeline c=4 depth=64   pipelined puts
+#   lateness                2 producers put BENCH_LATENESS_RATE jobs/s for
+#                           BENCH_LATENESS_SECONDS with delays spread over
+#                           1..2000 ms (delayq: put-ex, ms delays) or 1..2 s
+#                           (classic put, whole seconds; both servers);
+#                           8 workers block in reserve and delete each job;
+#                           lateness = RESERVED arrival - due time
+#
+# Output: `name: value` lines on stdout, the headline
+# `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
+# of each run) on stderr. Environment knobs: BENCH_SECONDS (measured seconds
+# per round, default 2), BENCH_WARMUP (0.5), BENCH_ROUNDS (2),
+# BENCH_LATENESS_SECONDS (3), BENCH_LATENESS_RATE (5000), BEANSTALKD
+# (/usr/bin/beanstalkd), BENCH_DELAYQD_ARGS (extra delayqd flags).
+set -euo pipefail
+
+BUILD_DIR=${1:-build}
+LOADGEN=$BUILD_DIR/loadgen
+DELAYQD=$BUILD_DIR/delayqd
+BEANSTALKD=${BEANSTALKD:-/usr/bin/beanstalkd}
+SECS=${BENCH_SECONDS:-2}
+WARMUP=${BENCH_WARMUP:-0.5}
+ROUNDS=${BENCH_ROUNDS:-2}
+LAT_SECS=${BENCH_LATENESS_SECONDS:-3}
+LAT_RATE=${BENCH_LATENESS_RATE:-5000}
+DELAYQD_ARGS=${BENCH_DELAYQD_ARGS:-}
+
+die() { echo "server_bench: $*" >&2; exit 1; }
+[[ -x $LOADGEN ]] || die "$LOADGEN not found (build the loadgen target: make build)"
+[[ -x $DELAYQD ]] || die "$DELAYQD not found (make build)"
+[[ -x $BEANSTALKD ]] ||
+  die "$BEANSTALKD not found (Debian: apt-get install beanstalkd; or set BEANSTALKD=)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/server_bench.XXXXXX")
+SERVER_PID=""
+SERVER_PORT=""
+CLK_TCK=$(getconf CLK_TCK)
+
+stop_server() {
+  if [[ -n $SERVER_PID ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    # Give it a moment to exit on SIGTERM; then insist.
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.02; done
+    kill -9 "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+  fi
+}
+cleanup() { stop_server; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_in_use() {
+  if command -v ss >/dev/null; then
+    [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
+  else
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  fi
+}
+
+free_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$((20000 + RANDOM % 40000))
+    port_in_use "$p" || { echo "$p"; return 0; }
+  done
+  die "no free loopback port found"
+}
+
+# start_server beanstalkd|delayq: sets SERVER_PID and SERVER_PORT.
+start_server() {
+  local which=$1 log=$WORK/$1.log
+  SERVER_PORT=$(free_port)
+  if [[ $which == beanstalkd ]]; then
+    "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" >"$log" 2>&1 &
+  else
+    # shellcheck disable=SC2086  # BENCH_DELAYQD_ARGS is a list of flags
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn $DELAYQD_ARGS >"$log" 2>&1 &
+  fi
+  SERVER_PID=$!
+  for _ in $(seq 250); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      echo "server_bench: $which exited at start-up:" >&2
+      tail -5 "$log" >&2
+      SERVER_PID=""
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$SERVER_PORT") 2>/dev/null; then return 0; fi
+    sleep 0.02
+  done
+  echo "server_bench: $which did not accept on port $SERVER_PORT within 5 s" >&2
+  stop_server
+  return 1
+}
+
+cpu_ticks() {  # utime + stime of a process, in clock ticks
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+  stat=${stat##*) }  # the fields after "(comm) "
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo $((${12} + ${13}))
+}
+
+runq_ns() {  # time the process's main thread waited for a CPU while runnable
+  local a b c
+  read -r a b c <"/proc/$1/schedstat" 2>/dev/null || { echo 0; return; }
+  echo "$b"
+}
+MAX_RUNQ=0  # worst share of a run's wall time the server spent waiting for a CPU
+
+declare -A R=()  # R[<server>_<tag>_<figure>] = value (best round)
+FAILED=0
+
+value_of() {  # value_of <name> <loadgen output>
+  awk -F': ' -v k="$1" '$1 == k { print $2; exit }' <<<"$2"
+}
+
+# run_one <server> <tag> <loadgen args...>: one round; keeps the best.
+run_one() {
+  local server=$1 tag=$2
+  shift 2
+  if ! start_server "$server"; then
+    FAILED=1
+    return 0
+  fi
+  local t0 t1 w0 w1 out rc=0
+  local q0 q1
+  t0=$(cpu_ticks "$SERVER_PID")
+  q0=$(runq_ns "$SERVER_PID")
+  w0=$(date +%s%N)
+  out=$("$LOADGEN" --port "$SERVER_PORT" --tube bench "$@" 2>"$WORK/loadgen.err") || rc=$?
+  w1=$(date +%s%N)
+  t1=$(cpu_ticks "$SERVER_PID")
+  q1=$(runq_ns "$SERVER_PID")
+  local alive=yes
+  kill -0 "$SERVER_PID" 2>/dev/null || alive=no
+  stop_server
+  local server_cpu runq
+  server_cpu=$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v ns=$((w1 - w0)) \
+    'BEGIN { printf "%.0f", 100 * (t / hz) / (ns / 1e9) }')
+  runq=$(awk -v q=$((q1 - q0)) -v ns=$((w1 - w0)) 'BEGIN { printf "%.0f", 100 * q / ns }')
+  ((runq > MAX_RUNQ)) && MAX_RUNQ=$runq
+  local cpus="server cpu ${server_cpu}%, waiting for a cpu ${runq}%"
+  if [[ $rc -ne 0 || $alive == no ]]; then
+    echo "server_bench: $server $tag failed (loadgen exit $rc, server alive: $alive):" >&2
+    cat "$WORK/loadgen.err" >&2
+    [[ $alive == no ]] && tail -5 "$WORK/$server.log" >&2
+    FAILED=1
+    return 0
+  fi
+  local key=${server}_${tag}
+  if [[ $tag == lateness* ]]; then
+    local p50 p99
+    p50=$(value_of lateness_p50_ms "$out")
+    p99=$(value_of lateness_p99_ms "$out")
+    printf 'server_bench: %-10s %-16s lateness p50 %7s ms  p99 %7s ms  (%s/%s jobs; %s; loadgen cpu %s%%)\n' \
+      "$server" "$tag" "$p50" "$p99" "$(value_of jobs_received "$out")" \
+      "$(value_of jobs_put "$out")" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+    if [[ -z ${R[${key}_p99_ms]:-} ]] ||
+      awk -v a="$p99" -v b="${R[${key}_p99_ms]}" 'BEGIN { exit !(a < b) }'; then
+      R[${key}_p50_ms]=$p50
+      R[${key}_p99_ms]=$p99
+    fi
+  else
+    local jps p50 p99
+    jps=$(value_of jobs_per_s "$out")
+    p50=$(value_of latency_p50_us "$out")
+    p99=$(value_of latency_p99_us "$out")
+    printf 'server_bench: %-10s %-16s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; loadgen cpu %s%%)\n' \
+      "$server" "$tag" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+    if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
+      R[${key}_jobs_per_s]=$jps
+      R[${key}_latency_p50_us]=$p50
+      R[${key}_latency_p99_us]=$p99
+    fi
+  fi
+}
+
+# measure <tag> <beanstalkd args|-> <delayq args|-> : ROUNDS alternating rounds.
+# "-" skips that server.
+measure() {
+  local tag=$1 bargs=$2 dargs=$3 r
+  for ((r = 1; r <= ROUNDS; r++)); do
+    local order=(beanstalkd delayq)
+    ((r % 2 == 0)) && order=(delayq beanstalkd)
+    for s in "${order[@]}"; do
+      local a=$bargs
+      [[ $s == delayq ]] && a=$dargs
+      [[ $a == - ]] && continue
+      # shellcheck disable=SC2086  # $a is a list of loadgen flags
+      run_one "$s" "$tag" $a
+    done
+  done
+}
+
+echo "server_bench: $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "$ROUNDS rounds of ${SECS}s (+${WARMUP}s warm-up) per figure;" \
+  "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -1)" >&2
+
+T="--seconds $SECS --warmup $WARMUP"
+for c in 1 10 50; do
+  measure "lifecycle_c$c" "--mode lifecycle --connections $c $T" "--mode lifecycle --connections $c $T"
+done
+measure put_c50 "--mode put --connections 50 $T" "--mode put --connections 50 $T"
+measure pipeline_c4_d64 "--mode pipeline --connections 4 --pipeline-depth 64 $T" \
+  "--mode pipeline --connections 4 --pipeline-depth 64 $T"
+L="--mode lateness --connections 8 --producers 2 --rate $LAT_RATE --seconds $LAT_SECS --max-delay-ms 2000"
+measure lateness_s "$L" "$L"
+measure lateness_ms - "$L --protocol-ms"
+
+# ---------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------
+get() { echo "${R[$1]:-n/a}"; }
+ratio() {  # ratio <numerator key> <denominator key>
+  local a b
+  a=$(get "$1")
+  b=$(get "$2")
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    if (a == "n/a" || b == "n/a" || b + 0 <= 0) print "n/a"; else printf "%.2f\n", a / b }'
+}
+emit() { echo "$1: $(get "$1")"; }
+
+echo "bench_rounds: $ROUNDS"
+echo "bench_seconds_per_round: $SECS"
+for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64; do
+  for s in beanstalkd delayq; do
+    emit "${s}_${tag}_jobs_per_s"
+    emit "${s}_${tag}_latency_p50_us"
+    emit "${s}_${tag}_latency_p99_us"
+  done
+  base=${tag%%_c*}
+  suffix=${tag#"${base}"_}
+  # The c50 lifecycle ratio is the headline: printed once, last.
+  [[ $tag == lifecycle_c50 ]] ||
+    echo "${base}_vs_beanstalkd_${suffix}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+done
+echo "lateness_rate_jobs_per_s: $LAT_RATE"
+for k in beanstalkd_lateness_s delayq_lateness_s delayq_lateness_ms; do
+  emit "${k}_p50_ms"
+  emit "${k}_p99_ms"
+done
+# Target: delayq with ms delays no later at p99 than beanstalkd with s delays (<= 1).
+echo "lateness_p99_delayq_ms_over_beanstalkd_s: $(ratio delayq_lateness_ms_p99_ms beanstalkd_lateness_s_p99_ms)"
+echo "lateness_p99_delayq_s_over_beanstalkd_s: $(ratio delayq_lateness_s_p99_ms beanstalkd_lateness_s_p99_ms)"
+echo "lifecycle_vs_beanstalkd_c50: $(ratio delayq_lifecycle_c50_jobs_per_s beanstalkd_lifecycle_c50_jobs_per_s)"
+
+if ((MAX_RUNQ >= 10)); then
+  echo "server_bench: note: a server spent up to ${MAX_RUNQ}% of a run waiting for a CPU" \
+    "(other processes were busy; load average now $(cut -d' ' -f1-3 /proc/loadavg)):" \
+    "the figures are noisy" >&2
+fi
+if ((FAILED)); then
+  echo "server_bench: some runs failed (see above); their figures are missing or from fewer rounds" >&2
+  exit 1
+fi

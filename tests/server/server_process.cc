@@ -1,0 +1,398 @@
+#include "server/server_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#ifndef DELAYQ_BINARY_DIR
+#error "DELAYQ_BINARY_DIR must name the build directory (see CMakeLists.txt)"
+#endif
+
+namespace delayq::testing {
+
+using Clock = std::chrono::steady_clock;
+
+std::string DelayqdPath() { return std::string(DELAYQ_BINARY_DIR) + "/delayqd"; }
+
+bool BeanstalkdAvailable() { return access(kBeanstalkdPath, X_OK) == 0; }
+
+int64_t MillisSince(Clock::time_point start) {
+  return std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+}
+
+namespace {
+
+sockaddr_in Loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// One connect attempt; the socket on success, -1 otherwise.
+int ConnectOnce(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a = Loopback(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+uint16_t FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a = Loopback(0);
+  uint16_t port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// ---- ServerProcess -----------------------------------------------------------
+
+ServerProcess::~ServerProcess() {
+  Stop();
+  if (!log_path_.empty()) unlink(log_path_.c_str());
+}
+
+bool ServerProcess::Spawn(const std::string& binary, const std::vector<std::string>& args,
+                          uint16_t port) {
+  if (log_path_.empty()) {
+    char tmpl[] = "/tmp/delayq-server-log-XXXXXX";
+    int fd = mkstemp(tmpl);
+    if (fd < 0) return false;
+    close(fd);
+    log_path_ = tmpl;
+  }
+  std::vector<std::string> argv_s = {binary, "-l", "127.0.0.1", "-p", std::to_string(port)};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  // Opened before fork: only async-signal-safe calls happen in the child.
+  int log_fd = open(log_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (log_fd < 0 || null_fd < 0) return false;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    dup2(null_fd, 0);
+    dup2(null_fd, 1);
+    dup2(log_fd, 2);
+    // The test runner may block or ignore signals; the server must not
+    // inherit that (SIGUSR1, SIGTERM, SIGPIPE are part of its contract).
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(log_fd);
+  close(null_fd);
+  if (pid < 0) return false;
+  pid_ = pid;
+  status_ = -1;
+  port_ = port;
+  return true;
+}
+
+bool ServerProcess::Start(const std::string& binary, const std::vector<std::string>& args,
+                          std::string* error, milliseconds timeout) {
+  if (access(binary.c_str(), X_OK) != 0) {
+    *error = binary + " is not an executable file";
+    return false;
+  }
+  auto deadline = Clock::now() + timeout;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    uint16_t port = FreeLoopbackPort();
+    if (port == 0 || !Spawn(binary, args, port)) {
+      *error = std::string("cannot start a server: ") + std::strerror(errno);
+      return false;
+    }
+    while (Clock::now() < deadline) {
+      if (!Alive()) break;
+      int fd = ConnectOnce(port);
+      if (fd >= 0) {
+        close(fd);
+        // Our child must still be the one listening (not a server of
+        // another test that took the port before ours could bind it).
+        std::this_thread::sleep_for(milliseconds(5));
+        if (Alive()) return true;
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (Alive()) {
+      Stop();
+      *error = "the server did not accept connections in time; its log:\n" + Log();
+      return false;
+    }
+    // Exited early: most likely the port was taken meanwhile; try another.
+    *error = "the server exited early (status " + std::to_string(status_) + "); its log:\n" + Log();
+    pid_ = -1;
+  }
+  return false;
+}
+
+bool ServerProcess::Alive() {
+  if (pid_ < 0) return false;
+  if (status_ != -1) return false;
+  int st = 0;
+  pid_t r = waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = st;
+    return false;
+  }
+  return r == 0;
+}
+
+void ServerProcess::Signal(int sig) const {
+  if (pid_ > 0 && status_ == -1) kill(pid_, sig);
+}
+
+int ServerProcess::Stop(milliseconds grace) {
+  if (pid_ < 0) return -1;
+  if (Alive()) {
+    kill(pid_, SIGTERM);
+    auto deadline = Clock::now() + grace;
+    while (Alive() && Clock::now() < deadline) std::this_thread::sleep_for(milliseconds(5));
+    if (Alive()) {
+      kill(pid_, SIGKILL);
+      int st = 0;
+      if (waitpid(pid_, &st, 0) == pid_) status_ = st;
+    }
+  }
+  int st = status_;
+  pid_ = -1;
+  return st;
+}
+
+std::string ServerProcess::Log() const {
+  if (log_path_.empty()) return {};
+  std::ifstream in(log_path_, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// ---- RawClient ---------------------------------------------------------------
+
+RawClient::RawClient(uint16_t port, milliseconds timeout) : timeout_(timeout) {
+  // A server under heavy load (hundreds of connections at once, ASan) may
+  // refuse for a moment when its accept queue is full: retry briefly.
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    fd_ = ConnectOnce(port);
+    if (fd_ >= 0 || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  if (fd_ < 0) {
+    error_ = std::string("connect: ") + std::strerror(errno);
+    return;
+  }
+  int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+RawClient::~RawClient() { Close(); }
+
+RawClient::RawClient(RawClient&& o) noexcept
+    : fd_(o.fd_), timeout_(o.timeout_), buf_(std::move(o.buf_)), error_(std::move(o.error_)) {
+  o.fd_ = -1;
+}
+
+RawClient& RawClient::operator=(RawClient&& o) noexcept {
+  if (this != &o) {
+    Close();
+    fd_ = o.fd_;
+    timeout_ = o.timeout_;
+    buf_ = std::move(o.buf_);
+    error_ = std::move(o.error_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void RawClient::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void RawClient::ShutdownWrite() {
+  if (fd_ >= 0) shutdown(fd_, SHUT_WR);
+}
+
+bool RawClient::Send(std::string_view bytes) {
+  if (fd_ < 0) return false;
+  while (!bytes.empty()) {
+    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error_ = std::string("send: ") + std::strerror(errno);
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+bool RawClient::SendByteByByte(std::string_view bytes, std::chrono::microseconds gap) {
+  for (char c : bytes) {
+    if (!Send(std::string_view(&c, 1))) return false;
+    if (gap.count() > 0) std::this_thread::sleep_for(gap);
+  }
+  return true;
+}
+
+int RawClient::ReadSome(Clock::time_point deadline) {
+  if (fd_ < 0) return -1;
+  while (true) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left < 0) left = 0;
+    pollfd p{fd_, POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) return 0;
+    if (r < 0) return -1;
+    char chunk[65536];
+    ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    buf_.append(chunk, static_cast<size_t>(n));
+    return 1;
+  }
+}
+
+int RawClient::FillTo(size_t n, Clock::time_point deadline) {
+  while (buf_.size() < n) {
+    int r = ReadSome(deadline);
+    if (r <= 0) return r;
+  }
+  return 1;
+}
+
+std::string RawClient::ReadReply() { return ReadReply(timeout_); }
+
+std::string RawClient::ReadReply(milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  auto fail = [this](int r) {
+    std::string got = std::move(buf_);
+    buf_.clear();
+    got.append(r == 0 ? kTimeoutMark : kEofMark);
+    return got;
+  };
+  size_t eol;
+  while ((eol = buf_.find("\r\n")) == std::string::npos) {
+    int r = ReadSome(deadline);
+    if (r <= 0) return fail(r);
+  }
+  size_t line_end = eol + 2;
+  std::string_view line(buf_.data(), eol);
+  // Replies followed by a block of data: the block's size is the last field.
+  size_t total = line_end;
+  if (line.starts_with("OK ") || line.starts_with("FOUND ") || line.starts_with("RESERVED ")) {
+    size_t sp = line.rfind(' ');
+    uint64_t bytes = std::strtoull(std::string(line.substr(sp + 1)).c_str(), nullptr, 10);
+    total = line_end + bytes + 2;
+  }
+  if (int r = FillTo(total, deadline); r <= 0) return fail(r);
+  std::string reply = buf_.substr(0, total);
+  buf_.erase(0, total);
+  return reply;
+}
+
+std::string RawClient::ReadReplies(size_t n) {
+  std::string all;
+  for (size_t i = 0; i < n; ++i) {
+    std::string r = ReadReply();
+    all += r;
+    if (r.ends_with(kTimeoutMark) || r.ends_with(kEofMark)) break;
+  }
+  return all;
+}
+
+std::string RawClient::Call(std::string_view request) {
+  if (!Send(request)) return std::string("<send failed: ") + error_ + ">";
+  return ReadReply();
+}
+
+std::string RawClient::ReadFor(milliseconds quiet) {
+  while (ReadSome(Clock::now() + quiet) > 0) {
+  }
+  std::string got = std::move(buf_);
+  buf_.clear();
+  return got;
+}
+
+bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
+  auto deadline = Clock::now() + timeout;
+  int r;
+  while ((r = ReadSome(deadline)) > 0) {
+  }
+  if (data != nullptr) data->append(buf_);
+  buf_.clear();
+  return r < 0;
+}
+
+// ---- YAML masking ------------------------------------------------------------
+
+std::string MaskYamlValues(std::string_view reply, const std::vector<std::string>& keys) {
+  size_t eol = reply.find("\r\n");
+  if (!reply.starts_with("OK ") || eol == std::string_view::npos) return std::string(reply);
+  std::string_view rest = reply.substr(eol + 2);
+  if (!rest.ends_with("\r\n")) return std::string(reply);
+  std::string_view yaml = rest.substr(0, rest.size() - 2);
+  std::string out;
+  size_t pos = 0;
+  while (pos < yaml.size()) {
+    size_t nl = yaml.find('\n', pos);
+    size_t end = nl == std::string_view::npos ? yaml.size() : nl;
+    std::string_view line = yaml.substr(pos, end - pos);
+    size_t colon = line.find(": ");
+    bool masked = false;
+    if (colon != std::string_view::npos) {
+      std::string_view key = line.substr(0, colon);
+      for (const std::string& k : keys) {
+        if (key == k) {
+          out.append(key);
+          out.append(": *");
+          masked = true;
+          break;
+        }
+      }
+    }
+    if (!masked) out.append(line);
+    if (nl != std::string_view::npos) out.push_back('\n');
+    pos = end + 1;
+  }
+  return "OK " + std::to_string(out.size()) + "\r\n" + out + "\r\n";
+}
+
+}  // namespace delayq::testing
