@@ -59,6 +59,10 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
       c->data_dir = *v;
+    } else if (k == "busy_poll_us") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
+      c->busy_poll_us = static_cast<uint32_t>(*v);
     } else if (k == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
@@ -82,7 +86,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.set_help_flag("-h,--help", "Print this help and exit");
   bool version = false;
   std::string listen, log_level, data_dir, config_file;
-  int64_t port = -1, max_job_size = -1;
+  int64_t port = -1, max_job_size = -1, busy_poll_us = -1;
   app.add_option("-l,--listen", listen, "Listen on address ADDR (default 0.0.0.0)")
       ->option_text("ADDR");
   app.add_option("-p,--port", port, "Listen on TCP port PORT (default 11300)")
@@ -96,11 +100,16 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       ->option_text("FILE");
   app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
       ->option_text("LEVEL");
+  app.add_option("--busy-poll-us", busy_poll_us,
+                 "Poll this long for more work before sleeping (default 0: never)")
+      ->option_text("MICROSECONDS")
+      ->check(CLI::Range(0, 1'000'000));
   app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
       "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
-      "DELAYQ_DATA_DIR, DELAYQ_LOG_LEVEL. Documentation: docs/configuration.md.");
+      "DELAYQ_DATA_DIR, DELAYQ_LOG_LEVEL, DELAYQ_BUSY_POLL_US. Documentation:\n"
+      "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // program name
@@ -146,12 +155,20 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   }
   if (auto v = EnvValue(env, "DELAYQ_DATA_DIR"); !v.empty()) c->data_dir = v;
   if (auto v = EnvValue(env, "DELAYQ_LOG_LEVEL"); !v.empty()) c->log_level = v;
+  if (auto v = EnvValue(env, "DELAYQ_BUSY_POLL_US"); !v.empty()) {
+    char* end = nullptr;
+    unsigned long b = std::strtoul(v.c_str(), &end, 10);
+    if (*end != '\0' || b > 1'000'000)
+      return fail(Status::InvalidArgument("DELAYQ_BUSY_POLL_US must be 0..1000000"));
+    c->busy_poll_us = static_cast<uint32_t>(b);
+  }
   // 3. The flags.
   if (!listen.empty()) c->listen = listen;
   if (port >= 0) c->port = static_cast<uint16_t>(port);
   if (max_job_size >= 0) c->max_job_size = static_cast<uint64_t>(max_job_size);
   if (!data_dir.empty()) c->data_dir = data_dir;
   if (!log_level.empty()) c->log_level = log_level;
+  if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
   if (c->verbose && log_level.empty()) c->log_level = "debug";
   if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
   out.run = true;

@@ -21,6 +21,9 @@ struct Config {
   std::string log_level = "info";  // trace debug info warn error off
   std::string config_file;         // -c / --config / DELAYQ_CONFIG
   bool verbose = false;            // -V: log level debug
+  // After the loop has had work, keep polling for this long before
+  // sleeping in the kernel (trades CPU for latency); 0: never.
+  uint32_t busy_poll_us = 0;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

@@ -96,9 +96,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   beanstalk.Start();
-  spdlog::info("event=started version={} listen={}:{} backend={} max_job_size={} pid={}",
-               server::kVersion, config.listen, beanstalk.port(), backend.info().name,
-               config.max_job_size, static_cast<long>(getpid()));
+  spdlog::info(
+      "event=started version={} listen={}:{} backend={} max_job_size={} busy_poll_us={} pid={}",
+      server::kVersion, config.listen, beanstalk.port(), backend.info().name, config.max_job_size,
+      config.busy_poll_us, static_cast<long>(getpid()));
 
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -118,7 +119,28 @@ int main(int argc, char** argv) {
       };
   drain_signal.async_wait(on_drain);
 
-  io.run();
+  if (config.busy_poll_us == 0) {
+    io.run();
+  } else {
+    // Poll while work keeps coming; sleep in epoll once it has been quiet
+    // for busy_poll_us, so an idle server costs no CPU.
+    using clock = std::chrono::steady_clock;
+    const auto quiet = std::chrono::microseconds(config.busy_poll_us);
+    auto last_work = clock::now();
+    while (!io.stopped()) {
+      if (io.poll() > 0) {
+        last_work = clock::now();
+      } else if (clock::now() - last_work >= quiet) {
+        if (io.run_one() == 0) break;
+        last_work = clock::now();
+      }
+    }
+  }
+  // Connections still open after the grace period are closed; their
+  // handlers run now, while the backend they point to still exists.
+  beanstalk.CloseAll();
+  io.restart();
+  io.poll();
   spdlog::info("event=stopped");
   return 0;
 }

@@ -31,6 +31,8 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 
   void Start() { WaitReadable(); }
 
+  void CloseNow() { Close(); }
+
   // Finish what is in flight, then close.
   void Shutdown() {
     draining_ = true;
@@ -200,6 +202,15 @@ void BeanstalkServer::Forget(BeanstalkConnection* c) {
   std::shared_ptr<BeanstalkConnection> keep = std::move(it->second);
   conns_.erase(it);
   asio::post(io_, [keep] {});
+}
+
+void BeanstalkServer::CloseAll() {
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  std::vector<std::shared_ptr<BeanstalkConnection>> all;
+  for (auto& [p, c] : conns_) all.push_back(c);
+  for (auto& c : all) c->CloseNow();
 }
 
 void BeanstalkServer::Stop() {

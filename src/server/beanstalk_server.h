@@ -35,6 +35,10 @@ class BeanstalkServer {
   // Stops accepting; lets open connections finish the replies in flight,
   // then closes them.
   void Stop();
+  // Closes every connection at once (at exit, after Stop had its chance).
+  // The loop must then run its ready handlers (restart + poll) before the
+  // backend goes away: they hold the last references to the connections.
+  void CloseAll();
   size_t connections() const { return conns_.size(); }
 
  private:

@@ -709,6 +709,10 @@ TEST_F(Protocol, DeadlineSoonWakesAWaitingReserve) {
   EXPECT_EQ(c.Call("delete 1\r\n"), "DELETED\r\n");
 }
 
+// Note for DELAYQ_TEST_AGAINST=beanstalkd: Debian's beanstalkd 1.12 itself
+// fails this now and then (the expired job does not reach the waiting
+// connection within 5 s; seen in about 1 run of 3 here; cf. beanstalkd
+// issues #262 and #380).
 TEST_F(Protocol, TtrExpiryReturnsTheJobToReady) {
   RawClient a = Connect();
   RawClient b = Connect();
@@ -1137,6 +1141,25 @@ TEST_F(Protocol, HalfCloseWhileWaitingRepliesTimedOut) {
   std::this_thread::sleep_for(200ms);
   w.ShutdownWrite();
   EXPECT_EQ(w.ReadReply(3000ms), "TIMED_OUT\r\n");
+}
+
+TEST_F(Protocol, RepliesPrecedeTheCloseOfAHalfClosedConnection) {
+  RawClient c = Connect();
+  ASSERT_TRUE(c.Send("use hc\r\nput 0 0 60 2\r\nhi\r\nlist-tube-used\r\n"));
+  c.ShutdownWrite();
+  std::string data;
+  EXPECT_TRUE(c.WaitClosed(3000ms, &data));
+  EXPECT_EQ(data, "USING hc\r\n" + Inserted(1) + "USING hc\r\n");
+  RawClient d = Connect();
+  EXPECT_EQ(d.Call("peek 1\r\n"), Found(1, "hi"));
+}
+
+TEST_F(Protocol, QuitInAPipelineAnswersWhatCameBefore) {
+  RawClient c = Connect();
+  ASSERT_TRUE(c.Send("list-tube-used\r\nput 0 0 60 1\r\nq\r\nquit\r\nlist-tube-used\r\n"));
+  std::string data;
+  EXPECT_TRUE(c.WaitClosed(3000ms, &data));
+  EXPECT_EQ(data, "USING default\r\n" + Inserted(1));
 }
 
 TEST_F(Protocol, Quit) {

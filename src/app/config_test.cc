@@ -1,0 +1,94 @@
+#include "app/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace delayq::app {
+namespace {
+
+ParseOutcome Parse(std::vector<std::string> args, std::vector<std::string> env, Config* c) {
+  args.insert(args.begin(), "delayqd");
+  return ParseConfig(args, env, c);
+}
+
+std::string WriteToml(const std::string& text) {
+  std::string path = ::testing::TempDir() + "delayqd_config_test.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Config, Defaults) {
+  Config c;
+  ParseOutcome o = Parse({}, {}, &c);
+  EXPECT_TRUE(o.run);
+  EXPECT_EQ(c.listen, "0.0.0.0");
+  EXPECT_EQ(c.port, 11300);
+  EXPECT_EQ(c.max_job_size, 65535u);
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.busy_poll_us, 0u);
+}
+
+TEST(Config, BeanstalkdShortFlags) {
+  Config c;
+  ASSERT_TRUE(Parse({"-l", "127.0.0.1", "-p", "11301", "-z", "1024", "-b", "/tmp/x", "-V"}, {}, &c).run);
+  EXPECT_EQ(c.listen, "127.0.0.1");
+  EXPECT_EQ(c.port, 11301);
+  EXPECT_EQ(c.max_job_size, 1024u);
+  EXPECT_EQ(c.data_dir, "/tmp/x");
+  EXPECT_EQ(c.log_level, "debug");
+}
+
+TEST(Config, FlagsOverrideEnvironmentOverridesFile) {
+  std::string path = WriteToml("port = 1000\nlisten = \"10.0.0.1\"\nmax_job_size = 77\n");
+  Config c;
+  ASSERT_TRUE(Parse({"-c", path, "--port", "3000"}, {"DELAYQ_PORT=2000", "DELAYQ_LISTEN=::1"}, &c).run);
+  EXPECT_EQ(c.port, 3000);          // flag
+  EXPECT_EQ(c.listen, "::1");       // environment over file
+  EXPECT_EQ(c.max_job_size, 77u);   // file over default
+  Config d;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_CONFIG=" + path}, &d).run);
+  EXPECT_EQ(d.port, 1000);
+}
+
+TEST(Config, ErrorsExitTwoWithAMessage) {
+  Config c;
+  ParseOutcome o = Parse({"--port", "70000"}, {}, &c);
+  EXPECT_FALSE(o.run);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("port"), std::string::npos) << o.text;
+  o = Parse({"--no-such-flag"}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  o = Parse({}, {"DELAYQ_PORT=abc"}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("DELAYQ_PORT"), std::string::npos);
+  o = Parse({"-c", WriteToml("prot = 1\n")}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("unknown setting 'prot'"), std::string::npos) << o.text;
+  o = Parse({"-c", WriteToml("port = \"x\"\n")}, {}, &c);
+  EXPECT_NE(o.text.find("'port' must be"), std::string::npos) << o.text;
+  o = Parse({"-c", WriteToml("port = = 1\n")}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("line 1"), std::string::npos) << o.text;
+  o = Parse({"-c", "/nonexistent/delayqd.toml"}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  o = Parse({"--log-level", "loud"}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+}
+
+TEST(Config, HelpAndVersionExitZero) {
+  Config c;
+  ParseOutcome o = Parse({"-h"}, {}, &c);
+  EXPECT_FALSE(o.run);
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_NE(o.text.find("--max-job-size"), std::string::npos);
+  o = Parse({"-v"}, {}, &c);
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_EQ(o.text.rfind("delayqd ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace delayq::app
