@@ -91,16 +91,7 @@ int main(int argc, char** argv) {
   }
 
   server::BeanstalkServer beanstalk(io, ctx);
-  if (Status st = beanstalk.Listen(config.listen, config.port); !st.ok()) {
-    spdlog::error("event=listen_failed error=\"{}\"", st.message());
-    return 1;
-  }
-  beanstalk.Start();
-  spdlog::info(
-      "event=started version={} listen={}:{} backend={} max_job_size={} busy_poll_us={} pid={}",
-      server::kVersion, config.listen, beanstalk.port(), backend.info().name, config.max_job_size,
-      config.busy_poll_us, static_cast<long>(getpid()));
-
+  // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -118,6 +109,16 @@ int main(int argc, char** argv) {
         drain_signal.async_wait(on_drain);
       };
   drain_signal.async_wait(on_drain);
+
+  if (Status st = beanstalk.Listen(config.listen, config.port); !st.ok()) {
+    spdlog::error("event=listen_failed error=\"{}\"", st.message());
+    return 1;
+  }
+  beanstalk.Start();
+  spdlog::info(
+      "event=started version={} listen={}:{} backend={} max_job_size={} busy_poll_us={} pid={}",
+      server::kVersion, config.listen, beanstalk.port(), backend.info().name, config.max_job_size,
+      config.busy_poll_us, static_cast<long>(getpid()));
 
   if (config.busy_poll_us == 0) {
     io.run();

@@ -497,6 +497,20 @@ bool BeanDecoder::DiscardLine(std::string_view in, size_t* pos) {
   return false;
 }
 
+// Discards the rest of an over-long line from in[pos..]; once its CRLF has
+// gone, the item is the BAD_FORMAT reply and line mode resumes.
+BeanDecoder::Item BeanDecoder::DiscardLineFrom(std::string_view in, size_t pos) {
+  Item item;
+  bool done = DiscardLine(in, &pos);
+  item.consumed = pos;
+  if (done) {
+    mode_ = Mode::kLine;
+    item.kind = Kind::kReply;
+    item.reply = kBadFormatReply;
+  }
+  return item;
+}
+
 BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
   Item item;
   switch (mode_) {
@@ -513,17 +527,8 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
       }
       return item;
     }
-    case Mode::kDiscardLine: {
-      size_t pos = 0;
-      bool done = DiscardLine(in, &pos);
-      item.consumed = pos;
-      if (done) {
-        mode_ = Mode::kLine;
-        item.kind = Kind::kReply;
-        item.reply = kBadFormatReply;
-      }
-      return item;
-    }
+    case Mode::kDiscardLine:
+      return DiscardLineFrom(in, 0);
     case Mode::kLine:
       break;
   }
@@ -544,15 +549,7 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
     mode_ = Mode::kDiscardLine;
     discard_left_ = kMaxLineLength;
     discard_saw_cr_ = false;
-    size_t pos = kMaxLineLength;
-    bool done = DiscardLine(in, &pos);
-    item.consumed = pos;
-    if (done) {
-      mode_ = Mode::kLine;
-      item.kind = Kind::kReply;
-      item.reply = kBadFormatReply;
-    }
-    return item;
+    return DiscardLineFrom(in, kMaxLineLength);
   }
 
   size_t after_line = line_len + 2;

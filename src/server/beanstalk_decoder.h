@@ -116,6 +116,8 @@ class BeanDecoder {
  private:
   bool DiscardLine(std::string_view in, size_t* pos);
 
+  Item DiscardLineFrom(std::string_view in, size_t pos);
+
   size_t max_job_size_;
   // Discard state: the rest of an over-long line, or a too-big body.
   enum class Mode : uint8_t { kLine, kDiscardLine, kDiscardBody } mode_ = Mode::kLine;

@@ -204,22 +204,21 @@ void BeanstalkServer::Forget(BeanstalkConnection* c) {
   asio::post(io_, [keep] {});
 }
 
-void BeanstalkServer::CloseAll() {
+std::vector<std::shared_ptr<BeanstalkConnection>> BeanstalkServer::StopAccepting() {
   stopping_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
-  std::vector<std::shared_ptr<BeanstalkConnection>> all;
+  std::vector<std::shared_ptr<BeanstalkConnection>> all;  // closing edits conns_
   for (auto& [p, c] : conns_) all.push_back(c);
-  for (auto& c : all) c->CloseNow();
+  return all;
+}
+
+void BeanstalkServer::CloseAll() {
+  for (auto& c : StopAccepting()) c->CloseNow();
 }
 
 void BeanstalkServer::Stop() {
-  stopping_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  std::vector<std::shared_ptr<BeanstalkConnection>> all;
-  for (auto& [p, c] : conns_) all.push_back(c);
-  for (auto& c : all) c->Shutdown();
+  for (auto& c : StopAccepting()) c->Shutdown();
 }
 
 }  // namespace delayq::server

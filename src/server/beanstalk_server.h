@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "delayq/status.h"
 #include "server/server_context.h"
@@ -45,6 +46,8 @@ class BeanstalkServer {
   friend class BeanstalkConnection;
   void Accept();
   void Forget(BeanstalkConnection* c);
+  // Closes the acceptor; returns the open connections.
+  std::vector<std::shared_ptr<BeanstalkConnection>> StopAccepting();
 
   boost::asio::io_context& io_;
   ServerContext& ctx_;
