@@ -40,41 +40,46 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
  private:
-  // I/O is done by hand on a non-blocking socket: wait for readability,
-  // read, run every complete command, send the replies with one direct
-  // send. This costs one epoll_wait, one recv and one send per batch of
-  // requests, where the composed Asio operations add a speculative recv
-  // that fails with EAGAIN and a posted completion per write.
+  // I/O on the non-blocking socket: an async_read_some, then every
+  // complete command runs and all replies leave with one direct send. After
+  // a read that drained the socket, Asio's next async_read_some neither
+  // tries a speculative recv nor touches epoll: the op waits for the next
+  // edge. So a request costs one recv and one send (async_wait would cost an
+  // epoll_ctl per wait; async_write, EPOLLOUT wake-ups from then on).
   void WaitReadable() {
-    if (waiting_ || closed_ || draining_) return;
+    if (reading_ || closed_ || draining_ || peer_closed_) return;
     // Back-pressure: a client that does not read its replies, or sends
     // more than a reserve lets us run, is not read further for now.
     if (handler_.output().size() + pending_.size() > kMaxPendingOutput) return;
     if (handler_.blocked() && handler_.input().size() > kMaxBufferedInput) return;
-    waiting_ = true;
-    socket_.async_wait(tcp::socket::wait_read,
-                       [self = shared_from_this()](boost::system::error_code ec) {
-                         self->waiting_ = false;
-                         self->OnReadable(ec);
-                       });
+    reading_ = true;
+    ByteBuffer& in = handler_.input();
+    char* p = in.Prepare(kReadChunk);
+    socket_.async_read_some(asio::buffer(p, in.writable()),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->reading_ = false;
+                              self->OnRead(ec, n);
+                            });
   }
 
-  void OnReadable(boost::system::error_code ec) {
+  void OnRead(boost::system::error_code ec, size_t n) {
     if (closed_) return;
-    if (ec) return Close();
     ByteBuffer& in = handler_.input();
-    for (;;) {
-      char* p = in.Prepare(kReadChunk);
-      size_t room = in.writable();
-      size_t n = socket_.read_some(asio::buffer(p, room), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-      if (ec == asio::error::eof) {
-        peer_closed_ = true;  // answer what came before the end, then close
-        break;
-      }
-      if (ec) return Close();
+    if (!ec) {
       in.Commit(n);
-      if (n < room) break;  // drained what the kernel had
+      // The read filled the buffer: more may be waiting, take it now.
+      while (in.writable() == 0) {
+        char* p = in.Prepare(kReadChunk);
+        n = socket_.read_some(asio::buffer(p, in.writable()), ec);
+        if (ec) break;
+        in.Commit(n);
+      }
+      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+    }
+    if (ec == asio::error::eof) {
+      peer_closed_ = true;  // answer what came before the end, then close
+    } else if (ec) {
+      return Close();
     }
     Run();
   }
@@ -148,7 +153,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   tcp::socket socket_;
   BeanstalkHandler handler_;
   std::string pending_;  // the rest of a reply the kernel did not take at once
-  bool waiting_ = false, writing_ = false, closed_ = false, draining_ = false;
+  bool reading_ = false, writing_ = false, closed_ = false, draining_ = false;
   bool wake_posted_ = false;
   bool peer_closed_ = false;
 };
