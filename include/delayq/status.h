@@ -26,6 +26,7 @@ enum class Code : uint8_t {
   kResourceExhausted, // a configured limit (jobs, memory) is reached
   kUnavailable,       // storage is failing or full; retry later
   kInternal,          // a bug or an unexpected failure of a dependency
+  kCorruption,        // stored data is damaged or of an unknown format
 };
 
 // Stable lower-case name of a code ("not_found"), used in logs and JSON errors.
@@ -46,6 +47,7 @@ class [[nodiscard]] Status {
   static Status ResourceExhausted(std::string_view msg) { return {Code::kResourceExhausted, msg}; }
   static Status Unavailable(std::string_view msg) { return {Code::kUnavailable, msg}; }
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }
+  static Status Corruption(std::string_view msg) { return {Code::kCorruption, msg}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

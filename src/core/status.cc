@@ -21,6 +21,7 @@ std::string_view CodeName(Code code) {
     case Code::kResourceExhausted: return "resource_exhausted";
     case Code::kUnavailable: return "unavailable";
     case Code::kInternal: return "internal";
+    case Code::kCorruption: return "corruption";
   }
   return "unknown";
 }

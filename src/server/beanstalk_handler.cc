@@ -177,7 +177,8 @@ std::string_view BeanReplyFor(Code code) {
     case Code::kOk:
     case Code::kConflict:
     case Code::kUnavailable:
-    case Code::kInternal: break;
+    case Code::kInternal:
+    case Code::kCorruption: break;
   }
   return "INTERNAL_ERROR\r\n";
 }

@@ -75,6 +75,7 @@ const char* CodeStr(Code c) {
     case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case Code::kUnavailable: return "UNAVAILABLE";
     case Code::kInternal: return "INTERNAL";
+    case Code::kCorruption: return "CORRUPTION";
   }
   return "?";
 }

@@ -1,0 +1,195 @@
+#include "store/record_codec.h"
+
+
+namespace delayq::store {
+namespace {
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+// Signed times as zigzag, so small negative values stay short.
+void PutSigned(std::string* out, int64_t v) {
+  PutVarint(out, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+}
+void PutBytes(std::string* out, std::string_view b) {
+  PutVarint(out, b.size());
+  out->append(b);
+}
+void PutBigEndian(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+}
+uint64_t GetBigEndian(std::string_view s) {
+  uint64_t v = 0;
+  for (char c : s) v = (v << 8) | static_cast<uint8_t>(c);
+  return v;
+}
+
+// Reads fields from a value; any read past the end marks it bad.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return in_.size(); }
+
+  uint8_t Byte() {
+    if (in_.empty()) return Fail(), 0;
+    uint8_t b = static_cast<uint8_t>(in_[0]);
+    in_.remove_prefix(1);
+    return b;
+  }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b = Byte();
+      if (!ok_) return 0;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    return Fail(), 0;
+  }
+  uint32_t U32() {
+    uint64_t v = Varint();
+    if (v > UINT32_MAX) Fail();
+    return static_cast<uint32_t>(v);
+  }
+  int64_t Signed() {
+    uint64_t z = Varint();
+    return static_cast<int64_t>((z >> 1) ^ (~(z & 1) + 1));
+  }
+  std::string_view Bytes() {
+    uint64_t n = Varint();
+    if (!ok_ || n > in_.size()) return Fail(), std::string_view();
+    std::string_view b = in_.substr(0, n);
+    in_.remove_prefix(n);
+    return b;
+  }
+
+ private:
+  void Fail() { ok_ = false; }
+  std::string_view in_;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out) {
+  out->push_back(static_cast<char>(kRecordVersion));
+  PutVarint(out, r.id);
+  PutBytes(out, r.topic);
+  PutBytes(out, r.key);
+  out->push_back(static_cast<char>(r.state));
+  PutVarint(out, r.priority);
+  PutSigned(out, r.due_ms);
+  PutSigned(out, r.created_ms);
+  PutSigned(out, r.delay_ms);
+  PutSigned(out, r.ttr_ms);
+  for (uint32_t c : {r.reserves, r.timeouts, r.releases, r.buries, r.kicks, r.max_tries})
+    PutVarint(out, c);
+  out->push_back(static_cast<char>(r.backoff.kind));
+  switch (r.backoff.kind) {
+    case Backoff::Kind::kNone:
+      break;
+    case Backoff::Kind::kList:
+      PutVarint(out, r.backoff.delays_ms.size());
+      for (TimeMs d : r.backoff.delays_ms) PutSigned(out, d);
+      break;
+    case Backoff::Kind::kExponential:
+      PutSigned(out, r.backoff.base_ms);
+      PutSigned(out, r.backoff.cap_ms);
+      break;
+  }
+  PutBytes(out, body);
+}
+
+Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* body) {
+  Reader in(value);
+  uint8_t version = in.Byte();
+  if (!in.ok()) return Status::Corruption("empty job record");
+  if (version == 0 || version > kRecordVersion) {
+    return Status::InvalidArgument("job record version " + std::to_string(version) +
+                                   " is newer than this delayqd reads (" +
+                                   std::to_string(kRecordVersion) + ")");
+  }
+  *r = JobRecord{};
+  r->id = in.Varint();
+  r->topic = std::string(in.Bytes());
+  r->key = std::string(in.Bytes());
+  uint8_t state = in.Byte();
+  r->priority = in.U32();
+  r->due_ms = in.Signed();
+  r->created_ms = in.Signed();
+  r->delay_ms = in.Signed();
+  r->ttr_ms = in.Signed();
+  for (uint32_t* c : {&r->reserves, &r->timeouts, &r->releases, &r->buries, &r->kicks,
+                      &r->max_tries})
+    *c = in.U32();
+  uint8_t kind = in.Byte();
+  if (!in.ok()) return Status::Corruption("truncated job record");
+  if (state != static_cast<uint8_t>(JobState::kReady) &&
+      state != static_cast<uint8_t>(JobState::kDelayed) &&
+      state != static_cast<uint8_t>(JobState::kBuried))
+    return Status::Corruption("job record with state " + std::to_string(state));
+  r->state = static_cast<JobState>(state);
+  switch (kind) {
+    case static_cast<uint8_t>(Backoff::Kind::kNone):
+      break;
+    case static_cast<uint8_t>(Backoff::Kind::kList): {
+      uint64_t n = in.Varint();
+      if (!in.ok() || n == 0 || n > 64) return Status::Corruption("bad back-off list");
+      r->backoff.kind = Backoff::Kind::kList;
+      for (uint64_t i = 0; i < n; ++i) r->backoff.delays_ms.push_back(in.Signed());
+      break;
+    }
+    case static_cast<uint8_t>(Backoff::Kind::kExponential):
+      r->backoff.kind = Backoff::Kind::kExponential;
+      r->backoff.base_ms = in.Signed();
+      r->backoff.cap_ms = in.Signed();
+      break;
+    default:
+      return Status::Corruption("job record with back-off kind " + std::to_string(kind));
+  }
+  *body = in.Bytes();
+  if (!in.ok()) return Status::Corruption("truncated job record");
+  if (in.left() != 0) return Status::Corruption("job record with trailing bytes");
+  if (r->id == 0) return Status::Corruption("job record with id 0");
+  return Status::Ok();
+}
+
+std::string JobKey(JobId id) {
+  std::string k;
+  PutBigEndian(&k, id);
+  return k;
+}
+
+std::string DueKey(TimeMs due, JobId id) {
+  std::string k;
+  PutBigEndian(&k, static_cast<uint64_t>(due));  // due >= 0: sorts as unsigned
+  PutBigEndian(&k, id);
+  return k;
+}
+
+std::string UserKey(std::string_view topic, std::string_view key) {
+  std::string k(topic);
+  k.push_back('\0');  // topics never contain NUL
+  k.append(key);
+  return k;
+}
+
+bool ParseJobKey(std::string_view key, JobId* id) {
+  if (key.size() != 8) return false;
+  *id = GetBigEndian(key);
+  return true;
+}
+
+bool ParseDueKey(std::string_view key, TimeMs* due, JobId* id) {
+  if (key.size() != 16) return false;
+  *due = static_cast<TimeMs>(GetBigEndian(key.substr(0, 8)));
+  *id = GetBigEndian(key.substr(8));
+  return true;
+}
+
+}  // namespace delayq::store

@@ -1,0 +1,39 @@
+// The on-disk encoding of a job (docs/storage.md): a versioned value that
+// holds a JobRecord and the body, and the order-preserving keys of the
+// store's indexes. Pure functions; no I/O.
+#ifndef DELAYQ_STORE_RECORD_CODEC_H_
+#define DELAYQ_STORE_RECORD_CODEC_H_
+
+#include <string>
+#include <string_view>
+
+#include "delayq/status.h"
+#include "delayq/types.h"
+
+namespace delayq::store {
+
+// The version written by this build. Readers accept every version up to it
+// (docs/storage.md says how to bump it).
+inline constexpr uint8_t kRecordVersion = 1;
+
+// Appends the value of a job record: version, fields, body.
+void EncodeJobValue(const JobRecord& record, std::string_view body, std::string* out);
+
+// Parses a value written by EncodeJobValue of any known version. The body
+// view points into `value`. Returns kCorruption for a truncated or damaged
+// value, kInvalidArgument for a version newer than kRecordVersion.
+Status DecodeJobValue(std::string_view value, JobRecord* record, std::string_view* body);
+
+// Keys: a job by id (8 bytes, big-endian, so ids sort numerically); the due
+// index (due then id, big-endian: a scan from the start yields the soonest);
+// the user-key index (topic, NUL, key).
+std::string JobKey(JobId id);
+std::string DueKey(TimeMs due, JobId id);
+std::string UserKey(std::string_view topic, std::string_view key);
+// Return false when the key has the wrong size.
+bool ParseJobKey(std::string_view key, JobId* id);
+bool ParseDueKey(std::string_view key, TimeMs* due, JobId* id);
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_RECORD_CODEC_H_
