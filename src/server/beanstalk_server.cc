@@ -16,6 +16,8 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxBufferedInput = 4 * 1024 * 1024;
 // Stop reading while this much output waits for a slow client.
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
+// Reads beyond the first in one go, when each fills the buffer.
+constexpr int kMaxExtraReads = 16;
 }  // namespace
 
 class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnection> {
@@ -67,8 +69,9 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     ByteBuffer& in = handler_.input();
     if (!ec) {
       in.Commit(n);
-      // The read filled the buffer: more may be waiting, take it now.
-      while (in.writable() == 0) {
+      // The read filled the buffer: more may be waiting, take some now (a
+      // bounded amount, so a fast sender cannot make us buffer without end).
+      for (int i = 0; i < kMaxExtraReads && in.writable() == 0; ++i) {
         char* p = in.Prepare(kReadChunk);
         n = socket_.read_some(asio::buffer(p, in.writable()), ec);
         if (ec) break;
