@@ -10,17 +10,18 @@ namespace delayq::core {
 namespace {
 
 TEST(IdTable, InsertFindEraseAgainstUnorderedMap) {
+  JobPool pool;
   std::mt19937_64 rng(7);
   IdTable t;
   std::unordered_map<JobId, Job*> ref;
   JobId next = 1;
   for (int step = 0; step < 300000; ++step) {
     if (rng() % 3 != 0 || ref.empty()) {
-      Job* j = Job::Create({}, {});
+      Job* j = pool.Create({}, {});
       j->id = (rng() % 4 == 0) ? next + (rng() % 1000) * 1'000'003 : next;
       next++;
       if (ref.count(j->id) > 0) {
-        Job::Destroy(j);
+        pool.Destroy(j);
         continue;
       }
       t.Insert(j);
@@ -31,7 +32,7 @@ TEST(IdTable, InsertFindEraseAgainstUnorderedMap) {
       bool present = it != ref.end();
       ASSERT_EQ(t.Erase(id), present);
       if (present) {
-        Job::Destroy(it->second);
+        pool.Destroy(it->second);
         ref.erase(it);
       }
     }
@@ -40,14 +41,15 @@ TEST(IdTable, InsertFindEraseAgainstUnorderedMap) {
     }
     ASSERT_EQ(t.size(), ref.size());
   }
-  for (auto& [id, j] : ref) Job::Destroy(j);
+  for (auto& [id, j] : ref) pool.Destroy(j);
 }
 
 TEST(IdTable, ShrinksAfterMassErase) {
+  JobPool pool;
   IdTable t;
   std::vector<Job*> jobs;
   for (JobId id = 1; id <= 100000; ++id) {
-    Job* j = Job::Create({}, {});
+    Job* j = pool.Create({}, {});
     j->id = id;
     t.Insert(j);
     jobs.push_back(j);
@@ -55,7 +57,7 @@ TEST(IdTable, ShrinksAfterMassErase) {
   size_t big = t.capacity();
   for (Job* j : jobs) {
     ASSERT_TRUE(t.Erase(j->id));
-    Job::Destroy(j);
+    pool.Destroy(j);
   }
   EXPECT_LT(t.capacity(), big);
   EXPECT_EQ(t.Find(5), nullptr);

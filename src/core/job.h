@@ -61,25 +61,12 @@ struct Job : Link {
 
   std::string_view key() const { return {data(), key_size}; }
   std::string_view body() const { return {data() + key_size, body_size}; }
+  // The key, then the body, follow the header (JobPool::Create).
+  char* data() { return reinterpret_cast<char*>(this + 1); }
 
-  // REQUIRES: key.size() <= kMaxKeyLength, body.size() < 4 GiB.
-  static Job* Create(std::string_view key, std::string_view body) {
-    void* mem = ::operator new(sizeof(Job) + key.size() + body.size());
-    Job* j = new (mem) Job();
-    j->key_size = static_cast<uint16_t>(key.size());
-    j->body_size = static_cast<uint32_t>(body.size());
-    if (!key.empty()) std::memcpy(j->data(), key.data(), key.size());
-    if (!body.empty()) std::memcpy(j->data() + key.size(), body.data(), body.size());
-    return j;
-  }
-  static void Destroy(Job* j) {
-    j->~Job();
-    ::operator delete(j);
-  }
   static Job* From(Link* l) { return static_cast<Job*>(l); }
 
  private:
-  char* data() { return reinterpret_cast<char*>(this + 1); }
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
 };
 
@@ -118,9 +105,8 @@ class JobPool {
     Job* j = new (mem) Job();
     j->key_size = static_cast<uint16_t>(key.size());
     j->body_size = static_cast<uint32_t>(body.size());
-    char* data = reinterpret_cast<char*>(j + 1);
-    if (!key.empty()) std::memcpy(data, key.data(), key.size());
-    if (!body.empty()) std::memcpy(data + key.size(), body.data(), body.size());
+    if (!key.empty()) std::memcpy(j->data(), key.data(), key.size());
+    if (!body.empty()) std::memcpy(j->data() + key.size(), body.data(), body.size());
     return j;
   }
 

@@ -10,6 +10,7 @@ namespace delayq::core {
 namespace {
 
 TEST(ReadyQueue, PriorityThenIdWithArbitraryRemoval) {
+  JobPool pool;
   std::mt19937 rng(3);
   ReadyQueue q;
   auto less = [](const Job* a, const Job* b) { return ReadyBefore(a, b); };
@@ -19,7 +20,7 @@ TEST(ReadyQueue, PriorityThenIdWithArbitraryRemoval) {
   for (int step = 0; step < 100000; ++step) {
     int op = static_cast<int>(rng() % 3);
     if (op == 0 || ref.empty()) {
-      Job* j = Job::Create({}, {});
+      Job* j = pool.Create({}, {});
       owned.push_back(j);
       j->id = next++;
       j->priority = rng() % 5;
@@ -41,7 +42,7 @@ TEST(ReadyQueue, PriorityThenIdWithArbitraryRemoval) {
       ASSERT_TRUE(q.Valid());
     }
   }
-  for (Job* j : owned) Job::Destroy(j);
+  for (Job* j : owned) pool.Destroy(j);
 }
 
 }  // namespace

@@ -11,16 +11,17 @@ namespace delayq::core {
 namespace {
 
 struct Jobs {
+  JobPool pool;
   std::vector<Job*> all;
   Job* Make(TimeMs due, JobId id) {
-    Job* j = Job::Create({}, {});
+    Job* j = pool.Create({}, {});
     j->id = id;
     j->due = due;
     all.push_back(j);
     return j;
   }
   ~Jobs() {
-    for (Job* j : all) Job::Destroy(j);
+    for (Job* j : all) pool.Destroy(j);
   }
 };
 
