@@ -24,6 +24,7 @@ PACKAGES=(
   libfmt-dev
   libtomlplusplus-dev # config file
   libcli11-dev        # command-line flags
+  librocksdb-dev      # the embedded store
   # tests and benchmarks
   libgtest-dev
   libgmock-dev

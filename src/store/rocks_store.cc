@@ -1,0 +1,207 @@
+#include "store/rocks_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include <chrono>
+#include <unordered_map>
+
+#include "store/record_codec.h"
+
+namespace delayq::store {
+namespace {
+
+constexpr const char* kFormatKey = "format";
+constexpr const char* kMaxIdKey = "max_id";
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::Ok();
+  std::string msg = std::string(what) + ": " + s.ToString();
+  if (s.IsCorruption()) return Status::Corruption(msg);
+  if (s.IsIOError() || s.IsNoSpace() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain())
+    return Status::Unavailable(msg);
+  if (s.IsInvalidArgument() || s.IsNotSupported()) return Status::InvalidArgument(msg);
+  return Status::Internal(msg);
+}
+
+std::string BigEndian(uint64_t v) { return JobKey(v); }  // same 8-byte form
+
+uint64_t ReadBigEndian(std::string_view s) {
+  JobId v = 0;
+  ParseJobKey(s, &v);
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& options) {
+  std::unique_ptr<RocksStore> store(new RocksStore(options));
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.paranoid_checks = true;
+  // A torn last record is what a crash leaves; damage before it is an error.
+  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"jobs", rocksdb::ColumnFamilyOptions()},
+      {"due", rocksdb::ColumnFamilyOptions()},
+      {"keys", rocksdb::ColumnFamilyOptions()}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, families, &handles, &db);
+  if (!s.ok()) return FromRocks(s, "opening the store in " + options.dir);
+  store->db_.reset(db);
+  store->meta_ = handles[0];
+  store->jobs_ = handles[1];
+  store->due_ = handles[2];
+  store->keys_ = handles[3];
+
+  std::string format;
+  s = db->Get(rocksdb::ReadOptions(), store->meta_, kFormatKey, &format);
+  if (s.IsNotFound()) {
+    s = db->Put(rocksdb::WriteOptions(), store->meta_, kFormatKey,
+                std::string(1, static_cast<char>(kRecordVersion)));
+    if (!s.ok()) return FromRocks(s, "writing the format version");
+  } else if (!s.ok()) {
+    return FromRocks(s, "reading the format version");
+  } else if (format.size() != 1 || static_cast<uint8_t>(format[0]) > kRecordVersion) {
+    return Status::InvalidArgument("the store in " + options.dir +
+                                   " has a format this delayqd does not know");
+  }
+  std::string max_id;
+  s = db->Get(rocksdb::ReadOptions(), store->meta_, kMaxIdKey, &max_id);
+  if (s.ok()) {
+    store->max_id_ = ReadBigEndian(max_id);
+  } else if (!s.IsNotFound()) {
+    return FromRocks(s, "reading the highest id");
+  }
+  if (options.fsync == FsyncPolicy::kEverySec) {
+    store->syncer_ = std::thread([raw = store.get()] { raw->SyncLoop(); });
+  }
+  return store;
+}
+
+RocksStore::~RocksStore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (syncer_.joinable()) syncer_.join();
+  if (db_ != nullptr) {
+    if (options_.fsync != FsyncPolicy::kNo) db_->SyncWAL();
+    for (auto* h : {jobs_, due_, keys_, meta_})
+      if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
+    db_->Close();
+  }
+}
+
+void RocksStore::SyncLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::seconds(1));
+    if (stop_) break;
+    lock.unlock();
+    db_->SyncWAL();  // a failure shows again at the next write
+    lock.lock();
+  }
+}
+
+Status RocksStore::Apply(const std::vector<Mutation>& batch) {
+  rocksdb::WriteBatch wb;
+  // What the store holds for each job this batch touches, as the batch
+  // goes: the indexes to clean up and the body an update keeps.
+  struct Known {
+    bool present = false;
+    JobRecord record;
+    std::string body;
+  };
+  std::unordered_map<JobId, Known> known;
+  auto lookup = [&](JobId id, Known** out) -> Status {
+    auto [it, fresh] = known.try_emplace(id);
+    *out = &it->second;
+    if (!fresh) return Status::Ok();
+    std::string value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), jobs_, JobKey(id), &value);
+    if (s.IsNotFound()) return Status::Ok();
+    if (!s.ok()) return FromRocks(s, "reading job " + std::to_string(id));
+    std::string_view body;
+    if (Status st = DecodeJobValue(value, &it->second.record, &body); !st.ok()) return st;
+    it->second.present = true;
+    it->second.body = std::string(body);
+    return Status::Ok();
+  };
+  JobId max_id = max_id_;
+  std::string value;
+  for (const Mutation& m : batch) {
+    const JobRecord& r = m.record;
+    Known* k = nullptr;
+    if (Status st = lookup(r.id, &k); !st.ok()) return st;
+    if (k->present && k->record.state == JobState::kDelayed)
+      wb.Delete(due_, DueKey(k->record.due_ms, r.id));
+    if (m.kind == Mutation::Kind::kDelete) {
+      if (k->present && !k->record.key.empty())
+        wb.Delete(keys_, UserKey(k->record.topic, k->record.key));
+      wb.Delete(jobs_, JobKey(r.id));
+      *k = Known{};
+      continue;
+    }
+    if (m.kind == Mutation::Kind::kUpdate && !k->present) {
+      return Status::Internal("update of job " + std::to_string(r.id) +
+                              ", which the store does not hold");
+    }
+    if (m.kind == Mutation::Kind::kPut) k->body = m.body;  // an update keeps the body
+    value.clear();
+    EncodeJobValue(r, k->body, &value);
+    wb.Put(jobs_, JobKey(r.id), value);
+    if (r.state == JobState::kDelayed) wb.Put(due_, DueKey(r.due_ms, r.id), "");
+    if (!r.key.empty()) wb.Put(keys_, UserKey(r.topic, r.key), JobKey(r.id));
+    k->present = true;
+    k->record = r;
+    if (r.id > max_id) max_id = r.id;
+  }
+  if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.fsync == FsyncPolicy::kAlways;
+  rocksdb::Status s = db_->Write(wo, &wb);
+  if (!s.ok()) return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");
+  max_id_ = max_id;
+  return Status::Ok();
+}
+
+Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string_view)>& job,
+                        JobId* max_id) {
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, jobs_));
+  JobId highest = max_id_;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    JobId id;
+    if (!ParseJobKey(it->key().ToStringView(), &id))
+      return Status::Corruption("a job key of " + std::to_string(it->key().size()) + " bytes");
+    JobRecord r;
+    std::string_view body;
+    Status st = DecodeJobValue(it->value().ToStringView(), &r, &body);
+    if (!st.ok()) return Status::Corruption("job " + std::to_string(id) + ": " + st.message());
+    if (r.id != id) return Status::Corruption("job " + std::to_string(id) + " stored under another id");
+    if (id > highest) highest = id;
+    if (Status cb = job(r, body); !cb.ok()) return cb;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the jobs");
+  *max_id = highest;
+  return Status::Ok();
+}
+
+Status RocksStore::NoteMaxId(JobId id) {
+  if (id <= max_id_) return Status::Ok();
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.fsync == FsyncPolicy::kAlways;
+  rocksdb::Status s = db_->Put(wo, meta_, kMaxIdKey, BigEndian(id));
+  if (!s.ok()) return FromRocks(s, "writing the highest id");
+  max_id_ = id;
+  return Status::Ok();
+}
+
+}  // namespace delayq::store

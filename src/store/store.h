@@ -1,0 +1,45 @@
+// Durability behind one interface (docs/storage.md). A store applies the
+// engine's mutations in order and loads the jobs back at start.
+//
+// Thread: a store is used by one thread at a time (the writer thread of the
+// Local backend, or the loop thread at recovery).
+#ifndef DELAYQ_STORE_STORE_H_
+#define DELAYQ_STORE_STORE_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "delayq/status.h"
+#include "delayq/types.h"
+
+namespace delayq::store {
+
+// What a change survives once Apply returns (Redis's names):
+//  kAlways   - a power cut: the log is fsynced before Apply returns;
+//  kEverySec - a crash of the process; a power cut loses at most ~1 s;
+//  kNo       - a crash of the process; the OS decides when data hits disk.
+enum class FsyncPolicy : uint8_t { kAlways, kEverySec, kNo };
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Applies the mutations in order, all or none. Returns kUnavailable when
+  // the disk refuses (full, failing); nothing of the batch is applied then.
+  virtual Status Apply(const std::vector<Mutation>& batch) = 0;
+
+  // Calls `job` for every stored job (in id order), then returns the
+  // highest id ever handed out (0 for an empty store). Stops at the first
+  // error `job` returns, or at damaged data (kCorruption).
+  virtual Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
+                      JobId* max_id) = 0;
+
+  // Records that ids up to `id` were handed out (ids are never reused).
+  virtual Status NoteMaxId(JobId id) = 0;
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_STORE_H_
