@@ -47,6 +47,16 @@ void Field(std::string& y, std::string_view key, T value) {
   y.push_back('\n');
 }
 
+// The current-jobs-* lines, the same in stats-tube and stats.
+template <typename Counts>
+void JobCountFields(std::string& y, const Counts& c) {
+  Field(y, "current-jobs-urgent", c.urgent);
+  Field(y, "current-jobs-ready", c.ready);
+  Field(y, "current-jobs-reserved", c.reserved);
+  Field(y, "current-jobs-delayed", c.delayed);
+  Field(y, "current-jobs-buried", c.buried);
+}
+
 std::string JobStatsYaml(const JobStats& s) {
   std::string y = "---\n";
   Field(y, "id", s.id);
@@ -69,11 +79,7 @@ std::string JobStatsYaml(const JobStats& s) {
 std::string TopicStatsYaml(const TopicStats& s) {
   std::string y = "---\n";
   Field(y, "name", s.name);
-  Field(y, "current-jobs-urgent", s.urgent);
-  Field(y, "current-jobs-ready", s.ready);
-  Field(y, "current-jobs-reserved", s.reserved);
-  Field(y, "current-jobs-delayed", s.delayed);
-  Field(y, "current-jobs-buried", s.buried);
+  JobCountFields(y, s);
   Field(y, "total-jobs", s.total_jobs);
   Field(y, "current-using", s.using_count);
   Field(y, "current-watching", s.watching);
@@ -108,11 +114,7 @@ std::string ServerStatsYaml(const ServerContext& ctx, const EngineStats& e, Time
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::string y = "---\n";
-  Field(y, "current-jobs-urgent", e.urgent);
-  Field(y, "current-jobs-ready", e.ready);
-  Field(y, "current-jobs-reserved", e.reserved);
-  Field(y, "current-jobs-delayed", e.delayed);
-  Field(y, "current-jobs-buried", e.buried);
+  JobCountFields(y, e);
   Field(y, "cmd-put", cmd(BeanOp::kPut) + cmd(BeanOp::kPutEx));
   Field(y, "cmd-peek", cmd(BeanOp::kPeek));
   Field(y, "cmd-peek-ready", cmd(BeanOp::kPeekReady));
