@@ -155,9 +155,7 @@ class Histogram {
 };
 
 // Appends the decimal form of v; returns the new end.
-inline char* PutUint(char* p, uint64_t v) {
-  return std::to_chars(p, p + 20, v).ptr;
-}
+inline char* PutUint(char* p, uint64_t v) { return std::to_chars(p, p + 20, v).ptr; }
 
 // Parses a decimal u64 at [p, end); returns the char after it, or nullptr.
 inline const char* GetUint(const char* p, const char* end, uint64_t* out) {
@@ -254,11 +252,16 @@ Options ParseArgs(int argc, char** argv) {
       o.connections = static_cast<int>(num(1, 10000));
     } else if (a == "--mode") {
       std::string m = value();
-      if (m == "put") o.mode = Mode::kPut;
-      else if (m == "lifecycle") o.mode = Mode::kLifecycle;
-      else if (m == "pipeline") o.mode = Mode::kPipeline;
-      else if (m == "lateness") o.mode = Mode::kLateness;
-      else Die(1, "unknown --mode '%s' (put, lifecycle, pipeline, lateness)", m.c_str());
+      if (m == "put")
+        o.mode = Mode::kPut;
+      else if (m == "lifecycle")
+        o.mode = Mode::kLifecycle;
+      else if (m == "pipeline")
+        o.mode = Mode::kPipeline;
+      else if (m == "lateness")
+        o.mode = Mode::kLateness;
+      else
+        Die(1, "unknown --mode '%s' (put, lifecycle, pipeline, lateness)", m.c_str());
     } else if (a == "--seconds") {
       o.seconds = num(0.001, 86400);
     } else if (a == "--jobs") {
@@ -346,9 +349,7 @@ class LoadGen {
     if (o_.jobs > 0) return issued_ < o_.jobs;
     return now < t_end_;
   }
-  bool InWindow(int64_t now) const {
-    return o_.jobs > 0 ? true : (now >= t_warm_ && now < t_end_);
-  }
+  bool InWindow(int64_t now) const { return o_.jobs > 0 ? true : (now >= t_warm_ && now < t_end_); }
 
   void AppendPut(Conn& c, int64_t now);
   void AppendBytes(Conn& c, const char* p, size_t n);
@@ -427,8 +428,7 @@ int LoadGen::Connect(const addrinfo* ai) {
     last_err = errno;
     close(fd);
   }
-  Die(1, "cannot connect to %s:%s: %s", o_.host.c_str(), o_.port.c_str(),
-      std::strerror(last_err));
+  Die(1, "cannot connect to %s:%s: %s", o_.host.c_str(), o_.port.c_str(), std::strerror(last_err));
 }
 
 // Blocking request/reply for the untimed set-up (use / watch / ignore).
@@ -442,8 +442,9 @@ void LoadGen::SetUp(Conn& c, bool use, bool watch) {
     char ch;
     while (got.size() < 256) {
       ssize_t n = recv(c.fd, &ch, 1, 0);
-      if (n <= 0) Die(1, "set-up: no reply to '%s' from %s:%s", cmd.substr(0, cmd.size() - 2).c_str(),
-                      o_.host.c_str(), o_.port.c_str());
+      if (n <= 0)
+        Die(1, "set-up: no reply to '%s' from %s:%s", cmd.substr(0, cmd.size() - 2).c_str(),
+            o_.host.c_str(), o_.port.c_str());
       got.push_back(ch);
       if (got.size() >= 2 && got.compare(got.size() - 2, 2, "\r\n") == 0) break;
     }
@@ -717,10 +718,14 @@ int LoadGen::Run() {
     Conn& c = conns_[static_cast<size_t>(i)];
     c.index = i;
     c.fd = Connect(ai);
-    if (lateness) c.role = i < o_.connections ? Role::kWorker : Role::kProducer;
-    else if (o_.mode == Mode::kPut) c.role = Role::kPut;
-    else if (o_.mode == Mode::kLifecycle) c.role = Role::kLifecycle;
-    else c.role = Role::kPipeline;
+    if (lateness)
+      c.role = i < o_.connections ? Role::kWorker : Role::kProducer;
+    else if (o_.mode == Mode::kPut)
+      c.role = Role::kPut;
+    else if (o_.mode == Mode::kLifecycle)
+      c.role = Role::kLifecycle;
+    else
+      c.role = Role::kPipeline;
     bool producer = c.role == Role::kProducer;
     c.rcap = std::max<size_t>(64 * 1024, 2 * (o_.body_size + 256));
     if (c.role == Role::kPipeline) c.rcap = std::max(c.rcap, static_cast<size_t>(o_.depth) * 64);
@@ -898,8 +903,10 @@ void LoadGen::Report(int64_t t_run_end, double cpu) {
     return;
   }
   double window;
-  if (o_.jobs > 0) window = static_cast<double>(last_completion_ - t_start_) / 1e9;
-  else window = static_cast<double>(t_end_ - t_warm_) / 1e9;
+  if (o_.jobs > 0)
+    window = static_cast<double>(last_completion_ - t_start_) / 1e9;
+  else
+    window = static_cast<double>(t_end_ - t_warm_) / 1e9;
   if (window <= 0) window = 1e-9;
   std::printf("jobs: %" PRIu64 "\n", completed_);
   std::printf("seconds: %.3f\n", window);

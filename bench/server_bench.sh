@@ -91,7 +91,7 @@ start_server() {
     "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" >"$log" 2>&1 &
   else
     # shellcheck disable=SC2086  # BENCH_DELAYQD_ARGS is a list of flags
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn $DELAYQD_ARGS >"$log" 2>&1 &
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn --in-memory $DELAYQD_ARGS >"$log" 2>&1 &
   fi
   SERVER_PID=$!
   for _ in $(seq 250); do

@@ -26,9 +26,9 @@
 namespace delayq {
 
 struct EngineOptions {
-  TimeMs start_ms = 0;               // initial clock
-  size_t max_job_size = 65535;       // bytes of body; beanstalkd's default (-z)
-  bool record_mutations = true;      // false: TakeMutations always yields nothing
+  TimeMs start_ms = 0;           // initial clock
+  size_t max_job_size = 65535;   // bytes of body; beanstalkd's default (-z)
+  bool record_mutations = true;  // false: TakeMutations always yields nothing
   std::string default_topic = "default";
 };
 
@@ -80,6 +80,10 @@ class Engine {
   // Uses up the next job id without a job (beanstalkd spends an id on an
   // upload that fails with EXPECTED_CRLF or DRAINING).
   void DiscardJobId();
+  // Ids up to `id` were handed out before (recovery): later ids are above it.
+  void SkipIdsThrough(JobId id);
+  // The id the next put will get.
+  JobId next_id() const;
 
   // ---- Consuming ---------------------------------------------------------
   // Reserves up to `count` ready jobs from the session's watched topics,
@@ -100,8 +104,7 @@ class Engine {
   // detached reservation, or session 0 (an operator acting on any job).
   // Delete also takes a ready, delayed or buried job. kNotFound otherwise.
   Status Delete(TimeMs now, SessionId session, JobId id);
-  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic,
-                     std::string_view key);
+  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic, std::string_view key);
   // Puts a reserved job back: delayed by `delay_ms`, or when absent by the
   // job's back-off (none: ready now). A job whose tries are used up is
   // buried instead. Returns the state the job is left in.

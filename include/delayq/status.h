@@ -15,18 +15,18 @@ namespace delayq {
 
 enum class Code : uint8_t {
   kOk = 0,
-  kNotFound,          // no such job / topic / key, or not reserved by the caller
-  kInvalidArgument,   // malformed name, out-of-range number, bad back-off spec
-  kNotIgnored,        // ignore would leave a session watching nothing
-  kDeadlineSoon,      // a job held by the session is about to exceed its TTR
-  kTimedOut,          // a reserve with a timeout found no job in time
-  kJobTooBig,         // body larger than the configured maximum
-  kConflict,          // the operation does not apply to the job's state
-  kDraining,          // the server no longer accepts new jobs
-  kResourceExhausted, // a configured limit (jobs, memory) is reached
-  kUnavailable,       // storage is failing or full; retry later
-  kInternal,          // a bug or an unexpected failure of a dependency
-  kCorruption,        // stored data is damaged or of an unknown format
+  kNotFound,           // no such job / topic / key, or not reserved by the caller
+  kInvalidArgument,    // malformed name, out-of-range number, bad back-off spec
+  kNotIgnored,         // ignore would leave a session watching nothing
+  kDeadlineSoon,       // a job held by the session is about to exceed its TTR
+  kTimedOut,           // a reserve with a timeout found no job in time
+  kJobTooBig,          // body larger than the configured maximum
+  kConflict,           // the operation does not apply to the job's state
+  kDraining,           // the server no longer accepts new jobs
+  kResourceExhausted,  // a configured limit (jobs, memory) is reached
+  kUnavailable,        // storage is failing or full; retry later
+  kInternal,           // a bug or an unexpected failure of a dependency
+  kCorruption,         // stored data is damaged or of an unknown format
 };
 
 // Stable lower-case name of a code ("not_found"), used in logs and JSON errors.
@@ -67,7 +67,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok());
   }

@@ -44,21 +44,23 @@ struct Backoff {
   TimeMs cap_ms = 0;              // kExponential
 
   static Backoff List(std::vector<TimeMs> d) { return {Kind::kList, std::move(d), 0, 0}; }
-  static Backoff Exponential(TimeMs base, TimeMs cap) { return {Kind::kExponential, {}, base, cap}; }
+  static Backoff Exponential(TimeMs base, TimeMs cap) {
+    return {Kind::kExponential, {}, base, cap};
+  }
   // Delay before the try that follows `failures` failed tries (failures >= 1).
   TimeMs DelayFor(uint32_t failures) const;
   bool operator==(const Backoff&) const = default;
 };
 
 struct PutRequest {
-  std::string_view topic;          // empty: the session's used topic
+  std::string_view topic;  // empty: the session's used topic
   std::string_view body;
   uint32_t priority = kDefaultPriority;
-  TimeMs delay_ms = 0;             // relative to now; ignored when run_at is set
-  std::optional<TimeMs> run_at;    // absolute due time, epoch ms
-  TimeMs ttr_ms = 60'000;          // >= 1
-  std::string_view key;            // optional user key, unique in its topic while the job lives
-  uint32_t max_tries = 0;          // 0: unlimited
+  TimeMs delay_ms = 0;           // relative to now; ignored when run_at is set
+  std::optional<TimeMs> run_at;  // absolute due time, epoch ms
+  TimeMs ttr_ms = 60'000;        // >= 1
+  std::string_view key;          // optional user key, unique in its topic while the job lives
+  uint32_t max_tries = 0;        // 0: unlimited
   Backoff backoff;
 };
 
@@ -88,7 +90,7 @@ struct JobStats {
   uint32_t priority = 0;
   TimeMs created_ms = 0;
   TimeMs age_ms = 0;
-  TimeMs delay_ms = 0;      // the delay last asked for (put, release or back-off)
+  TimeMs delay_ms = 0;  // the delay last asked for (put, release or back-off)
   TimeMs ttr_ms = 0;
   TimeMs time_left_ms = 0;  // delayed: until due; reserved: until TTR expiry; else 0
   TimeMs due_ms = 0;        // delayed: due time; reserved: TTR deadline; else 0
@@ -104,7 +106,7 @@ struct TopicStats {
   uint64_t total_jobs = 0;
   uint64_t using_count = 0, watching = 0, waiting = 0;
   uint64_t cmd_delete = 0, cmd_pause = 0;
-  TimeMs pause_ms = 0;            // the pause last asked for
+  TimeMs pause_ms = 0;  // the pause last asked for
   TimeMs pause_time_left_ms = 0;
 };
 
@@ -128,7 +130,7 @@ struct JobRecord {
   std::string key;
   JobState state = JobState::kReady;  // kReady, kDelayed or kBuried
   uint32_t priority = 0;
-  TimeMs due_ms = 0;                  // kDelayed: due time
+  TimeMs due_ms = 0;  // kDelayed: due time
   TimeMs created_ms = 0;
   TimeMs delay_ms = 0;
   TimeMs ttr_ms = 0;

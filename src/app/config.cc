@@ -1,8 +1,8 @@
 #include "app/config.h"
 
-#include <CLI/CLI.hpp>
 #include <toml++/toml.h>
 
+#include <CLI/CLI.hpp>
 #include <map>
 #include <sstream>
 
@@ -12,6 +12,18 @@ namespace delayq::app {
 namespace {
 
 constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+Status CheckFsync(const std::string& fsync) {
+  if (fsync == "always" || fsync == "everysec" || fsync == "no") return Status::Ok();
+  return Status::InvalidArgument("fsync must be one of always, everysec, no (not '" + fsync + "')");
+}
+
+// "1", "true", "yes", "on" / "0", "false", "no", "off".
+bool ParseBool(const std::string& v, bool* out) {
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return *out = true, true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return *out = false, true;
+  return false;
+}
 
 Status CheckLevel(const std::string& level) {
   for (const char* l : kLevels)
@@ -33,8 +45,8 @@ Status LoadToml(const std::string& path, Config* c) {
     t = toml::parse_file(path);
   } catch (const toml::parse_error& e) {  // toml++ reports by exception; it stops here
     std::ostringstream os;
-    os << "config file " << path << ": " << e.description() << " (line "
-       << e.source().begin.line << ")";
+    os << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line
+       << ")";
     return Status::InvalidArgument(os.str());
   }
   for (const auto& [key, node] : t) {
@@ -59,6 +71,14 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
       c->data_dir = *v;
+    } else if (k == "in_memory") {
+      auto v = node.value<bool>();
+      if (!v) return bad("true or false");
+      c->in_memory = *v;
+    } else if (k == "fsync") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->fsync = *v;
     } else if (k == "busy_poll_us") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
@@ -79,23 +99,34 @@ Status LoadToml(const std::string& path, Config* c) {
 ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector<std::string>& env,
                          Config* c) {
   ParseOutcome out;
-  CLI::App app{"delayqd — a delay-queue server that speaks the beanstalkd protocol.\n"
-               "Settings come from defaults, a TOML file (-c), DELAYQ_* environment\n"
-               "variables and these flags, each overriding the one before.",
-               "delayqd"};
+  CLI::App app{
+      "delayqd — a delay-queue server that speaks the beanstalkd protocol.\n"
+      "Settings come from defaults, a TOML file (-c), DELAYQ_* environment\n"
+      "variables and these flags, each overriding the one before.",
+      "delayqd"};
   app.set_help_flag("-h,--help", "Print this help and exit");
   bool version = false;
-  std::string listen, log_level, data_dir, config_file;
+  std::string listen, log_level, data_dir, config_file, fsync;
+  bool in_memory = false;
   int64_t port = -1, max_job_size = -1, busy_poll_us = -1;
   app.add_option("-l,--listen", listen, "Listen on address ADDR (default 0.0.0.0)")
       ->option_text("ADDR");
   app.add_option("-p,--port", port, "Listen on TCP port PORT (default 11300)")
       ->option_text("PORT")
       ->check(CLI::Range(0, 65535));
-  app.add_option("-z,--max-job-size", max_job_size, "Maximum job body size in bytes (default 65535)")
+  app.add_option("-z,--max-job-size", max_job_size,
+                 "Maximum job body size in bytes (default 65535)")
       ->option_text("BYTES")
       ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxJobSizeLimit)));
-  app.add_option("-b,--data-dir", data_dir, "Keep the jobs in directory DIR")->option_text("DIR");
+  app.add_option("-b,--data-dir", data_dir,
+                 "Keep the jobs in directory DIR (default ./delayq-data)")
+      ->option_text("DIR");
+  app.add_option("--fsync", fsync,
+                 "When changes reach the disk before they are acknowledged: always (survives a\n"
+                 "power cut), everysec (default; survives a crash, a power cut loses up to 1 s),\n"
+                 "no (the OS decides)")
+      ->option_text("POLICY");
+  app.add_flag("--in-memory", in_memory, "Keep no store: jobs are lost when delayqd stops");
   app.add_option("-c,--config", config_file, "Read settings from TOML file FILE")
       ->option_text("FILE");
   app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
@@ -108,7 +139,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
       "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
-      "DELAYQ_DATA_DIR, DELAYQ_LOG_LEVEL, DELAYQ_BUSY_POLL_US. Documentation:\n"
+      "DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_IN_MEMORY, DELAYQ_LOG_LEVEL,\n"
+      "DELAYQ_BUSY_POLL_US. Documentation: "
       "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -143,7 +175,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (auto v = EnvValue(env, "DELAYQ_PORT"); !v.empty()) {
     char* end = nullptr;
     long p = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || p < 0 || p > 65535) return fail(Status::InvalidArgument("DELAYQ_PORT must be 0..65535"));
+    if (*end != '\0' || p < 0 || p > 65535)
+      return fail(Status::InvalidArgument("DELAYQ_PORT must be 0..65535"));
     c->port = static_cast<uint16_t>(p);
   }
   if (auto v = EnvValue(env, "DELAYQ_MAX_JOB_SIZE"); !v.empty()) {
@@ -154,6 +187,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
     c->max_job_size = z;
   }
   if (auto v = EnvValue(env, "DELAYQ_DATA_DIR"); !v.empty()) c->data_dir = v;
+  if (auto v = EnvValue(env, "DELAYQ_FSYNC"); !v.empty()) c->fsync = v;
+  if (auto v = EnvValue(env, "DELAYQ_IN_MEMORY"); !v.empty()) {
+    if (!ParseBool(v, &c->in_memory))
+      return fail(
+          Status::InvalidArgument("DELAYQ_IN_MEMORY must be 1/0, true/false, yes/no or on/off"));
+  }
   if (auto v = EnvValue(env, "DELAYQ_LOG_LEVEL"); !v.empty()) c->log_level = v;
   if (auto v = EnvValue(env, "DELAYQ_BUSY_POLL_US"); !v.empty()) {
     char* end = nullptr;
@@ -168,9 +207,15 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (max_job_size >= 0) c->max_job_size = static_cast<uint64_t>(max_job_size);
   if (!data_dir.empty()) c->data_dir = data_dir;
   if (!log_level.empty()) c->log_level = log_level;
+  if (!fsync.empty()) c->fsync = fsync;
+  if (in_memory) c->in_memory = true;
   if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
   if (c->verbose && log_level.empty()) c->log_level = "debug";
   if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
+  if (Status st = CheckFsync(c->fsync); !st.ok()) return fail(st);
+  if (!c->in_memory && c->data_dir.empty())
+    return fail(
+        Status::InvalidArgument("the data directory is empty (use --in-memory to keep no store)"));
   out.run = true;
   return out;
 }

@@ -14,13 +14,15 @@
 namespace delayq::app {
 
 struct Config {
-  std::string listen = "0.0.0.0";  // -l
-  uint16_t port = 11300;           // -p
-  uint64_t max_job_size = 65535;   // -z, bytes
-  std::string data_dir;            // -b; empty: in memory only
-  std::string log_level = "info";  // trace debug info warn error off
-  std::string config_file;         // -c / --config / DELAYQ_CONFIG
-  bool verbose = false;            // -V: log level debug
+  std::string listen = "0.0.0.0";        // -l
+  uint16_t port = 11300;                 // -p
+  uint64_t max_job_size = 65535;         // -z, bytes
+  std::string data_dir = "delayq-data";  // -b; relative to the working directory
+  bool in_memory = false;                // --in-memory: no store, nothing survives a restart
+  std::string fsync = "everysec";        // always | everysec | no
+  std::string log_level = "info";        // trace debug info warn error off
+  std::string config_file;               // -c / --config / DELAYQ_CONFIG
+  bool verbose = false;                  // -V: log level debug
   // After the loop has had work, keep polling for this long before
   // sleeping in the kernel (trades CPU for latency); 0: never.
   uint32_t busy_poll_us = 0;

@@ -34,7 +34,8 @@ TEST(Config, Defaults) {
 
 TEST(Config, BeanstalkdShortFlags) {
   Config c;
-  ASSERT_TRUE(Parse({"-l", "127.0.0.1", "-p", "11301", "-z", "1024", "-b", "/tmp/x", "-V"}, {}, &c).run);
+  ASSERT_TRUE(
+      Parse({"-l", "127.0.0.1", "-p", "11301", "-z", "1024", "-b", "/tmp/x", "-V"}, {}, &c).run);
   EXPECT_EQ(c.listen, "127.0.0.1");
   EXPECT_EQ(c.port, 11301);
   EXPECT_EQ(c.max_job_size, 1024u);
@@ -45,10 +46,11 @@ TEST(Config, BeanstalkdShortFlags) {
 TEST(Config, FlagsOverrideEnvironmentOverridesFile) {
   std::string path = WriteToml("port = 1000\nlisten = \"10.0.0.1\"\nmax_job_size = 77\n");
   Config c;
-  ASSERT_TRUE(Parse({"-c", path, "--port", "3000"}, {"DELAYQ_PORT=2000", "DELAYQ_LISTEN=::1"}, &c).run);
-  EXPECT_EQ(c.port, 3000);          // flag
-  EXPECT_EQ(c.listen, "::1");       // environment over file
-  EXPECT_EQ(c.max_job_size, 77u);   // file over default
+  ASSERT_TRUE(
+      Parse({"-c", path, "--port", "3000"}, {"DELAYQ_PORT=2000", "DELAYQ_LISTEN=::1"}, &c).run);
+  EXPECT_EQ(c.port, 3000);         // flag
+  EXPECT_EQ(c.listen, "::1");      // environment over file
+  EXPECT_EQ(c.max_job_size, 77u);  // file over default
   Config d;
   ASSERT_TRUE(Parse({}, {"DELAYQ_CONFIG=" + path}, &d).run);
   EXPECT_EQ(d.port, 1000);

@@ -18,6 +18,7 @@
 #include "backend/local_backend.h"
 #include "server/beanstalk_server.h"
 #include "server/server_context.h"
+#include "store/rocks_store.h"
 
 extern char** environ;
 
@@ -67,18 +68,72 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   SetUpLogging(config);
-  if (!config.data_dir.empty()) {
-    spdlog::warn(
-        "event=config data_dir={} note=\"the durable store is not built yet; jobs are kept "
-        "in memory only\"",
-        config.data_dir);
+
+  // The store first: a damaged or foreign data directory stops the start.
+  std::unique_ptr<store::RocksStore> rocks;
+  if (!config.in_memory) {
+    store::RocksStoreOptions so;
+    so.dir = config.data_dir;
+    so.fsync = config.fsync == "always" ? store::FsyncPolicy::kAlways
+               : config.fsync == "no"   ? store::FsyncPolicy::kNo
+                                        : store::FsyncPolicy::kEverySec;
+    auto opened = store::RocksStore::Open(so);
+    if (!opened.ok()) {
+      spdlog::error("event=store_open_failed data_dir={} code={} error=\"{}\"", config.data_dir,
+                    CodeName(opened.status().code()), opened.status().message());
+      return 1;
+    }
+    rocks = std::move(opened).value();
   }
 
   // One thread runs every socket: the reactor needs no locks (other threads
   // may still post work to the loop).
   boost::asio::io_context io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   backend::Clock clock;
-  backend::LocalBackend backend(io, backend::LocalBackend::Options{config.max_job_size}, clock);
+  backend::LocalBackend::Options bo;
+  bo.max_job_size = config.max_job_size;
+  bo.store = rocks.get();
+  bo.on_store_health = [](bool ok, const Status& error) {
+    if (ok) {
+      spdlog::info("event=store_recovered note=\"writes are accepted again\"");
+    } else {
+      spdlog::error(
+          "event=store_failing error=\"{}\" note=\"changes are refused with "
+          "INTERNAL_ERROR until the store takes writes again\"",
+          error.message());
+    }
+  };
+  backend::LocalBackend backend(io, bo, clock);
+  if (rocks != nullptr) {
+    const uint64_t total = rocks->ApproximateJobs();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last_log = t0;
+    auto rate = [&](uint64_t n) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return s > 0 ? static_cast<uint64_t>(n / s) : n;
+    };
+    spdlog::info("event=recovery_started data_dir={} fsync={} jobs_estimated={}", config.data_dir,
+                 config.fsync, total);
+    uint64_t recovered = 0;
+    Status st = backend.Recover(
+        [&](uint64_t loaded) {
+          recovered = loaded;
+          auto now = std::chrono::steady_clock::now();
+          if (now - last_log < std::chrono::seconds(1)) return;
+          last_log = now;
+          spdlog::info("event=recovery_progress loaded={} total_estimated={} jobs_per_s={}", loaded,
+                       total, rate(loaded));
+        },
+        1u << 16);
+    if (!st.ok()) {
+      spdlog::error("event=recovery_failed data_dir={} code={} error=\"{}\"", config.data_dir,
+                    CodeName(st.code()), st.message());
+      return 1;
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("event=recovery_done jobs={} seconds={:.3f} jobs_per_s={} next_id={}", recovered,
+                 secs, rate(recovered), backend.engine().next_id());
+  }
   server::ServerContext ctx(backend);
   ctx.started_ms = clock.Now();
   ctx.instance_id = RandomId();
@@ -116,9 +171,12 @@ int main(int argc, char** argv) {
   }
   beanstalk.Start();
   spdlog::info(
-      "event=started version={} listen={}:{} backend={} max_job_size={} busy_poll_us={} pid={}",
-      server::kVersion, config.listen, beanstalk.port(), backend.info().name, config.max_job_size,
-      config.busy_poll_us, static_cast<long>(getpid()));
+      "event=started version={} listen={}:{} backend={} store={} fsync={} max_job_size={} "
+      "busy_poll_us={} pid={}",
+      server::kVersion, config.listen, beanstalk.port(), backend.info().name,
+      config.in_memory ? std::string("none") : config.data_dir,
+      config.in_memory ? "-" : config.fsync.c_str(), config.max_job_size, config.busy_poll_us,
+      static_cast<long>(getpid()));
 
   if (config.busy_poll_us == 0) {
     io.run();

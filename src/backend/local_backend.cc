@@ -1,28 +1,124 @@
 #include "backend/local_backend.h"
 
+#include <boost/asio/post.hpp>
 #include <utility>
 
 namespace delayq::backend {
 
-LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options,
-                           const Clock& clock)
+LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, const Clock& clock)
     : io_(io),
       clock_(clock),
       info_{"local", options.max_job_size},
       engine_(EngineOptions{.start_ms = clock.Now(),
                             .max_job_size = options.max_job_size,
-                            .record_mutations = false}),
-      timer_(io) {}
+                            .record_mutations = options.store != nullptr}),
+      timer_(io),
+      store_(options.store),
+      on_store_health_(options.on_store_health) {
+  if (store_ == nullptr) return;
+  std::weak_ptr<bool> alive = alive_;
+  writer_ = std::make_unique<store::Writer>(
+      *store_,
+      [this, alive, io = &io_](bool ok, const Status& error) {
+        boost::asio::post(*io, [this, alive, ok, error] {
+          if (alive.expired()) return;
+          degraded_ = !ok;
+          store_error_ = error;
+          if (on_store_health_) on_store_health_(ok, error);
+        });
+      },
+      options.store_retry_interval);
+}
 
 LocalBackend::~LocalBackend() {
   *alive_ = false;
   timer_.cancel();
+  if (writer_ != nullptr) {
+    // What closing sessions changed last is written before the writer stops.
+    engine_.TakeMutations(&open_batch_);
+    if (!open_batch_.empty()) writer_->Submit(std::move(open_batch_), nullptr);
+    writer_.reset();
+  }
+}
+
+Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint64_t every) {
+  if (store_ == nullptr) return Status::Ok();
+  uint64_t loaded = 0;
+  TimeMs now = Now();
+  JobId max_id = 0;
+  Status st = store_->Load(
+      [&](const JobRecord& r, std::string_view body) {
+        Status restored = engine_.Restore(now, r, body);
+        if (!restored.ok())
+          return Status::Corruption("job " + std::to_string(r.id) +
+                                    " cannot be restored: " + restored.message());
+        if (++loaded % every == 0 && progress) progress(loaded);
+        return Status::Ok();
+      },
+      &max_id);
+  if (!st.ok()) return st;
+  engine_.SkipIdsThrough(max_id);
+  if (progress) progress(loaded);
+  Settle();
+  return Status::Ok();
+}
+
+// ---- durability ------------------------------------------------------------
+
+Status LocalBackend::Writable() const {
+  if (!degraded_) return Status::Ok();
+  return Status::Unavailable("the store refuses writes: " + store_error_.message());
+}
+
+void LocalBackend::Collect() {
+  if (writer_ == nullptr) return;
+  engine_.TakeMutations(&open_batch_);
+  if (open_batch_.empty() || flush_posted_) return;
+  // Everything the loop does before this runs joins the batch.
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [this, alive] {
+    if (!alive.expired()) Flush();
+  });
+}
+
+void LocalBackend::Flush() {
+  flush_posted_ = false;
+  if (open_batch_.empty()) return;
+  uint64_t seq = next_seq_++;
+  std::weak_ptr<bool> alive = alive_;
+  std::vector<Mutation> batch;
+  batch.swap(open_batch_);
+  writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
+    boost::asio::post(*io, [this, alive, seq, st = std::move(st)] {
+      if (!alive.expired()) OnSettled(seq, st);
+    });
+  });
+}
+
+void LocalBackend::OnSettled(uint64_t seq, Status st) {
+  settled_seq_ = seq;
+  while (!deferred_.empty() && deferred_.front().seq <= seq) {
+    Deferred d = std::move(deferred_.front());
+    deferred_.pop_front();
+    if (d.reply) d.reply(st);
+  }
+  Settle();
+}
+
+void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
+  Collect();
+  uint64_t need = open_batch_.empty() ? next_seq_ - 1 : next_seq_;
+  if (writer_ == nullptr || need <= settled_seq_) return reply(Status::Ok());
+  deferred_.push_back(Deferred{need, s, std::move(reply)});
 }
 
 SessionId LocalBackend::OpenSession() { return engine_.OpenSession(Now()); }
 
 void LocalBackend::CloseSession(SessionId s) {
   waiting_.erase(s);
+  for (Deferred& d : deferred_)
+    if (d.session == s) d.reply = nullptr;
   engine_.CloseSession(Now(), s);
   Settle();
 }
@@ -44,9 +140,8 @@ std::vector<std::string> LocalBackend::WatchedTopics(SessionId s) const {
 }
 
 void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> done) {
-  auto res = engine_.Put(Now(), s, r);
-  done(std::move(res));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange<PutResult>(s, engine_.Put(Now(), s, r), std::move(done));
 }
 
 void LocalBackend::ReplyJobs(const JobsDone& done, std::span<const JobId> ids) {
@@ -91,26 +186,50 @@ void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
   Settle();
 }
 
-void LocalBackend::Delete(SessionId s, JobId id, Done done) {
-  done(engine_.Delete(Now(), s, id));
+void LocalBackend::FinishChange(SessionId s, Status st, Done done) {
+  if (!st.ok()) {
+    done(std::move(st));
+  } else {
+    AfterChange(s, std::move(done));
+  }
   Settle();
+}
+
+template <typename T>
+void LocalBackend::FinishChange(SessionId s, Result<T> res, Callback<T> done) {
+  if (!res.ok()) {
+    done(std::move(res));
+  } else {
+    AfterChange(s, [done = std::move(done), v = std::move(*res)](Status st) mutable {
+      if (st.ok())
+        done(std::move(v));
+      else
+        done(std::move(st));
+    });
+  }
+  Settle();
+}
+
+void LocalBackend::Delete(SessionId s, JobId id, Done done) {
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange(s, engine_.Delete(Now(), s, id), std::move(done));
 }
 
 void LocalBackend::DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
                                Done done) {
-  done(engine_.DeleteByKey(Now(), s, topic, key));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange(s, engine_.DeleteByKey(Now(), s, topic, key), std::move(done));
 }
 
 void LocalBackend::Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
                            Callback<JobState> done) {
-  done(engine_.Release(Now(), s, id, priority, delay));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange(s, engine_.Release(Now(), s, id, priority, delay), std::move(done));
 }
 
 void LocalBackend::Bury(SessionId s, JobId id, uint32_t priority, Done done) {
-  done(engine_.Bury(Now(), s, id, priority));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange(s, engine_.Bury(Now(), s, id, priority), std::move(done));
 }
 
 void LocalBackend::Touch(SessionId s, JobId id, Done done) {
@@ -119,13 +238,13 @@ void LocalBackend::Touch(SessionId s, JobId id, Done done) {
 }
 
 void LocalBackend::Kick(std::string_view topic, uint64_t bound, Callback<uint64_t> done) {
-  done(engine_.Kick(Now(), topic, bound));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange<uint64_t>(0, engine_.Kick(Now(), topic, bound), std::move(done));
 }
 
 void LocalBackend::KickJob(JobId id, Done done) {
-  done(engine_.KickJob(Now(), id));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange(0, engine_.KickJob(Now(), id), std::move(done));
 }
 
 void LocalBackend::Peek(PeekKind kind, JobId id, std::string_view topic, std::string_view key,
@@ -133,11 +252,21 @@ void LocalBackend::Peek(PeekKind kind, JobId id, std::string_view topic, std::st
   TimeMs now = Now();
   Result<JobView> r = Status::NotFound();
   switch (kind) {
-    case PeekKind::kId: r = engine_.Peek(now, id); break;
-    case PeekKind::kKey: r = engine_.PeekByKey(now, topic, key); break;
-    case PeekKind::kReady: r = engine_.PeekReady(now, topic); break;
-    case PeekKind::kDelayed: r = engine_.PeekDelayed(now, topic); break;
-    case PeekKind::kBuried: r = engine_.PeekBuried(now, topic); break;
+    case PeekKind::kId:
+      r = engine_.Peek(now, id);
+      break;
+    case PeekKind::kKey:
+      r = engine_.PeekByKey(now, topic, key);
+      break;
+    case PeekKind::kReady:
+      r = engine_.PeekReady(now, topic);
+      break;
+    case PeekKind::kDelayed:
+      r = engine_.PeekDelayed(now, topic);
+      break;
+    case PeekKind::kBuried:
+      r = engine_.PeekBuried(now, topic);
+      break;
   }
   if (!r.ok()) {
     done(r.status(), {});
@@ -174,8 +303,8 @@ void LocalBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
 }
 
 void LocalBackend::ClearTopic(std::string_view topic, uint8_t mask, Callback<uint64_t> done) {
-  done(engine_.ClearTopic(Now(), topic, mask));
-  Settle();
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  FinishChange<uint64_t>(0, engine_.ClearTopic(Now(), topic, mask), std::move(done));
 }
 
 void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids) {
@@ -191,6 +320,7 @@ void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId>
 }
 
 void LocalBackend::Settle() {
+  Collect();
   if (settling_) return;  // a completion re-entered; the outer loop drains
   settling_ = true;
   for (;;) {
@@ -211,10 +341,9 @@ void LocalBackend::Settle() {
         CompleteWaiter(ev.session, Status::Ok(), ids);
         i = k;
       } else {
-        CompleteWaiter(ev.session,
-                       ev.kind == Event::Kind::kTimedOut ? Status::TimedOut()
-                                                         : Status::DeadlineSoon(),
-                       {});
+        CompleteWaiter(
+            ev.session,
+            ev.kind == Event::Kind::kTimedOut ? Status::TimedOut() : Status::DeadlineSoon(), {});
         ++i;
       }
     }

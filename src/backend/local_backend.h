@@ -1,7 +1,13 @@
 // The Local backend: the engine in this process, owned by the loop thread
 // that runs `io`. A steady timer wakes the engine at its next due time.
-// (The durable store plugs in here: completions of changes then wait for the
-// writer thread; see docs/storage.md once it exists.)
+//
+// With a store, the engine's mutations go to a writer thread in batches
+// (store::Writer, group commit), and the completion of an operation that
+// reports a change (put, delete, release, bury, kick, clear) runs only once
+// every change made before it is as durable as the store's fsync policy
+// promises. While the store refuses writes, such operations fail with
+// kUnavailable before they change anything; reads, reserves and touches go
+// on (docs/storage.md, "Failures").
 //
 // Thread: every method, and `io`, on one thread.
 #ifndef DELAYQ_BACKEND_LOCAL_BACKEND_H_
@@ -9,12 +15,17 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/clock.h"
+#include "store/store.h"
+#include "store/writer.h"
 
 namespace delayq::backend {
 
@@ -22,6 +33,12 @@ class LocalBackend final : public Backend {
  public:
   struct Options {
     size_t max_job_size = 65535;
+    // Not owned; must outlive the backend. nullptr: in memory only.
+    store::Store* store = nullptr;
+    // Called on the loop thread when the store starts refusing writes
+    // (ok=false, with its error) and when it takes them again.
+    std::function<void(bool ok, const Status& error)> on_store_health;
+    std::chrono::milliseconds store_retry_interval{200};
   };
   // `clock` must outlive the backend.
   LocalBackend(boost::asio::io_context& io, const Options& options, const Clock& clock);
@@ -43,8 +60,7 @@ class LocalBackend final : public Backend {
   void CancelReserve(SessionId s) override;
   void ReserveJob(SessionId s, JobId id, JobsDone done) override;
   void Delete(SessionId s, JobId id, Done done) override;
-  void DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
-                   Done done) override;
+  void DeleteByKey(SessionId s, std::string_view topic, std::string_view key, Done done) override;
   void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
                Callback<JobState> done) override;
   void Bury(SessionId s, JobId id, uint32_t priority, Done done) override;
@@ -62,6 +78,15 @@ class LocalBackend final : public Backend {
 
   TimeMs Now() const override { return clock_.Now(); }
 
+  // Loads every job of the store into the engine (before any operation).
+  // `progress` is called every `every` jobs with the count so far.
+  Status Recover(const std::function<void(uint64_t loaded)>& progress, uint64_t every);
+
+  // Store figures: whether it takes writes, and the writer's counts.
+  bool store_healthy() const { return !degraded_; }
+  uint64_t store_writes() const { return writer_ ? writer_->writes() : 0; }
+  uint64_t store_batches() const { return writer_ ? writer_->batches() : 0; }
+
   // Applies what fell due up to Now() at once, without waiting for the
   // timer (tests drive a manual clock with it).
   void Poll() { OnTimer(); }
@@ -73,6 +98,19 @@ class LocalBackend final : public Backend {
   // After every engine call: hands served reserves to their completions and
   // re-arms the timer.
   void Settle();
+  // Moves the engine's mutations into the open batch; posts a flush.
+  void Collect();
+  void Flush();
+  void OnSettled(uint64_t seq, Status st);
+  // Runs `reply` once every change so far is durable (or at once, without
+  // a store), with Ok, or with the store's error when the write failed.
+  void AfterChange(SessionId s, std::function<void(Status)> reply);
+  // Completes a change operation: errors at once, success via AfterChange.
+  void FinishChange(SessionId s, Status st, Done done);
+  template <typename T>
+  void FinishChange(SessionId s, Result<T> res, Callback<T> done);
+  // kUnavailable while the store refuses writes.
+  Status Writable() const;
   void ArmTimer();
   void OnTimer();
   void CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids);
@@ -89,6 +127,23 @@ class LocalBackend final : public Backend {
   std::vector<JobView> views_;
   bool settling_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  // ---- durability (with a store) ----
+  struct Deferred {
+    uint64_t seq;  // settled once batch `seq` is
+    SessionId session;
+    std::function<void(Status)> reply;  // empty: its session closed
+  };
+  store::Store* store_;
+  std::function<void(bool, const Status&)> on_store_health_;
+  std::vector<Mutation> open_batch_;  // becomes batch `next_seq_`
+  uint64_t next_seq_ = 1;
+  uint64_t settled_seq_ = 0;  // batches up to this one are written (or failed)
+  bool flush_posted_ = false;
+  std::deque<Deferred> deferred_;
+  bool degraded_ = false;
+  Status store_error_;
+  std::unique_ptr<store::Writer> writer_;  // last: its thread posts to the rest
 };
 
 }  // namespace delayq::backend

@@ -24,7 +24,8 @@ Result<TimeMs> ParseDuration(std::string_view text) {
   } else {
     return Status::InvalidArgument("bad duration unit (ms, s, m, h, d)");
   }
-  if (n > static_cast<uint64_t>(kMaxDelayMs) / scale) return Status::InvalidArgument("duration too long");
+  if (n > static_cast<uint64_t>(kMaxDelayMs) / scale)
+    return Status::InvalidArgument("duration too long");
   return static_cast<TimeMs>(n * scale);
 }
 
@@ -44,7 +45,8 @@ Result<Backoff> ParseBackoff(std::string_view text) {
   size_t start = 0;
   for (;;) {
     size_t comma = text.find(',', start);
-    auto d = ParseDuration(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    auto d = ParseDuration(
+        text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
     if (!d.ok()) return d.status();
     delays.push_back(*d);
     if (delays.size() > 64) return Status::InvalidArgument("at most 64 back-off delays");
@@ -59,7 +61,8 @@ std::string FormatDuration(TimeMs ms) {
     TimeMs scale;
     const char* name;
   };
-  static constexpr Unit kUnits[] = {{86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}};
+  static constexpr Unit kUnits[] = {
+      {86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}};
   for (const Unit& u : kUnits)
     if (ms > 0 && ms % u.scale == 0) return std::to_string(ms / u.scale) + u.name;
   return std::to_string(ms) + "ms";

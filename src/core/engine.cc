@@ -42,7 +42,8 @@ Status ValidateBackoff(const Backoff& b) {
       return Status::Ok();
     case Backoff::Kind::kList:
       if (b.delays_ms.empty()) return Status::InvalidArgument("back-off list is empty");
-      if (b.delays_ms.size() > 64) return Status::InvalidArgument("back-off list has over 64 delays");
+      if (b.delays_ms.size() > 64)
+        return Status::InvalidArgument("back-off list has over 64 delays");
       for (TimeMs d : b.delays_ms)
         if (!ValidDelay(d)) return Status::InvalidArgument("back-off delay out of range");
       return Status::Ok();
@@ -181,7 +182,8 @@ class Engine::Impl {
     AdvanceTo(now);
     Session* s = nullptr;
     if (sid != 0 && (s = FindSession(sid)) == nullptr) return Status::NotFound("no such session");
-    if (r.body.size() > opt_.max_job_size) return Status::JobTooBig("job body exceeds the maximum size");
+    if (r.body.size() > opt_.max_job_size)
+      return Status::JobTooBig("job body exceeds the maximum size");
     if (r.ttr_ms < 1 || r.ttr_ms > kMaxDelayMs) return Status::InvalidArgument("ttr out of range");
     if (r.key.size() > kMaxKeyLength) return Status::InvalidArgument("key longer than 200 bytes");
     TimeMs due;
@@ -228,6 +230,8 @@ class Engine::Impl {
   }
 
   void DiscardJobId() { next_id_++; }
+  void SkipIdsThrough(JobId id) { next_id_ = std::max(next_id_, id + 1); }
+  JobId next_id() const { return next_id_; }
 
   // ---- consuming -------------------------------------------------------
   Result<std::vector<JobId>> Reserve(TimeMs now, const ReserveRequest& r) {
@@ -1088,7 +1092,6 @@ class Engine::Impl {
   std::vector<Job*> fired_;
   std::vector<Topic*> servable_;
   std::vector<Topic*> drops_;
-
 };
 
 std::string Engine::Impl::CheckInvariants() const {
@@ -1196,6 +1199,8 @@ Result<PutResult> Engine::Put(TimeMs now, SessionId s, const PutRequest& r) {
   return impl_->Put(now, s, r);
 }
 void Engine::DiscardJobId() { impl_->DiscardJobId(); }
+void Engine::SkipIdsThrough(JobId id) { impl_->SkipIdsThrough(id); }
+JobId Engine::next_id() const { return impl_->next_id(); }
 Result<std::vector<JobId>> Engine::Reserve(TimeMs now, const ReserveRequest& r) {
   return impl_->Reserve(now, r);
 }
@@ -1224,7 +1229,9 @@ Result<JobView> Engine::Peek(TimeMs now, JobId id) { return impl_->Peek(now, id)
 Result<JobView> Engine::PeekByKey(TimeMs now, std::string_view t, std::string_view k) {
   return impl_->PeekByKey(now, t, k);
 }
-Result<JobView> Engine::PeekReady(TimeMs now, std::string_view t) { return impl_->PeekReady(now, t); }
+Result<JobView> Engine::PeekReady(TimeMs now, std::string_view t) {
+  return impl_->PeekReady(now, t);
+}
 Result<JobView> Engine::PeekDelayed(TimeMs now, std::string_view t) {
   return impl_->PeekDelayed(now, t);
 }

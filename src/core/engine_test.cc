@@ -393,7 +393,7 @@ TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
   ASSERT_EQ(got->size(), 3u);
   e_.CloseSession(now_, http);
   EXPECT_EQ(StateOf(got->front()), JobState::kReserved);  // detached: kept
-  EXPECT_TRUE(e_.Delete(now_, s_, got->front()).ok());     // anyone may finish
+  EXPECT_TRUE(e_.Delete(now_, s_, got->front()).ok());    // anyone may finish
 }
 
 }  // namespace

@@ -43,9 +43,9 @@ struct Link {
 
 struct Job : Link {
   JobId id = 0;
-  TimeMs due = 0;       // delayed: due time; reserved: TTR deadline
+  TimeMs due = 0;  // delayed: due time; reserved: TTR deadline
   TimeMs created = 0;
-  TimeMs delay = 0;     // the delay last asked for
+  TimeMs delay = 0;  // the delay last asked for
   TimeMs ttr = 0;
   Topic* topic = nullptr;
   Session* reserver = nullptr;  // reserved by; null when detached or not reserved

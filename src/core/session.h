@@ -16,16 +16,16 @@ namespace delayq::core {
 struct Session {
   SessionId id = 0;
   Topic* used = nullptr;
-  std::vector<Topic*> watched;   // in the order watched
-  std::vector<Job*> reserved;    // Job::pos is the index here
+  std::vector<Topic*> watched;  // in the order watched
+  std::vector<Job*> reserved;   // Job::pos is the index here
 
   // The pending reserve, if `waiting`.
   bool waiting = false;
-  uint64_t wait_seq = 0;         // distinguishes this wait in Topic::waiters
+  uint64_t wait_seq = 0;  // distinguishes this wait in Topic::waiters
   uint32_t wait_count = 1;
   bool wait_detach = false;
-  TimeMs wait_deadline = kNever; // TIMED_OUT at this time
-  TimeMs wake_at = kNever;       // key in the engine's wake set
+  TimeMs wait_deadline = kNever;  // TIMED_OUT at this time
+  TimeMs wake_at = kNever;        // key in the engine's wake set
   std::vector<Topic*> wait_topics;
 };
 

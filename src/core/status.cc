@@ -9,19 +9,32 @@ namespace delayq {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kNotFound: return "not_found";
-    case Code::kInvalidArgument: return "invalid_argument";
-    case Code::kNotIgnored: return "not_ignored";
-    case Code::kDeadlineSoon: return "deadline_soon";
-    case Code::kTimedOut: return "timed_out";
-    case Code::kJobTooBig: return "job_too_big";
-    case Code::kConflict: return "conflict";
-    case Code::kDraining: return "draining";
-    case Code::kResourceExhausted: return "resource_exhausted";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kInternal: return "internal";
-    case Code::kCorruption: return "corruption";
+    case Code::kOk:
+      return "ok";
+    case Code::kNotFound:
+      return "not_found";
+    case Code::kInvalidArgument:
+      return "invalid_argument";
+    case Code::kNotIgnored:
+      return "not_ignored";
+    case Code::kDeadlineSoon:
+      return "deadline_soon";
+    case Code::kTimedOut:
+      return "timed_out";
+    case Code::kJobTooBig:
+      return "job_too_big";
+    case Code::kConflict:
+      return "conflict";
+    case Code::kDraining:
+      return "draining";
+    case Code::kResourceExhausted:
+      return "resource_exhausted";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kInternal:
+      return "internal";
+    case Code::kCorruption:
+      return "corruption";
   }
   return "unknown";
 }
@@ -37,10 +50,14 @@ std::string Status::ToString() const {
 
 std::string_view JobStateName(JobState s) {
   switch (s) {
-    case JobState::kReady: return "ready";
-    case JobState::kDelayed: return "delayed";
-    case JobState::kReserved: return "reserved";
-    case JobState::kBuried: return "buried";
+    case JobState::kReady:
+      return "ready";
+    case JobState::kDelayed:
+      return "delayed";
+    case JobState::kReserved:
+      return "reserved";
+    case JobState::kBuried:
+      return "buried";
   }
   return "unknown";
 }

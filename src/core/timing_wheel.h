@@ -131,8 +131,7 @@ class TimingWheel {
         if (s.empty() == (((masks_[level] >> slot) & 1) != 0)) return false;
         for (size_t i = 0; i < s.size(); ++i, ++n) {
           uint64_t due = static_cast<uint64_t>(s[i]->due);
-          if (due <= now_ || LevelOf(due) != level || SlotOf(due, level) != slot ||
-              s[i]->wpos != i)
+          if (due <= now_ || LevelOf(due) != level || SlotOf(due, level) != slot || s[i]->wpos != i)
             return false;
         }
       }
@@ -200,7 +199,8 @@ class TimingWheel {
       Slot moving;
       moving.swap(slots_[level][index]);
       for (size_t i = 0; i < moving.size(); ++i) {
-        if (i + kPrefetchAhead < moving.size()) __builtin_prefetch(moving[i + kPrefetchAhead], 1, 3);
+        if (i + kPrefetchAhead < moving.size())
+          __builtin_prefetch(moving[i + kPrefetchAhead], 1, 3);
         Place(moving[i]);  // never back into this slot: it goes lower
       }
       moving.clear();

@@ -28,8 +28,15 @@ struct Jobs {
 TEST(TimingWheel, FiresAtDueMillisecondAcrossLevels) {
   Jobs jobs;
   TimingWheel w(1000);
-  std::vector<TimeMs> dues = {1001, 1063, 1064, 1065, 1000 + 4095, 1000 + 4096,
-                              1000 + (1 << 18), 1000 + (1 << 24) + 7, 1000 + 31'536'000'000};
+  std::vector<TimeMs> dues = {1001,
+                              1063,
+                              1064,
+                              1065,
+                              1000 + 4095,
+                              1000 + 4096,
+                              1000 + (1 << 18),
+                              1000 + (1 << 24) + 7,
+                              1000 + 31'536'000'000};
   for (size_t i = 0; i < dues.size(); ++i) w.Insert(jobs.Make(dues[i], i + 1));
   ASSERT_TRUE(w.Valid());
   std::vector<std::pair<TimeMs, TimeMs>> fired;  // (due, now at fire)

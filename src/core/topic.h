@@ -28,7 +28,7 @@ struct Topic {
   uint64_t seq;  // creation order
 
   ReadyQueue ready;
-  Link buried;  // oldest first
+  Link buried;                                      // oldest first
   std::unordered_map<std::string_view, Job*> keys;  // views into the jobs
 
   uint64_t urgent = 0, reserved = 0, delayed = 0, buried_count = 0;

@@ -45,38 +45,59 @@ inline constexpr std::string_view kExpectedCrlfReply = "EXPECTED_CRLF\r\n";
 inline constexpr std::string_view kJobTooBigReply = "JOB_TOO_BIG\r\n";
 
 enum class BeanOp : uint8_t {
-  kPut, kUse, kReserve, kReserveWithTimeout, kReserveJob, kDelete, kRelease, kBury,
-  kTouch, kWatch, kIgnore, kPeek, kPeekReady, kPeekDelayed, kPeekBuried, kKick,
-  kKickJob, kStatsJob, kStatsTube, kStats, kListTubes, kListTubeUsed,
-  kListTubesWatched, kPauseTube, kQuit,
+  kPut,
+  kUse,
+  kReserve,
+  kReserveWithTimeout,
+  kReserveJob,
+  kDelete,
+  kRelease,
+  kBury,
+  kTouch,
+  kWatch,
+  kIgnore,
+  kPeek,
+  kPeekReady,
+  kPeekDelayed,
+  kPeekBuried,
+  kKick,
+  kKickJob,
+  kStatsJob,
+  kStatsTube,
+  kStats,
+  kListTubes,
+  kListTubeUsed,
+  kListTubesWatched,
+  kPauseTube,
+  kQuit,
   // delayq extensions
-  kPutEx,        // put-ex <pri> <delay-ms> <ttr-ms> <bytes> [key=K] [at=MS] [tries=N] [backoff=SPEC]
-  kDeleteKey,    // delete-key <key>            (in the used tube)
-  kPeekKey,      // peek-key <key>              (in the used tube)
-  kReserveBatch, // reserve-batch <count> <timeout-seconds>
-  kClearTube,    // clear-tube <tube> <states>  states: all | comma list of ready,delayed,buried
+  kPutEx,      // put-ex <pri> <delay-ms> <ttr-ms> <bytes> [key=K] [at=MS] [tries=N] [backoff=SPEC]
+  kDeleteKey,  // delete-key <key>            (in the used tube)
+  kPeekKey,    // peek-key <key>              (in the used tube)
+  kReserveBatch,  // reserve-batch <count> <timeout-seconds>
+  kClearTube,     // clear-tube <tube> <states>  states: all | comma list of ready,delayed,buried
 };
 
 // One decoded command. Fields not used by `op` keep their defaults. The
 // string_views point into the input given to Next() (or ParseBeanLine()).
 struct BeanCommand {
   BeanOp op = BeanOp::kQuit;
-  uint64_t id = 0;          // peek, delete, release, bury, touch, kick-job, stats-job, reserve-job
-  uint32_t pri = 0;         // put, put-ex, release, bury
-  uint32_t bytes = 0;       // put, put-ex: body size declared on the line (== body.size())
-  uint64_t delay = 0;       // put/release/pause-tube: seconds (u32 range); put-ex: ms
-  uint64_t ttr = 0;         // put: seconds (u32 range, not clamped); put-ex: ms
-  int64_t timeout = 0;      // reserve: -1; reserve-with-timeout: strtol value truncated to
-                            // int32 as 1.12 does (< 0: forever); reserve-batch: seconds (u32)
-  uint64_t count = 0;       // kick: bound (strtoul value truncated to u32); reserve-batch: 1..1000
-  bool has_at = false;      // put-ex at= given
-  uint64_t at = 0;          // put-ex: absolute due time, epoch ms
-  uint64_t tries = 0;       // put-ex tries= (0 when absent)
-  uint8_t clear_mask = 0;   // clear-tube: 1 ready, 2 delayed, 4 buried
-  std::string_view name;    // tube: use, watch, ignore, stats-tube, pause-tube, clear-tube
-  std::string_view key;     // put-ex key=, delete-key, peek-key (1..200 bytes of 0x21..0x7e)
-  std::string_view backoff; // put-ex backoff= (unparsed spec, 1..100 bytes of 0x21..0x7e)
-  std::string_view body;    // put, put-ex: the body, without its trailing CRLF
+  uint64_t id = 0;           // peek, delete, release, bury, touch, kick-job, stats-job, reserve-job
+  uint32_t pri = 0;          // put, put-ex, release, bury
+  uint32_t bytes = 0;        // put, put-ex: body size declared on the line (== body.size())
+  uint64_t delay = 0;        // put/release/pause-tube: seconds (u32 range); put-ex: ms
+  uint64_t ttr = 0;          // put: seconds (u32 range, not clamped); put-ex: ms
+  int64_t timeout = 0;       // reserve: -1; reserve-with-timeout: strtol value truncated to
+                             // int32 as 1.12 does (< 0: forever); reserve-batch: seconds (u32)
+  uint64_t count = 0;        // kick: bound (strtoul value truncated to u32); reserve-batch: 1..1000
+  bool has_at = false;       // put-ex at= given
+  uint64_t at = 0;           // put-ex: absolute due time, epoch ms
+  uint64_t tries = 0;        // put-ex tries= (0 when absent)
+  uint8_t clear_mask = 0;    // clear-tube: 1 ready, 2 delayed, 4 buried
+  std::string_view name;     // tube: use, watch, ignore, stats-tube, pause-tube, clear-tube
+  std::string_view key;      // put-ex key=, delete-key, peek-key (1..200 bytes of 0x21..0x7e)
+  std::string_view backoff;  // put-ex backoff= (unparsed spec, 1..100 bytes of 0x21..0x7e)
+  std::string_view body;     // put, put-ex: the body, without its trailing CRLF
 };
 
 class BeanDecoder {

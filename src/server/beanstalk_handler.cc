@@ -168,19 +168,28 @@ std::string ServerStatsYaml(const ServerContext& ctx, const EngineStats& e, Time
 
 std::string_view BeanReplyFor(Code code) {
   switch (code) {
-    case Code::kNotFound: return kNotFound;
-    case Code::kInvalidArgument: return "BAD_FORMAT\r\n";
-    case Code::kNotIgnored: return "NOT_IGNORED\r\n";
-    case Code::kDeadlineSoon: return "DEADLINE_SOON\r\n";
-    case Code::kTimedOut: return "TIMED_OUT\r\n";
-    case Code::kJobTooBig: return "JOB_TOO_BIG\r\n";
-    case Code::kDraining: return "DRAINING\r\n";
-    case Code::kResourceExhausted: return "OUT_OF_MEMORY\r\n";
+    case Code::kNotFound:
+      return kNotFound;
+    case Code::kInvalidArgument:
+      return "BAD_FORMAT\r\n";
+    case Code::kNotIgnored:
+      return "NOT_IGNORED\r\n";
+    case Code::kDeadlineSoon:
+      return "DEADLINE_SOON\r\n";
+    case Code::kTimedOut:
+      return "TIMED_OUT\r\n";
+    case Code::kJobTooBig:
+      return "JOB_TOO_BIG\r\n";
+    case Code::kDraining:
+      return "DRAINING\r\n";
+    case Code::kResourceExhausted:
+      return "OUT_OF_MEMORY\r\n";
     case Code::kOk:
     case Code::kConflict:
     case Code::kUnavailable:
     case Code::kInternal:
-    case Code::kCorruption: break;
+    case Code::kCorruption:
+      break;
   }
   return "INTERNAL_ERROR\r\n";
 }

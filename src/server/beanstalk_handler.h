@@ -40,6 +40,9 @@ class BeanstalkHandler {
 
   std::string& output() { return out_; }
   bool blocked() const { return blocked_; }
+  // Blocked on a command whose reply is on its way (a change waiting to be
+  // durable), not on a reserve that waits for a job.
+  bool reply_pending() const { return blocked_ && !reserving_; }
   bool want_close() const { return close_; }
 
  private:
@@ -67,7 +70,7 @@ class BeanstalkHandler {
   ByteBuffer in_;
   std::string out_;
   bool blocked_ = false;
-  bool reserving_ = false;  // the blocking command is a reserve
+  bool reserving_ = false;   // the blocking command is a reserve
   bool in_command_ = false;  // inside Execute: completions are synchronous
   bool close_ = false;
   bool producer_ = false;

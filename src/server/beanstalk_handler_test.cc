@@ -37,7 +37,9 @@ struct Conn {
 
 class HandlerTest : public ::testing::Test {
  protected:
-  HandlerTest() : backend_(io_, {65535}, clock_), ctx_(backend_) { ctx_.started_ms = clock_.now; }
+  HandlerTest() : backend_(io_, backend::LocalBackend::Options{}, clock_), ctx_(backend_) {
+    ctx_.started_ms = clock_.now;
+  }
   std::unique_ptr<Conn> Connect() { return std::make_unique<Conn>(ctx_); }
   void Tick(TimeMs ms) {
     clock_.now += ms;
@@ -118,7 +120,8 @@ TEST_F(HandlerTest, ReservedJobsOfAClosedConnectionReturn) {
 
 TEST_F(HandlerTest, DelayedPutFiresOnTheClock) {
   auto c = Connect();
-  EXPECT_EQ(c->Send("put 1 2 10 1\r\nx\r\nreserve-with-timeout 0\r\n"), "INSERTED 1\r\nTIMED_OUT\r\n");
+  EXPECT_EQ(c->Send("put 1 2 10 1\r\nx\r\nreserve-with-timeout 0\r\n"),
+            "INSERTED 1\r\nTIMED_OUT\r\n");
   Tick(2000);
   EXPECT_EQ(c->Send("reserve-with-timeout 0\r\n"), "RESERVED 1 1\r\nx\r\n");
 }

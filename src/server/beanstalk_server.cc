@@ -23,9 +23,7 @@ constexpr int kMaxExtraReads = 16;
 class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnection> {
  public:
   BeanstalkConnection(BeanstalkServer& server, tcp::socket socket)
-      : server_(server),
-        socket_(std::move(socket)),
-        handler_(server.ctx_, [this] { OnWake(); }) {
+      : server_(server), socket_(std::move(socket)), handler_(server.ctx_, [this] { OnWake(); }) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     socket_.non_blocking(true, ec);
@@ -38,7 +36,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   // Finish what is in flight, then close.
   void Shutdown() {
     draining_ = true;
-    if (!writing_ && handler_.output().empty()) Close();
+    if (!writing_ && handler_.output().empty() && !handler_.reply_pending()) Close();
   }
 
  private:
@@ -57,9 +55,11 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     reading_ = true;
     ByteBuffer& in = handler_.input();
     char* p = in.Prepare(kReadChunk);
+    in.Pin();  // commands may be consumed meanwhile (a reply came later)
     socket_.async_read_some(asio::buffer(p, in.writable()),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
                               self->reading_ = false;
+                              self->handler_.input().Unpin();
                               self->OnRead(ec, n);
                             });
   }
@@ -93,7 +93,8 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     Flush();
     if (closed_) return;
     if (peer_closed_) {
-      if (!writing_) Close();
+      // A reply still on its way (durability) resumes us through OnWake.
+      if (!writing_ && !handler_.reply_pending()) Close();
       return;
     }
     WaitReadable();
@@ -113,7 +114,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     if (writing_ || closed_) return;
     std::string& out = handler_.output();
     if (out.empty()) {
-      if (handler_.want_close() || draining_) Close();
+      if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
       return;
     }
     boost::system::error_code ec;
@@ -126,7 +127,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     if (n == out.size()) {
       out.clear();
       if (out.capacity() > kMaxPendingOutput) std::string().swap(out);
-      if (handler_.want_close() || draining_) Close();
+      if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
       return;
     }
     // The kernel took part of it: the rest goes out asynchronously.

@@ -18,10 +18,10 @@ inline constexpr std::string_view kVersion = "0.1.0";
 struct ServerCounters {
   // Indexed by BeanOp: commands whose arguments parsed (beanstalkd's cmd-*).
   std::array<uint64_t, 64> cmd{};
-  uint64_t connections = 0;        // open now
+  uint64_t connections = 0;  // open now
   uint64_t total_connections = 0;
-  uint64_t producers = 0;          // open connections that have put
-  uint64_t workers = 0;            // open connections that have reserved
+  uint64_t producers = 0;  // open connections that have put
+  uint64_t workers = 0;    // open connections that have reserved
 };
 
 struct ServerContext {

@@ -1,6 +1,5 @@
 #include "store/record_codec.h"
 
-
 namespace delayq::store {
 namespace {
 
@@ -124,8 +123,8 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
   r->created_ms = in.Signed();
   r->delay_ms = in.Signed();
   r->ttr_ms = in.Signed();
-  for (uint32_t* c : {&r->reserves, &r->timeouts, &r->releases, &r->buries, &r->kicks,
-                      &r->max_tries})
+  for (uint32_t* c :
+       {&r->reserves, &r->timeouts, &r->releases, &r->buries, &r->kicks, &r->max_tries})
     *c = in.U32();
   uint8_t kind = in.Byte();
   if (!in.ok()) return Status::Corruption("truncated job record");

@@ -29,14 +29,16 @@ JobRecord RandomRecord(std::mt19937_64& rng) {
   r.kicks = UINT32_MAX;
   r.max_tries = static_cast<uint32_t>(rng() % 20);
   switch (rng() % 3) {
-    case 0: break;
+    case 0:
+      break;
     case 1: {
       std::vector<TimeMs> d(1 + rng() % 64);
       for (TimeMs& x : d) x = static_cast<TimeMs>(rng() % 100'000'000);
       r.backoff = Backoff::List(d);
       break;
     }
-    default: r.backoff = Backoff::Exponential(1000, 3'600'000);
+    default:
+      r.backoff = Backoff::Exponential(1000, 3'600'000);
   }
   return r;
 }

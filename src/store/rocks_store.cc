@@ -35,6 +35,8 @@ uint64_t ReadBigEndian(std::string_view s) {
 
 }  // namespace
 
+RocksStore::RocksStore(const RocksStoreOptions& options) : options_(options) {}
+
 Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& options) {
   std::unique_ptr<RocksStore> store(new RocksStore(options));
   rocksdb::Options db_options;
@@ -185,13 +187,20 @@ Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string
     std::string_view body;
     Status st = DecodeJobValue(it->value().ToStringView(), &r, &body);
     if (!st.ok()) return Status::Corruption("job " + std::to_string(id) + ": " + st.message());
-    if (r.id != id) return Status::Corruption("job " + std::to_string(id) + " stored under another id");
+    if (r.id != id)
+      return Status::Corruption("job " + std::to_string(id) + " stored under another id");
     if (id > highest) highest = id;
     if (Status cb = job(r, body); !cb.ok()) return cb;
   }
   if (!it->status().ok()) return FromRocks(it->status(), "reading the jobs");
   *max_id = highest;
   return Status::Ok();
+}
+
+uint64_t RocksStore::ApproximateJobs() const {
+  uint64_t n = 0;
+  if (!db_->GetIntProperty(jobs_, "rocksdb.estimate-num-keys", &n)) return 0;
+  return n;
 }
 
 Status RocksStore::NoteMaxId(JobId id) {

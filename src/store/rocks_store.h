@@ -38,9 +38,10 @@ class RocksStore final : public Store {
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override;
   Status NoteMaxId(JobId id) override;
+  uint64_t ApproximateJobs() const override;
 
  private:
-  explicit RocksStore(const RocksStoreOptions& options) : options_(options) {}
+  explicit RocksStore(const RocksStoreOptions& options);
   void SyncLoop();
 
   RocksStoreOptions options_;

@@ -3,13 +3,12 @@
 #include "store/rocks_store.h"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
-
-#include <rocksdb/db.h>
 
 #include "store/record_codec.h"
 
@@ -45,8 +44,12 @@ class RocksStoreTest : public ::testing::Test {
     m.body = std::move(body);
     return m;
   }
-  static Mutation Update(JobRecord r) { return Mutation{Mutation::Kind::kUpdate, std::move(r), {}}; }
-  static Mutation Delete(JobRecord r) { return Mutation{Mutation::Kind::kDelete, std::move(r), {}}; }
+  static Mutation Update(JobRecord r) {
+    return Mutation{Mutation::Kind::kUpdate, std::move(r), {}};
+  }
+  static Mutation Delete(JobRecord r) {
+    return Mutation{Mutation::Kind::kDelete, std::move(r), {}};
+  }
 
   std::map<JobId, std::pair<JobRecord, std::string>> LoadAll(Store& s, JobId* max_id) {
     std::map<JobId, std::pair<JobRecord, std::string>> out;
@@ -131,8 +134,8 @@ TEST_F(RocksStoreTest, DamagedFilesAreAnErrorNotSilentLoss) {
   int damaged = 0;
   for (const auto& e : fs::directory_iterator(dir_)) {
     std::string name = e.path().filename();
-    bool data = name.size() > 4 && (name.substr(name.size() - 4) == ".log" ||
-                                    name.substr(name.size() - 4) == ".sst");
+    bool data = name.size() > 4 &&
+                (name.substr(name.size() - 4) == ".log" || name.substr(name.size() - 4) == ".sst");
     if (!data || fs::file_size(e.path()) < 4096) continue;
     std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(fs::file_size(e.path()) / 2));

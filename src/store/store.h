@@ -38,6 +38,9 @@ class Store {
 
   // Records that ids up to `id` were handed out (ids are never reused).
   virtual Status NoteMaxId(JobId id) = 0;
+
+  // About how many jobs are stored (for recovery's progress); 0: unknown.
+  virtual uint64_t ApproximateJobs() const { return 0; }
 };
 
 }  // namespace delayq::store

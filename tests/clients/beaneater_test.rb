@@ -13,6 +13,8 @@ require 'beaneater'
 require 'socket'
 require 'securerandom'
 require 'tempfile'
+require 'tmpdir'
+require 'fileutils'
 require 'timeout'
 
 module DelayqServer
@@ -31,7 +33,9 @@ module DelayqServer
 
       port = (ENV['DELAYQ_PORT'] || free_port).to_i
       @log = Tempfile.new('delayqd-beaneater')
-      @pid = Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s,
+      @data_dir = Dir.mktmpdir('delayqd-beaneater-data')
+      at_exit { FileUtils.remove_entry(@data_dir) if File.directory?(@data_dir) }
+      @pid = Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s, '-b', @data_dir,
                            in: File::NULL, out: File::NULL, err: @log.path)
       @address = "127.0.0.1:#{port}"
       wait_until_accepting(port)

@@ -63,29 +63,46 @@ const std::array<uint32_t, 6> kPriorities = {0, 1, 1023, 1024, 1025, 4294967295u
 
 const char* CodeStr(Code c) {
   switch (c) {
-    case Code::kOk: return "ok";
-    case Code::kNotFound: return "NOT_FOUND";
-    case Code::kInvalidArgument: return "INVALID_ARGUMENT";
-    case Code::kNotIgnored: return "NOT_IGNORED";
-    case Code::kDeadlineSoon: return "DEADLINE_SOON";
-    case Code::kTimedOut: return "TIMED_OUT";
-    case Code::kJobTooBig: return "JOB_TOO_BIG";
-    case Code::kConflict: return "CONFLICT";
-    case Code::kDraining: return "DRAINING";
-    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case Code::kUnavailable: return "UNAVAILABLE";
-    case Code::kInternal: return "INTERNAL";
-    case Code::kCorruption: return "CORRUPTION";
+    case Code::kOk:
+      return "ok";
+    case Code::kNotFound:
+      return "NOT_FOUND";
+    case Code::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case Code::kNotIgnored:
+      return "NOT_IGNORED";
+    case Code::kDeadlineSoon:
+      return "DEADLINE_SOON";
+    case Code::kTimedOut:
+      return "TIMED_OUT";
+    case Code::kJobTooBig:
+      return "JOB_TOO_BIG";
+    case Code::kConflict:
+      return "CONFLICT";
+    case Code::kDraining:
+      return "DRAINING";
+    case Code::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case Code::kUnavailable:
+      return "UNAVAILABLE";
+    case Code::kInternal:
+      return "INTERNAL";
+    case Code::kCorruption:
+      return "CORRUPTION";
   }
   return "?";
 }
 
 const char* StateStr(JobState s) {
   switch (s) {
-    case JobState::kReady: return "ready";
-    case JobState::kDelayed: return "delayed";
-    case JobState::kReserved: return "reserved";
-    case JobState::kBuried: return "buried";
+    case JobState::kReady:
+      return "ready";
+    case JobState::kDelayed:
+      return "delayed";
+    case JobState::kReserved:
+      return "reserved";
+    case JobState::kBuried:
+      return "buried";
   }
   return "?";
 }
@@ -127,8 +144,7 @@ std::string Fmt(const JobStats& s) {
     << " age=" << s.age_ms << " delay=" << s.delay_ms << " ttr=" << s.ttr_ms
     << " time_left=" << s.time_left_ms << " due=" << s.due_ms << " reserves=" << s.reserves
     << " timeouts=" << s.timeouts << " releases=" << s.releases << " buries=" << s.buries
-    << " kicks=" << s.kicks << " max_tries=" << s.max_tries << " body_size=" << s.body_size
-    << "}";
+    << " kicks=" << s.kicks << " max_tries=" << s.max_tries << " body_size=" << s.body_size << "}";
   return o.str();
 }
 
@@ -136,9 +152,8 @@ std::string Fmt(const TopicStats& s) {
   std::ostringstream o;
   o << "topicstats{name=" << s.name << " urgent=" << s.urgent << " ready=" << s.ready
     << " reserved=" << s.reserved << " delayed=" << s.delayed << " buried=" << s.buried
-    << " total_jobs=" << s.total_jobs << " using=" << s.using_count
-    << " watching=" << s.watching << " waiting=" << s.waiting
-    << " cmd_delete=" << s.cmd_delete << " cmd_pause=" << s.cmd_pause
+    << " total_jobs=" << s.total_jobs << " using=" << s.using_count << " watching=" << s.watching
+    << " waiting=" << s.waiting << " cmd_delete=" << s.cmd_delete << " cmd_pause=" << s.cmd_pause
     << " pause=" << s.pause_ms << " pause_time_left=" << s.pause_time_left_ms << "}";
   return o.str();
 }
@@ -147,9 +162,8 @@ std::string Fmt(const EngineStats& s) {
   std::ostringstream o;
   o << "stats{urgent=" << s.urgent << " ready=" << s.ready << " reserved=" << s.reserved
     << " delayed=" << s.delayed << " buried=" << s.buried << " total_jobs=" << s.total_jobs
-    << " job_timeouts=" << s.job_timeouts << " topics=" << s.topics
-    << " sessions=" << s.sessions << " waiting=" << s.waiting << " next_id=" << s.next_id
-    << "}";
+    << " job_timeouts=" << s.job_timeouts << " topics=" << s.topics << " sessions=" << s.sessions
+    << " waiting=" << s.waiting << " next_id=" << s.next_id << "}";
   return o.str();
 }
 
@@ -178,20 +192,22 @@ std::string Fmt(const Result<T>& r) {
 
 std::string FmtRecord(const JobRecord& r) {
   std::ostringstream o;
-  o << "id=" << r.id << " topic=" << r.topic << " key=" << r.key
-    << " state=" << StateStr(r.state) << " pri=" << r.priority << " due=" << r.due_ms
-    << " created=" << r.created_ms << " delay=" << r.delay_ms << " ttr=" << r.ttr_ms
-    << " reserves=" << r.reserves << " timeouts=" << r.timeouts << " releases=" << r.releases
-    << " buries=" << r.buries << " kicks=" << r.kicks << " max_tries=" << r.max_tries
-    << " backoff=" << BackoffStr(r.backoff);
+  o << "id=" << r.id << " topic=" << r.topic << " key=" << r.key << " state=" << StateStr(r.state)
+    << " pri=" << r.priority << " due=" << r.due_ms << " created=" << r.created_ms
+    << " delay=" << r.delay_ms << " ttr=" << r.ttr_ms << " reserves=" << r.reserves
+    << " timeouts=" << r.timeouts << " releases=" << r.releases << " buries=" << r.buries
+    << " kicks=" << r.kicks << " max_tries=" << r.max_tries << " backoff=" << BackoffStr(r.backoff);
   return o.str();
 }
 
 const char* MutationKindStr(Mutation::Kind k) {
   switch (k) {
-    case Mutation::Kind::kPut: return "PUT";
-    case Mutation::Kind::kUpdate: return "UPDATE";
-    case Mutation::Kind::kDelete: return "DELETE";
+    case Mutation::Kind::kPut:
+      return "PUT";
+    case Mutation::Kind::kUpdate:
+      return "UPDATE";
+    case Mutation::Kind::kDelete:
+      return "DELETE";
   }
   return "?";
 }
@@ -238,10 +254,34 @@ std::string DiffRecord(const JobRecord& e, const JobRecord& r) {
 // ---------------------------------------------------------------------------
 
 enum class OpKind {
-  kOpen, kClose, kUse, kWatch, kIgnore, kPut, kReserve, kCancelReserve, kReserveJob,
-  kDelete, kDeleteByKey, kRelease, kBury, kTouch, kKick, kKickJob, kPeek, kPeekByKey,
-  kPeekReady, kPeekDelayed, kPeekBuried, kStatsJob, kStatsTopic, kStats, kListTopics,
-  kPause, kClear, kAdvance,
+  kOpen,
+  kClose,
+  kUse,
+  kWatch,
+  kIgnore,
+  kPut,
+  kReserve,
+  kCancelReserve,
+  kReserveJob,
+  kDelete,
+  kDeleteByKey,
+  kRelease,
+  kBury,
+  kTouch,
+  kKick,
+  kKickJob,
+  kPeek,
+  kPeekByKey,
+  kPeekReady,
+  kPeekDelayed,
+  kPeekBuried,
+  kStatsJob,
+  kStatsTopic,
+  kStats,
+  kListTopics,
+  kPause,
+  kClear,
+  kAdvance,
 };
 
 struct Op {
@@ -271,11 +311,21 @@ std::string Describe(const Op& op) {
   o << "t=" << op.now << " ";
   std::string s = op.slot < 0 ? "op0" : "s#" + std::to_string(op.slot);
   switch (op.kind) {
-    case OpKind::kOpen: o << "OpenSession() -> s#" << op.slot; break;
-    case OpKind::kClose: o << "CloseSession(" << s << ")"; break;
-    case OpKind::kUse: o << "Use(" << s << ", '" << op.topic << "')"; break;
-    case OpKind::kWatch: o << "Watch(" << s << ", '" << op.topic << "')"; break;
-    case OpKind::kIgnore: o << "Ignore(" << s << ", '" << op.topic << "')"; break;
+    case OpKind::kOpen:
+      o << "OpenSession() -> s#" << op.slot;
+      break;
+    case OpKind::kClose:
+      o << "CloseSession(" << s << ")";
+      break;
+    case OpKind::kUse:
+      o << "Use(" << s << ", '" << op.topic << "')";
+      break;
+    case OpKind::kWatch:
+      o << "Watch(" << s << ", '" << op.topic << "')";
+      break;
+    case OpKind::kIgnore:
+      o << "Ignore(" << s << ", '" << op.topic << "')";
+      break;
     case OpKind::kPut:
       o << "Put(" << s << ", topic='" << op.topic << "', pri=" << op.priority;
       if (op.run_at) {
@@ -283,7 +333,9 @@ std::string Describe(const Op& op) {
       } else {
         o << ", delay=" << op.delay_ms;
       }
-      o << ", ttr=" << op.ttr_ms << ", key='" << (op.key.size() > 20 ? op.key.substr(0, 8) + "...(" + std::to_string(op.key.size()) + ")" : op.key)
+      o << ", ttr=" << op.ttr_ms << ", key='"
+        << (op.key.size() > 20 ? op.key.substr(0, 8) + "...(" + std::to_string(op.key.size()) + ")"
+                               : op.key)
         << "', body_size=" << op.body.size() << ", max_tries=" << op.max_tries
         << ", backoff=" << BackoffStr(op.backoff) << ")";
       break;
@@ -291,9 +343,15 @@ std::string Describe(const Op& op) {
       o << "Reserve(" << s << ", timeout=" << op.timeout_ms << ", count=" << op.count
         << (op.detach ? ", detach" : "") << ")";
       break;
-    case OpKind::kCancelReserve: o << "CancelReserve(" << s << ")"; break;
-    case OpKind::kReserveJob: o << "ReserveJob(" << s << ", " << op.id << ")"; break;
-    case OpKind::kDelete: o << "Delete(" << s << ", " << op.id << ")"; break;
+    case OpKind::kCancelReserve:
+      o << "CancelReserve(" << s << ")";
+      break;
+    case OpKind::kReserveJob:
+      o << "ReserveJob(" << s << ", " << op.id << ")";
+      break;
+    case OpKind::kDelete:
+      o << "Delete(" << s << ", " << op.id << ")";
+      break;
     case OpKind::kDeleteByKey:
       o << "DeleteByKey(" << s << ", '" << op.topic << "', '" << op.key << "')";
       break;
@@ -301,22 +359,54 @@ std::string Describe(const Op& op) {
       o << "Release(" << s << ", " << op.id << ", pri=" << op.priority << ", delay="
         << (op.release_delay ? std::to_string(*op.release_delay) : std::string("none")) << ")";
       break;
-    case OpKind::kBury: o << "Bury(" << s << ", " << op.id << ", pri=" << op.priority << ")"; break;
-    case OpKind::kTouch: o << "Touch(" << s << ", " << op.id << ")"; break;
-    case OpKind::kKick: o << "Kick('" << op.topic << "', " << op.bound << ")"; break;
-    case OpKind::kKickJob: o << "KickJob(" << op.id << ")"; break;
-    case OpKind::kPeek: o << "Peek(" << op.id << ")"; break;
-    case OpKind::kPeekByKey: o << "PeekByKey('" << op.topic << "', '" << op.key << "')"; break;
-    case OpKind::kPeekReady: o << "PeekReady('" << op.topic << "')"; break;
-    case OpKind::kPeekDelayed: o << "PeekDelayed('" << op.topic << "')"; break;
-    case OpKind::kPeekBuried: o << "PeekBuried('" << op.topic << "')"; break;
-    case OpKind::kStatsJob: o << "StatsJob(" << op.id << ")"; break;
-    case OpKind::kStatsTopic: o << "StatsTopic('" << op.topic << "')"; break;
-    case OpKind::kStats: o << "Stats()"; break;
-    case OpKind::kListTopics: o << "ListTopics()"; break;
-    case OpKind::kPause: o << "PauseTopic('" << op.topic << "', " << op.delay_ms << ")"; break;
-    case OpKind::kClear: o << "ClearTopic('" << op.topic << "', mask=" << int{op.mask} << ")"; break;
-    case OpKind::kAdvance: o << "Advance(" << op.now << ")"; break;
+    case OpKind::kBury:
+      o << "Bury(" << s << ", " << op.id << ", pri=" << op.priority << ")";
+      break;
+    case OpKind::kTouch:
+      o << "Touch(" << s << ", " << op.id << ")";
+      break;
+    case OpKind::kKick:
+      o << "Kick('" << op.topic << "', " << op.bound << ")";
+      break;
+    case OpKind::kKickJob:
+      o << "KickJob(" << op.id << ")";
+      break;
+    case OpKind::kPeek:
+      o << "Peek(" << op.id << ")";
+      break;
+    case OpKind::kPeekByKey:
+      o << "PeekByKey('" << op.topic << "', '" << op.key << "')";
+      break;
+    case OpKind::kPeekReady:
+      o << "PeekReady('" << op.topic << "')";
+      break;
+    case OpKind::kPeekDelayed:
+      o << "PeekDelayed('" << op.topic << "')";
+      break;
+    case OpKind::kPeekBuried:
+      o << "PeekBuried('" << op.topic << "')";
+      break;
+    case OpKind::kStatsJob:
+      o << "StatsJob(" << op.id << ")";
+      break;
+    case OpKind::kStatsTopic:
+      o << "StatsTopic('" << op.topic << "')";
+      break;
+    case OpKind::kStats:
+      o << "Stats()";
+      break;
+    case OpKind::kListTopics:
+      o << "ListTopics()";
+      break;
+    case OpKind::kPause:
+      o << "PauseTopic('" << op.topic << "', " << op.delay_ms << ")";
+      break;
+    case OpKind::kClear:
+      o << "ClearTopic('" << op.topic << "', mask=" << int{op.mask} << ")";
+      break;
+    case OpKind::kAdvance:
+      o << "Advance(" << op.now << ")";
+      break;
   }
   return o.str();
 }
@@ -333,9 +423,12 @@ std::string RunOn(E& e, const Op& op, SessionId sid, SessionId* opened) {
     case OpKind::kClose:
       e.CloseSession(op.now, sid);
       return "closed";
-    case OpKind::kUse: return Fmt(e.Use(sid, op.topic));
-    case OpKind::kWatch: return Fmt(e.Watch(sid, op.topic));
-    case OpKind::kIgnore: return Fmt(e.Ignore(sid, op.topic));
+    case OpKind::kUse:
+      return Fmt(e.Use(sid, op.topic));
+    case OpKind::kWatch:
+      return Fmt(e.Watch(sid, op.topic));
+    case OpKind::kIgnore:
+      return Fmt(e.Ignore(sid, op.topic));
     case OpKind::kPut: {
       PutRequest r;
       r.topic = op.topic;
@@ -360,30 +453,47 @@ std::string RunOn(E& e, const Op& op, SessionId sid, SessionId* opened) {
     case OpKind::kCancelReserve:
       e.CancelReserve(sid);
       return "cancelled";
-    case OpKind::kReserveJob: return Fmt(e.ReserveJob(op.now, sid, op.id));
-    case OpKind::kDelete: return Fmt(e.Delete(op.now, sid, op.id));
-    case OpKind::kDeleteByKey: return Fmt(e.DeleteByKey(op.now, sid, op.topic, op.key));
+    case OpKind::kReserveJob:
+      return Fmt(e.ReserveJob(op.now, sid, op.id));
+    case OpKind::kDelete:
+      return Fmt(e.Delete(op.now, sid, op.id));
+    case OpKind::kDeleteByKey:
+      return Fmt(e.DeleteByKey(op.now, sid, op.topic, op.key));
     case OpKind::kRelease:
       return Fmt(e.Release(op.now, sid, op.id, op.priority, op.release_delay));
-    case OpKind::kBury: return Fmt(e.Bury(op.now, sid, op.id, op.priority));
-    case OpKind::kTouch: return Fmt(e.Touch(op.now, sid, op.id));
-    case OpKind::kKick: return Fmt(e.Kick(op.now, op.topic, op.bound));
-    case OpKind::kKickJob: return Fmt(e.KickJob(op.now, op.id));
-    case OpKind::kPeek: return Fmt(e.Peek(op.now, op.id));
-    case OpKind::kPeekByKey: return Fmt(e.PeekByKey(op.now, op.topic, op.key));
-    case OpKind::kPeekReady: return Fmt(e.PeekReady(op.now, op.topic));
-    case OpKind::kPeekDelayed: return Fmt(e.PeekDelayed(op.now, op.topic));
-    case OpKind::kPeekBuried: return Fmt(e.PeekBuried(op.now, op.topic));
-    case OpKind::kStatsJob: return Fmt(e.StatsJob(op.now, op.id));
-    case OpKind::kStatsTopic: return Fmt(e.StatsTopic(op.now, op.topic));
-    case OpKind::kStats: return Fmt(e.Stats(op.now));
+    case OpKind::kBury:
+      return Fmt(e.Bury(op.now, sid, op.id, op.priority));
+    case OpKind::kTouch:
+      return Fmt(e.Touch(op.now, sid, op.id));
+    case OpKind::kKick:
+      return Fmt(e.Kick(op.now, op.topic, op.bound));
+    case OpKind::kKickJob:
+      return Fmt(e.KickJob(op.now, op.id));
+    case OpKind::kPeek:
+      return Fmt(e.Peek(op.now, op.id));
+    case OpKind::kPeekByKey:
+      return Fmt(e.PeekByKey(op.now, op.topic, op.key));
+    case OpKind::kPeekReady:
+      return Fmt(e.PeekReady(op.now, op.topic));
+    case OpKind::kPeekDelayed:
+      return Fmt(e.PeekDelayed(op.now, op.topic));
+    case OpKind::kPeekBuried:
+      return Fmt(e.PeekBuried(op.now, op.topic));
+    case OpKind::kStatsJob:
+      return Fmt(e.StatsJob(op.now, op.id));
+    case OpKind::kStatsTopic:
+      return Fmt(e.StatsTopic(op.now, op.topic));
+    case OpKind::kStats:
+      return Fmt(e.Stats(op.now));
     case OpKind::kListTopics: {
       std::string s = "[";
       for (const std::string& t : e.ListTopics(op.now)) s += t + " ";
       return s + "]";
     }
-    case OpKind::kPause: return Fmt(e.PauseTopic(op.now, op.topic, op.delay_ms));
-    case OpKind::kClear: return Fmt(e.ClearTopic(op.now, op.topic, op.mask));
+    case OpKind::kPause:
+      return Fmt(e.PauseTopic(op.now, op.topic, op.delay_ms));
+    case OpKind::kClear:
+      return Fmt(e.ClearTopic(op.now, op.topic, op.mask));
     case OpKind::kAdvance:
       e.Advance(op.now);
       return "advanced";
@@ -397,19 +507,19 @@ std::string RunOn(E& e, const Op& op, SessionId sid, SessionId* opened) {
 
 struct Regime {
   int max_sessions = 4;
-  size_t soft_job_cap = 200;   // above it, fewer puts and more deletes
-  int topics = 4;              // how many of kTopicNames are used
+  size_t soft_job_cap = 200;  // above it, fewer puts and more deletes
+  int topics = 4;             // how many of kTopicNames are used
   double put_weight = 20;
-  double op0_share = 0.1;      // acting as session 0
+  double op0_share = 0.1;  // acting as session 0
   TimeMs max_delay = 3000;
   TimeMs max_ttr = 3000;
-  bool epoch_clock = false;    // start at an epoch-like time
-  double clear_weight = 0.4;   // below the job cap
-  TimeMs granule = 1;          // > 1: durations and clock steps are multiples
-  double pause_weight = 1.5;   // pauses and watches: high in some regimes, so
-  double watch_weight = 2;     // that a pause ends while sessions wait on
-  double long_waits = 0.2;     // several topics (share of reserves waiting forever)
-  size_t check_every = 500;    // full-state comparison period
+  bool epoch_clock = false;   // start at an epoch-like time
+  double clear_weight = 0.4;  // below the job cap
+  TimeMs granule = 1;         // > 1: durations and clock steps are multiples
+  double pause_weight = 1.5;  // pauses and watches: high in some regimes, so
+  double watch_weight = 2;    // that a pause ends while sessions wait on
+  double long_waits = 0.2;    // several topics (share of reserves waiting forever)
+  size_t check_every = 500;   // full-state comparison period
 
   std::string Describe() const {
     std::ostringstream o;
@@ -456,12 +566,17 @@ class Instance {
   // `scripted`: the clock starts at 0 (for RunScript).
   Instance(uint64_t base_seed, uint64_t seed, uint64_t ops, ReferenceQuirks quirks,
            bool no_ignore_while_waiting, bool scripted = false)
-      : base_seed_(base_seed), seed_(seed), ops_(ops), rng_(seed), regime_(MakeRegime(rng_)),
+      : base_seed_(base_seed),
+        seed_(seed),
+        ops_(ops),
+        rng_(seed),
+        regime_(MakeRegime(rng_)),
         no_ignore_while_waiting_(no_ignore_while_waiting) {
     EngineOptions options;
     options.max_job_size = kMaxJobSize;
-    options.start_ms = regime_.epoch_clock ? 1'700'000'000'000 + static_cast<TimeMs>(rng_() % 100000)
-                                           : static_cast<TimeMs>(rng_() % 1000);
+    options.start_ms = regime_.epoch_clock
+                           ? 1'700'000'000'000 + static_cast<TimeMs>(rng_() % 100000)
+                           : static_cast<TimeMs>(rng_() % 1000);
     options.start_ms -= options.start_ms % regime_.granule;
     if (scripted) options.start_ms = 0;
     eng_ = std::make_unique<Engine>(options);
@@ -507,7 +622,9 @@ class Instance {
 
   // ---- random helpers ----
   uint64_t U(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
-  int64_t Range(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(U(static_cast<uint64_t>(hi - lo + 1))); }
+  int64_t Range(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(U(static_cast<uint64_t>(hi - lo + 1)));
+  }
   // A duration in [lo, hi]; in a coarse regime, a multiple of the granule
   // (at least one), so that many things fall due at the same instant.
   TimeMs Dur(TimeMs lo, TimeMs hi) {
@@ -519,7 +636,9 @@ class Instance {
   }
   bool P(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   template <typename A>
-  auto Pick(const A& a) { return a[U(a.size())]; }
+  auto Pick(const A& a) {
+    return a[U(a.size())];
+  }
 
   std::string RandomTopic(bool allow_bad = true) {
     if (allow_bad && P(0.01)) return Pick(kBadTopicNames);
@@ -611,10 +730,14 @@ class Instance {
     }
     // Invalid ones.
     switch (U(4)) {
-      case 0: return Backoff::List({});
-      case 1: return Backoff::List({100, -1});
-      case 2: return Backoff::Exponential(0, 100);
-      default: return Backoff::Exponential(200, 100);
+      case 0:
+        return Backoff::List({});
+      case 1:
+        return Backoff::List({100, -1});
+      case 2:
+        return Backoff::Exponential(0, 100);
+      default:
+        return Backoff::Exponential(200, 100);
     }
   }
 
@@ -625,9 +748,13 @@ class Instance {
     size_t open = 0;
     for (const Slot& s : slots_) open += s.open;
 
-    struct W { OpKind k; double w; };
+    struct W {
+      OpKind k;
+      double w;
+    };
     std::vector<W> weights = {
-        {OpKind::kOpen, open == 0 ? 50.0 : (static_cast<int>(open) < regime_.max_sessions ? 1.5 : 0.0)},
+        {OpKind::kOpen,
+         open == 0 ? 50.0 : (static_cast<int>(open) < regime_.max_sessions ? 1.5 : 0.0)},
         {OpKind::kClose, open > 0 ? 0.8 : 0.0},
         {OpKind::kUse, 2},
         {OpKind::kWatch, regime_.watch_weight},
@@ -688,15 +815,22 @@ class Instance {
         break;
       case OpKind::kPut: {
         op.slot = RandomSlot(false);
-        if (op.slot < 0) op.topic = RandomTopic(false);  // session 0 names the topic
-        else if (P(0.3)) op.topic = RandomTopic();
+        if (op.slot < 0)
+          op.topic = RandomTopic(false);  // session 0 names the topic
+        else if (P(0.3))
+          op.topic = RandomTopic();
         op.priority = Pick(kPriorities);
         double d = std::uniform_real_distribution<double>(0, 1)(rng_);
-        if (d < 0.4) op.delay_ms = 0;
-        else if (d < 0.9) op.delay_ms = Dur(1, regime_.max_delay);
-        else if (d < 0.97) op.delay_ms = Dur(3000, 100000);
-        else if (d < 0.98) op.delay_ms = kMaxDelayMs - Range(0, 1);
-        else if (d < 0.99) op.delay_ms = P(0.5) ? -1 : kMaxDelayMs + 1;
+        if (d < 0.4)
+          op.delay_ms = 0;
+        else if (d < 0.9)
+          op.delay_ms = Dur(1, regime_.max_delay);
+        else if (d < 0.97)
+          op.delay_ms = Dur(3000, 100000);
+        else if (d < 0.98)
+          op.delay_ms = kMaxDelayMs - Range(0, 1);
+        else if (d < 0.99)
+          op.delay_ms = P(0.5) ? -1 : kMaxDelayMs + 1;
         if (P(0.08)) op.run_at = Clock() + Dur(0, regime_.max_delay + 2000) - Dur(2000, 2000);
         op.ttr_ms = P(0.01) ? Range(-1, 0) : Dur(1, regime_.max_ttr);
         if (P(0.5)) op.key = RandomKey();
@@ -734,10 +868,14 @@ class Instance {
         op.id = RandomJob(op.slot, true);
         op.priority = Pick(kPriorities);
         double d = std::uniform_real_distribution<double>(0, 1)(rng_);
-        if (d < 0.5) op.release_delay = std::nullopt;
-        else if (d < 0.65) op.release_delay = 0;
-        else if (d < 0.98) op.release_delay = Dur(1, regime_.max_delay);
-        else op.release_delay = P(0.5) ? -1 : kMaxDelayMs + 1;
+        if (d < 0.5)
+          op.release_delay = std::nullopt;
+        else if (d < 0.65)
+          op.release_delay = 0;
+        else if (d < 0.98)
+          op.release_delay = Dur(1, regime_.max_delay);
+        else
+          op.release_delay = P(0.5) ? -1 : kMaxDelayMs + 1;
         break;
       }
       case OpKind::kBury:
@@ -796,9 +934,12 @@ class Instance {
     }
     std::string who = slot == -100 ? "session?" + std::to_string(sid) : "s#" + std::to_string(slot);
     switch (ev.kind) {
-      case Event::Kind::kReserved: return "RESERVED(" + who + ", job " + std::to_string(ev.job) + ")";
-      case Event::Kind::kTimedOut: return "TIMED_OUT(" + who + (ev.job ? ", job?" + std::to_string(ev.job) : "") + ")";
-      case Event::Kind::kDeadlineSoon: return "DEADLINE_SOON(" + who + (ev.job ? ", job?" + std::to_string(ev.job) : "") + ")";
+      case Event::Kind::kReserved:
+        return "RESERVED(" + who + ", job " + std::to_string(ev.job) + ")";
+      case Event::Kind::kTimedOut:
+        return "TIMED_OUT(" + who + (ev.job ? ", job?" + std::to_string(ev.job) : "") + ")";
+      case Event::Kind::kDeadlineSoon:
+        return "DEADLINE_SOON(" + who + (ev.job ? ", job?" + std::to_string(ev.job) : "") + ")";
     }
     return "?";
   }
@@ -867,11 +1008,12 @@ class Instance {
     }
 
     if (eng_->now() != ref_->now())
-      return "now() differs: engine " + TimeStr(eng_->now()) + ", reference " + TimeStr(ref_->now());
+      return "now() differs: engine " + TimeStr(eng_->now()) + ", reference " +
+             TimeStr(ref_->now());
     TimeMs ew = eng_->NextWakeup(), rw = ref_->NextWakeup();
     if (ew > rw)
-      return "NextWakeup() is later than the next instant: engine " + TimeStr(ew) +
-             ", reference " + TimeStr(rw);
+      return "NextWakeup() is later than the next instant: engine " + TimeStr(ew) + ", reference " +
+             TimeStr(rw);
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!slots_[i].open) continue;
       if (eng_->IsWaiting(slots_[i].eng) != ref_->IsWaiting(slots_[i].ref))
@@ -889,26 +1031,44 @@ class Instance {
   // Compares everything observable without changing the state.
   std::string CompareState() {
     TimeMs now = Clock();
-    auto cmp = [](const std::string& what, const std::string& e, const std::string& r) -> std::string {
+    auto cmp = [](const std::string& what, const std::string& e,
+                  const std::string& r) -> std::string {
       if (e == r) return "";
       return "state differs at " + what + ":\n    engine:    " + e + "\n    reference: " + r;
     };
     std::string err;
     for (JobId id = 1; id <= ref_->next_id() + 1; ++id) {
-      err = cmp("StatsJob(" + std::to_string(id) + ")", Fmt(eng_->StatsJob(now, id)), Fmt(ref_->StatsJob(now, id)));
+      err = cmp("StatsJob(" + std::to_string(id) + ")", Fmt(eng_->StatsJob(now, id)),
+                Fmt(ref_->StatsJob(now, id)));
       if (!err.empty()) return err;
-      err = cmp("Peek(" + std::to_string(id) + ")", Fmt(eng_->Peek(now, id)), Fmt(ref_->Peek(now, id)));
+      err = cmp("Peek(" + std::to_string(id) + ")", Fmt(eng_->Peek(now, id)),
+                Fmt(ref_->Peek(now, id)));
       if (!err.empty()) return err;
     }
     std::vector<std::string> topics(kTopicNames.begin(), kTopicNames.end());
     topics.push_back("z");
     for (const std::string& t : topics) {
-      if (!(err = cmp("StatsTopic(" + t + ")", Fmt(eng_->StatsTopic(now, t)), Fmt(ref_->StatsTopic(now, t)))).empty()) return err;
-      if (!(err = cmp("PeekReady(" + t + ")", Fmt(eng_->PeekReady(now, t)), Fmt(ref_->PeekReady(now, t)))).empty()) return err;
-      if (!(err = cmp("PeekDelayed(" + t + ")", Fmt(eng_->PeekDelayed(now, t)), Fmt(ref_->PeekDelayed(now, t)))).empty()) return err;
-      if (!(err = cmp("PeekBuried(" + t + ")", Fmt(eng_->PeekBuried(now, t)), Fmt(ref_->PeekBuried(now, t)))).empty()) return err;
+      if (!(err = cmp("StatsTopic(" + t + ")", Fmt(eng_->StatsTopic(now, t)),
+                      Fmt(ref_->StatsTopic(now, t))))
+               .empty())
+        return err;
+      if (!(err = cmp("PeekReady(" + t + ")", Fmt(eng_->PeekReady(now, t)),
+                      Fmt(ref_->PeekReady(now, t))))
+               .empty())
+        return err;
+      if (!(err = cmp("PeekDelayed(" + t + ")", Fmt(eng_->PeekDelayed(now, t)),
+                      Fmt(ref_->PeekDelayed(now, t))))
+               .empty())
+        return err;
+      if (!(err = cmp("PeekBuried(" + t + ")", Fmt(eng_->PeekBuried(now, t)),
+                      Fmt(ref_->PeekBuried(now, t))))
+               .empty())
+        return err;
       for (const char* k : kKeys) {
-        if (!(err = cmp("PeekByKey(" + t + "," + k + ")", Fmt(eng_->PeekByKey(now, t, k)), Fmt(ref_->PeekByKey(now, t, k)))).empty()) return err;
+        if (!(err = cmp("PeekByKey(" + t + "," + k + ")", Fmt(eng_->PeekByKey(now, t, k)),
+                        Fmt(ref_->PeekByKey(now, t, k))))
+                 .empty())
+          return err;
       }
     }
     if (!(err = cmp("Stats()", Fmt(eng_->Stats(now)), Fmt(ref_->Stats(now)))).empty()) return err;
@@ -921,7 +1081,10 @@ class Instance {
     for (size_t i = 0; i < slots_.size(); ++i) {
       if (!slots_[i].open) continue;
       std::string who = "s#" + std::to_string(i);
-      if (!(err = cmp("UsedTopic(" + who + ")", std::string(eng_->UsedTopic(slots_[i].eng)), std::string(ref_->UsedTopic(slots_[i].ref)))).empty()) return err;
+      if (!(err = cmp("UsedTopic(" + who + ")", std::string(eng_->UsedTopic(slots_[i].eng)),
+                      std::string(ref_->UsedTopic(slots_[i].ref))))
+               .empty())
+        return err;
       std::string e, r;
       for (std::string_view t : eng_->WatchedTopics(slots_[i].eng)) e += std::string(t) + " ";
       for (std::string_view t : ref_->WatchedTopics(slots_[i].ref)) r += std::string(t) + " ";
@@ -1018,9 +1181,10 @@ void RunModel(uint64_t seed, uint64_t total_ops) {
 }
 
 TEST(ModelTest, RandomizedAgainstReference) {
-  uint64_t seed = EnvU64(
-      "DELAYQ_MODEL_SEED",
-      static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) % 1'000'000'007);
+  uint64_t seed =
+      EnvU64("DELAYQ_MODEL_SEED",
+             static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) %
+                 1'000'000'007);
   RunModel(seed, EnvU64("DELAYQ_MODEL_OPS", 200000));
 }
 
@@ -1056,7 +1220,8 @@ Op OnTopic(OpKind kind, TimeMs t, int slot, std::string topic) {
   return op;
 }
 
-Op PutJob(TimeMs t, int slot, std::string topic, uint32_t pri, TimeMs delay, uint32_t max_tries = 0) {
+Op PutJob(TimeMs t, int slot, std::string topic, uint32_t pri, TimeMs delay,
+          uint32_t max_tries = 0) {
   Op op = OnTopic(OpKind::kPut, t, slot, std::move(topic));
   op.priority = pri;
   op.delay_ms = delay;
@@ -1090,28 +1255,21 @@ Op Pause(TimeMs t, std::string topic, TimeMs delay) {
 // the reference (or the document). A session closing returns its jobs in id
 // order: job 1 is buried before job 2 although 2 was reserved first.
 TEST(ModelRepro, CloseReturnsJobsInIdOrder) {
-  RunScript("CloseReturnsJobsInIdOrder",
-            {Open(0),
-             PutJob(0, 0, "", 0, 0, /*max_tries=*/1),
-             PutJob(0, 0, "", 0, 0, /*max_tries=*/1),
-             OnJob(OpKind::kReserveJob, 0, 0, 2),
-             OnJob(OpKind::kReserveJob, 0, 0, 1),
-             At(OpKind::kClose, 0, 0),
-             OnTopic(OpKind::kPeekBuried, 0, -1, "default")});
+  RunScript(
+      "CloseReturnsJobsInIdOrder",
+      {Open(0), PutJob(0, 0, "", 0, 0, /*max_tries=*/1), PutJob(0, 0, "", 0, 0, /*max_tries=*/1),
+       OnJob(OpKind::kReserveJob, 0, 0, 2), OnJob(OpKind::kReserveJob, 0, 0, 1),
+       At(OpKind::kClose, 0, 0), OnTopic(OpKind::kPeekBuried, 0, -1, "default")});
 }
 
 // "At each instant: TTR expiries and due jobs, then pauses that end, then
 // waiters are served once": at 1000 the waiter gets job 1 (priority 0) of the
 // topic whose pause ends then, not job 2 (priority 5), which fell due.
 TEST(ModelRepro, PausesEndBeforeWaitersAreServed) {
-  RunScript("PausesEndBeforeWaitersAreServed",
-            {Open(0),
-             OnTopic(OpKind::kWatch, 0, 0, "b"),
-             PutJob(0, 0, "b", 0, 0),
-             Pause(0, "b", 1000),
-             PutJob(0, 0, "default", 5, 1000),
-             ReserveOp(0, 0, -1),
-             At(OpKind::kAdvance, 1000)});
+  RunScript(
+      "PausesEndBeforeWaitersAreServed",
+      {Open(0), OnTopic(OpKind::kWatch, 0, 0, "b"), PutJob(0, 0, "b", 0, 0), Pause(0, "b", 1000),
+       PutJob(0, 0, "default", 5, 1000), ReserveOp(0, 0, -1), At(OpKind::kAdvance, 1000)});
 }
 
 // kDelete carries the job as it is when deleted: job 1 was written delayed,
@@ -1128,12 +1286,8 @@ TEST(ModelRepro, DeleteCarriesTheJobAsDeleted) {
 // NOT_FOUND (and CheckInvariants() holds after every call).
 TEST(ModelRepro, TopicDroppedWhenAWaitEndsInsideAdvance) {
   RunScript("TopicDroppedWhenAWaitEndsInsideAdvance",
-            {Open(0),
-             OnTopic(OpKind::kWatch, 0, 0, "b"),
-             ReserveOp(0, 0, 100),
-             OnTopic(OpKind::kIgnore, 0, 0, "b"),
-             Open(200),
-             Pause(200, "b", 1000)});
+            {Open(0), OnTopic(OpKind::kWatch, 0, 0, "b"), ReserveOp(0, 0, 100),
+             OnTopic(OpKind::kIgnore, 0, 0, "b"), Open(200), Pause(200, "b", 1000)});
 }
 
 }  // namespace

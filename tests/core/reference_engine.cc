@@ -560,7 +560,8 @@ Result<PutResult> ReferenceEngine::Put(TimeMs now, SessionId session, const PutR
   if (req.ttr_ms < 1 || req.ttr_ms > kMaxDelayMs) return Status::InvalidArgument("ttr");
   if (req.key.size() > kMaxKeyLength) return Status::InvalidArgument("key");
   if (req.run_at.has_value()) {
-    if (*req.run_at < 0 || *req.run_at - now_ > kMaxDelayMs) return Status::InvalidArgument("run_at");
+    if (*req.run_at < 0 || *req.run_at - now_ > kMaxDelayMs)
+      return Status::InvalidArgument("run_at");
   } else if (req.delay_ms < 0 || req.delay_ms > kMaxDelayMs) {
     return Status::InvalidArgument("delay");
   }

@@ -71,7 +71,7 @@ struct RefJob {
   TimeMs created_ms = 0;
   TimeMs delay_ms = 0;  // the delay last asked for
   TimeMs ttr_ms = 0;
-  TimeMs due_ms = 0;    // delayed: due time; reserved: TTR deadline
+  TimeMs due_ms = 0;  // delayed: due time; reserved: TTR deadline
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   uint32_t max_tries = 0;
   Backoff backoff;
@@ -91,8 +91,8 @@ struct RefSession {
   // The topics watched when the reserve began: the session waits on these
   // (a watch or ignore during the wait does not change them).
   std::vector<std::string> wait_topics;
-  uint64_t wait_seq = 0;        // smaller: waiting longer
-  TimeMs wait_until = kNever;   // TIMED_OUT at this time
+  uint64_t wait_seq = 0;       // smaller: waiting longer
+  TimeMs wait_until = kNever;  // TIMED_OUT at this time
   uint32_t count = 1;
   bool detach = false;
 };
@@ -127,8 +127,7 @@ class ReferenceEngine {
   bool IsWaiting(SessionId session) const;
   Result<JobView> ReserveJob(TimeMs now, SessionId session, JobId id);
   Status Delete(TimeMs now, SessionId session, JobId id);
-  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic,
-                     std::string_view key);
+  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic, std::string_view key);
   Result<JobState> Release(TimeMs now, SessionId session, JobId id, uint32_t priority,
                            std::optional<TimeMs> delay_ms);
   Status Bury(TimeMs now, SessionId session, JobId id, uint32_t priority);

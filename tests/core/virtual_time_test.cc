@@ -39,7 +39,8 @@ std::vector<TimeMs> Delays(uint64_t seed, int spread) {
     TimeMs p = TimeMs{1} << bits;
     for (TimeMs x : {p - 1, p, p + 1}) d.push_back(x);
   }
-  for (TimeMs x : {TimeMs{999}, TimeMs{1000}, kDay - 1, kDay, kDay + 1, kYear - 1, kYear}) d.push_back(x);
+  for (TimeMs x : {TimeMs{999}, TimeMs{1000}, kDay - 1, kDay, kDay + 1, kYear - 1, kYear})
+    d.push_back(x);
   // The next absolute multiple of 64^k after the start, and its neighbours.
   for (int bits = 6; bits <= 36; bits += 6) {
     TimeMs p = TimeMs{1} << bits;
@@ -200,7 +201,8 @@ TEST(VirtualTime, JumpingToNextWakeupLandsOnEveryDueTime) {
   EXPECT_EQ(next_due, by_due.end());
   EXPECT_EQ(served, jobs.size());
   // Each due time costs at most one wake-up per level of the wheel.
-  EXPECT_LE(steps, 12 * by_due.size()) << steps << " wake-ups for " << by_due.size() << " due times";
+  EXPECT_LE(steps, 12 * by_due.size())
+      << steps << " wake-ups for " << by_due.size() << " due times";
   EXPECT_EQ(e.CheckInvariants(), "");
 }
 
@@ -381,9 +383,8 @@ TEST(VirtualTime, ThirtyDaysWithManyJobs) {
   EngineStats st = e.Stats(e.now());
   auto wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   std::cout << "thirty days: " << kJobs << " jobs, " << steps << " wake-ups, " << deleted
-            << " deleted, " << released << " released, " << abandoned << " abandoned, "
-            << st.buried << " buried, " << st.job_timeouts << " timeouts; " << wall << " s"
-            << std::endl;
+            << " deleted, " << released << " released, " << abandoned << " abandoned, " << st.buried
+            << " buried, " << st.job_timeouts << " timeouts; " << wall << " s" << std::endl;
   EXPECT_EQ(st.total_jobs, static_cast<uint64_t>(kJobs));
   EXPECT_EQ(st.ready + st.delayed + st.reserved, 0u) << "not everything was done by the end";
   EXPECT_EQ(deleted + st.buried, static_cast<uint64_t>(kJobs));

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -77,6 +78,17 @@ uint16_t FreeLoopbackPort() {
 ServerProcess::~ServerProcess() {
   Stop();
   if (!log_path_.empty()) unlink(log_path_.c_str());
+  if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
+}
+
+TempDir::TempDir() {
+  char tmpl[] = "/tmp/delayq-test-XXXXXX";
+  if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
 bool ServerProcess::Spawn(const std::string& binary, const std::vector<std::string>& args,
@@ -129,10 +141,28 @@ bool ServerProcess::Start(const std::string& binary, const std::vector<std::stri
     *error = binary + " is not an executable file";
     return false;
   }
+  std::vector<std::string> full_args = args;
+  if (binary == DelayqdPath()) {
+    bool has_store_flag = false;
+    for (const std::string& a : args)
+      has_store_flag |= a == "-b" || a == "--data-dir" || a == "--in-memory";
+    if (!has_store_flag) {
+      if (data_dir_.empty()) {
+        char tmpl[] = "/tmp/delayq-data-XXXXXX";
+        if (mkdtemp(tmpl) == nullptr) {
+          *error = std::string("cannot make a data directory: ") + std::strerror(errno);
+          return false;
+        }
+        data_dir_ = tmpl;
+      }
+      full_args.push_back("-b");
+      full_args.push_back(data_dir_);
+    }
+  }
   auto deadline = Clock::now() + timeout;
   for (int attempt = 0; attempt < 5; ++attempt) {
     uint16_t port = FreeLoopbackPort();
-    if (port == 0 || !Spawn(binary, args, port)) {
+    if (port == 0 || !Spawn(binary, full_args, port)) {
       *error = std::string("cannot start a server: ") + std::strerror(errno);
       return false;
     }

@@ -3,7 +3,9 @@
 //
 // ServerProcess starts a server binary (build/delayqd of this build tree, or
 // /usr/bin/beanstalkd as the oracle) as `<binary> -l 127.0.0.1 -p <port>
-// <extra args>`, with its stderr in a temporary file, waits until the port
+// <extra args>`, with its stderr in a temporary file (delayqd also gets a
+// fresh temporary data directory, `-b`, unless the args name one or say
+// --in-memory; it is removed with the object), waits until the port
 // accepts connections, and stops it (SIGTERM, then SIGKILL after a grace
 // period) when it is destroyed. The child also gets SIGKILL if the test
 // process dies first (PR_SET_PDEATHSIG), so a crashing test leaves no server
@@ -64,6 +66,8 @@ class ServerProcess {
   int exit_status() const { return status_; }
 
   uint16_t port() const { return port_; }
+  // The temporary data directory made for delayqd, if any.
+  const std::string& data_dir() const { return data_dir_; }
   pid_t pid() const { return pid_; }
   // Everything the server wrote to stderr so far.
   std::string Log() const;
@@ -75,6 +79,21 @@ class ServerProcess {
   int status_ = -1;
   uint16_t port_ = 0;
   std::string log_path_;
+  std::string data_dir_;  // made by Start, removed by the destructor
+};
+
+// A temporary directory (mkdtemp under /tmp), removed with everything in it
+// when the object goes.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // Asks the kernel for a free TCP port on 127.0.0.1 (bind to port 0).

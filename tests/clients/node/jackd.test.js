@@ -15,6 +15,8 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const net = require('node:net');
 const path = require('node:path');
+const fs = require('node:fs');
+const os = require('node:os');
 const crypto = require('node:crypto');
 const Jackd = require('jackd');
 
@@ -53,7 +55,9 @@ before(async () => {
   }
   const binary = process.env.DELAYQD || path.join(ROOT, 'build', 'delayqd');
   port = await freePort();
-  const proc = spawn(binary, ['-l', '127.0.0.1', '-p', String(port)], {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayqd-jackd-data-'));
+  process.on('exit', () => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const proc = spawn(binary, ['-l', '127.0.0.1', '-p', String(port), '-b', dataDir], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const log = [];

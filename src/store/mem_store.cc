@@ -1,0 +1,102 @@
+#include "store/mem_store.h"
+
+namespace delayq::store {
+
+Status MemStore::Apply(const std::vector<Mutation>& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // All or none: check the batch against a copy of what it touches first.
+  std::map<JobId, std::optional<Stored>> touched;
+  for (const Mutation& m : batch) {
+    JobId id = m.record.id;
+    auto [it, fresh] = touched.try_emplace(id);
+    if (fresh) {
+      auto found = jobs_.find(id);
+      if (found != jobs_.end()) it->second = found->second;
+    }
+    switch (m.kind) {
+      case Mutation::Kind::kPut:
+        it->second = Stored{m.record, m.body};
+        break;
+      case Mutation::Kind::kUpdate:
+        if (!it->second)
+          return Status::Internal("update of job " + std::to_string(id) +
+                                  ", which the store does not hold");
+        it->second->record = m.record;
+        break;
+      case Mutation::Kind::kDelete:
+        it->second.reset();
+        break;
+    }
+  }
+  for (auto& [id, stored] : touched) {
+    if (stored) {
+      jobs_[id] = std::move(*stored);
+      if (id > max_id_) max_id_ = id;
+    } else {
+      jobs_.erase(id);
+    }
+  }
+  applies_++;
+  return Status::Ok();
+}
+
+Status MemStore::Load(const std::function<Status(const JobRecord&, std::string_view)>& job,
+                      JobId* max_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, stored] : jobs_)
+    if (Status st = job(stored.record, stored.body); !st.ok()) return st;
+  *max_id = max_id_;
+  return Status::Ok();
+}
+
+Status MemStore::NoteMaxId(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id > max_id_) max_id_ = id;
+  return Status::Ok();
+}
+
+bool MemStore::Get(JobId id, JobRecord* record, std::string* body) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return false;
+  if (record != nullptr) *record = it->second.record;
+  if (body != nullptr) *body = it->second.body;
+  return true;
+}
+
+size_t MemStore::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size();
+}
+
+uint64_t MemStore::applies() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return applies_;
+}
+
+bool FaultyStore::ShouldFail() {
+  if (full_) return true;
+  int n = fail_next_.load();
+  while (n > 0) {
+    if (fail_next_.compare_exchange_weak(n, n - 1)) return true;
+  }
+  return false;
+}
+
+Status FaultyStore::Apply(const std::vector<Mutation>& batch) {
+  if (ShouldFail()) {
+    failures_++;
+    return Status::Unavailable("injected fault: no space left on device");
+  }
+  return inner_.Apply(batch);
+}
+
+Status FaultyStore::NoteMaxId(JobId id) {
+  if (ShouldFail()) {
+    failures_++;
+    return Status::Unavailable("injected fault: no space left on device");
+  }
+  return inner_.NoteMaxId(id);
+}
+
+}  // namespace delayq::store

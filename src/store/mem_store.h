@@ -1,0 +1,70 @@
+// Stores for tests: MemStore keeps everything in memory (what RocksStore
+// would hold, without the disk); FaultyStore wraps another store and fails
+// its writes on demand, as a full or failing disk would.
+//
+// Thread: as Store. FaultyStore's switches may be flipped from any thread.
+#ifndef DELAYQ_STORE_MEM_STORE_H_
+#define DELAYQ_STORE_MEM_STORE_H_
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <string>
+
+#include "store/store.h"
+
+namespace delayq::store {
+
+class MemStore final : public Store {
+ public:
+  Status Apply(const std::vector<Mutation>& batch) override;
+  Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
+              JobId* max_id) override;
+  Status NoteMaxId(JobId id) override;
+  uint64_t ApproximateJobs() const override { return size(); }
+
+  // For tests: the stored record of `id`, if any.
+  bool Get(JobId id, JobRecord* record, std::string* body) const;
+  size_t size() const;
+  uint64_t applies() const;
+
+ private:
+  struct Stored {
+    JobRecord record;
+    std::string body;
+  };
+  mutable std::mutex mu_;  // tests read while a writer thread applies
+  std::map<JobId, Stored> jobs_;
+  JobId max_id_ = 0;
+  uint64_t applies_ = 0;
+};
+
+class FaultyStore final : public Store {
+ public:
+  explicit FaultyStore(Store& inner) : inner_(inner) {}
+
+  Status Apply(const std::vector<Mutation>& batch) override;
+  Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
+              JobId* max_id) override {
+    return inner_.Load(job, max_id);
+  }
+  Status NoteMaxId(JobId id) override;
+
+  // While set, every write fails with kUnavailable ("no space left").
+  void set_full(bool full) { full_ = full; }
+  // The next `n` writes fail, then writes work again.
+  void FailNext(int n) { fail_next_ = n; }
+  uint64_t failures() const { return failures_; }
+
+ private:
+  bool ShouldFail();
+  Store& inner_;
+  std::atomic<bool> full_{false};
+  std::atomic<int> fail_next_{0};
+  std::atomic<uint64_t> failures_{0};
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_MEM_STORE_H_

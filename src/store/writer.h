@@ -1,0 +1,71 @@
+// Group commit (docs/storage.md): the loop thread hands batches of engine
+// mutations to one writer thread, which applies everything handed over
+// since its last write in one Store::Apply (one log write, one fsync under
+// `always`), then reports each batch's outcome.
+//
+// When a write fails (disk full, I/O error) nothing handed over is dropped:
+// the writer keeps every batch from the failed one on, in order, reports
+// each as failed, and tries them again every `retry_interval` until the
+// store takes them; `on_health` tells when that starts and ends.
+//
+// Thread: Submit from any one thread; callbacks run on the writer thread.
+#ifndef DELAYQ_STORE_WRITER_H_
+#define DELAYQ_STORE_WRITER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+
+namespace delayq::store {
+
+class Writer {
+ public:
+  using Applied = std::function<void(Status)>;
+  // ok=false with the store's error when writes start failing; ok=true
+  // when the kept batches were written after all.
+  using Health = std::function<void(bool ok, const Status& error)>;
+
+  Writer(Store& store, Health on_health,
+         std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200));
+  // Writes what was handed over (trying a failing store for up to five
+  // seconds more), then stops the thread.
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  // Hands over a batch; `applied` runs once the store holds it (Ok), or at
+  // once with the error while writes fail (the batch is kept and retried).
+  void Submit(std::vector<Mutation> batch, Applied applied);
+
+  // How many Store::Apply calls were made, and batches handed over (for
+  // stats: their ratio is the group-commit factor).
+  uint64_t writes() const;
+  uint64_t batches() const;
+
+ private:
+  struct Item {
+    std::vector<Mutation> batch;
+    Applied applied;
+  };
+  void Loop();
+
+  Store& store_;
+  Health on_health_;
+  std::chrono::milliseconds retry_interval_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stop_ = false;
+  uint64_t writes_ = 0, batches_ = 0;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_WRITER_H_
