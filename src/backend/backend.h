@@ -12,6 +12,10 @@
 //
 // Job views passed to a completion are valid only during that call.
 //
+// Every operation names the session it is made for (an operator tool may
+// open one of its own): a completion still due when its session closes is
+// dropped, never called.
+//
 // Thread: every method must be called on the backend's loop thread.
 #ifndef DELAYQ_BACKEND_BACKEND_H_
 #define DELAYQ_BACKEND_BACKEND_H_
@@ -74,19 +78,21 @@ class Backend {
                        Callback<JobState> done) = 0;
   virtual void Bury(SessionId s, JobId id, uint32_t priority, Done done) = 0;
   virtual void Touch(SessionId s, JobId id, Done done) = 0;
-  virtual void Kick(std::string_view topic, uint64_t bound, Callback<uint64_t> done) = 0;
-  virtual void KickJob(JobId id, Done done) = 0;
+  virtual void Kick(SessionId s, std::string_view topic, uint64_t bound,
+                    Callback<uint64_t> done) = 0;
+  virtual void KickJob(SessionId s, JobId id, Done done) = 0;
 
   enum class PeekKind : uint8_t { kId, kKey, kReady, kDelayed, kBuried };
   // id for kId; topic (and key for kKey) otherwise.
-  virtual void Peek(PeekKind kind, JobId id, std::string_view topic, std::string_view key,
-                    JobsDone done) = 0;
+  virtual void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
+                    std::string_view key, JobsDone done) = 0;
   virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
   virtual void StatsTopic(std::string_view topic, Callback<TopicStats> done) = 0;
   virtual void Stats(Callback<EngineStats> done) = 0;
   virtual void ListTopics(Callback<std::vector<std::string>> done) = 0;
   virtual void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) = 0;
-  virtual void ClearTopic(std::string_view topic, uint8_t mask, Callback<uint64_t> done) = 0;
+  virtual void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
+                          Callback<uint64_t> done) = 0;
 
   // Epoch milliseconds as the backend sees them (for stats and replies).
   virtual TimeMs Now() const = 0;

@@ -58,6 +58,7 @@ Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint
       &max_id);
   if (!st.ok()) return st;
   engine_.SkipIdsThrough(max_id);
+  durable_put_id_ = engine_.next_id() - 1;
   if (progress) progress(loaded);
   Settle();
   return Status::Ok();
@@ -72,7 +73,13 @@ Status LocalBackend::Writable() const {
 
 void LocalBackend::Collect() {
   if (writer_ == nullptr) return;
+  size_t before = open_batch_.size();
   engine_.TakeMutations(&open_batch_);
+  for (size_t i = before; i < open_batch_.size(); ++i) {
+    const Mutation& m = open_batch_[i];
+    if (m.kind == Mutation::Kind::kPut && m.record.id > open_max_put_id_)
+      open_max_put_id_ = m.record.id;
+  }
   if (open_batch_.empty() || flush_posted_) return;
   // Everything the loop does before this runs joins the batch.
   flush_posted_ = true;
@@ -86,6 +93,8 @@ void LocalBackend::Flush() {
   flush_posted_ = false;
   if (open_batch_.empty()) return;
   uint64_t seq = next_seq_++;
+  if (open_max_put_id_ != 0) batch_max_put_id_.emplace_back(seq, open_max_put_id_);
+  open_max_put_id_ = 0;
   std::weak_ptr<bool> alive = alive_;
   std::vector<Mutation> batch;
   batch.swap(open_batch_);
@@ -98,6 +107,11 @@ void LocalBackend::Flush() {
 
 void LocalBackend::OnSettled(uint64_t seq, Status st) {
   settled_seq_ = seq;
+  // A write that worked also wrote every batch kept from failed ones.
+  while (st.ok() && !batch_max_put_id_.empty() && batch_max_put_id_.front().first <= seq) {
+    durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
+    batch_max_put_id_.pop_front();
+  }
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
@@ -108,7 +122,7 @@ void LocalBackend::OnSettled(uint64_t seq, Status st) {
 
 void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
   Collect();
-  uint64_t need = open_batch_.empty() ? next_seq_ - 1 : next_seq_;
+  uint64_t need = Barrier();
   if (writer_ == nullptr || need <= settled_seq_) return reply(Status::Ok());
   deferred_.push_back(Deferred{need, s, std::move(reply)});
 }
@@ -144,7 +158,7 @@ void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> don
   FinishChange<PutResult>(s, engine_.Put(Now(), s, r), std::move(done));
 }
 
-void LocalBackend::ReplyJobs(const JobsDone& done, std::span<const JobId> ids) {
+void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
   views_.clear();
   for (JobId id : ids) {
     auto v = engine_.Peek(engine_.now(), id);
@@ -152,8 +166,45 @@ void LocalBackend::ReplyJobs(const JobsDone& done, std::span<const JobId> ids) {
   }
   std::vector<JobView> views;
   views.swap(views_);  // the completion may re-enter the backend
-  done(Status::Ok(), views);
-  if (views_.empty()) views_.swap(views);
+  ReplyViews(s, std::move(done), views);
+  if (views_.empty()) {
+    views.clear();
+    views_.swap(views);
+  }
+}
+
+void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views) {
+  bool durable = true;
+  for (const JobView& v : views) durable &= v.id <= durable_put_id_;
+  if (writer_ == nullptr || durable) return done(Status::Ok(), views);
+  uint64_t need = Barrier();
+  if (need <= settled_seq_)  // its write failed; it is kept, but not durable yet
+    return done(
+        Status::Unavailable("the store has not written this job: " + store_error_.message()), {});
+  // Copies: the views die with this call.
+  struct Owned {
+    JobView view;
+    std::string topic, key, body;
+  };
+  auto owned = std::make_shared<std::vector<Owned>>(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    Owned& o = (*owned)[i];
+    o.topic = views[i].topic;
+    o.key = views[i].key;
+    o.body = views[i].body;
+    o.view = views[i];
+  }
+  deferred_.push_back(Deferred{need, s, [done = std::move(done), owned](Status st) {
+                                 if (!st.ok()) return done(std::move(st), {});
+                                 std::vector<JobView> out;
+                                 for (Owned& o : *owned) {
+                                   o.view.topic = o.topic;
+                                   o.view.key = o.key;
+                                   o.view.body = o.body;
+                                   out.push_back(o.view);
+                                 }
+                                 done(Status::Ok(), out);
+                               }});
 }
 
 void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
@@ -162,7 +213,7 @@ void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   if (!res.ok()) {
     done(res.status(), {});
   } else if (!res->empty()) {
-    ReplyJobs(done, *res);
+    ReplyJobs(r.session, std::move(done), *res);
   } else {
     waiting_[r.session] = std::move(done);
   }
@@ -181,7 +232,7 @@ void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
     done(res.status(), {});
   } else {
     JobView v = *res;
-    done(Status::Ok(), std::span<const JobView>(&v, 1));
+    ReplyViews(s, std::move(done), std::span<const JobView>(&v, 1));
   }
   Settle();
 }
@@ -237,18 +288,19 @@ void LocalBackend::Touch(SessionId s, JobId id, Done done) {
   Settle();
 }
 
-void LocalBackend::Kick(std::string_view topic, uint64_t bound, Callback<uint64_t> done) {
+void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
+                        Callback<uint64_t> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange<uint64_t>(0, engine_.Kick(Now(), topic, bound), std::move(done));
+  FinishChange<uint64_t>(s, engine_.Kick(Now(), topic, bound), std::move(done));
 }
 
-void LocalBackend::KickJob(JobId id, Done done) {
+void LocalBackend::KickJob(SessionId s, JobId id, Done done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange(0, engine_.KickJob(Now(), id), std::move(done));
+  FinishChange(s, engine_.KickJob(Now(), id), std::move(done));
 }
 
-void LocalBackend::Peek(PeekKind kind, JobId id, std::string_view topic, std::string_view key,
-                        JobsDone done) {
+void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
+                        std::string_view key, JobsDone done) {
   TimeMs now = Now();
   Result<JobView> r = Status::NotFound();
   switch (kind) {
@@ -272,7 +324,7 @@ void LocalBackend::Peek(PeekKind kind, JobId id, std::string_view topic, std::st
     done(r.status(), {});
   } else {
     JobView v = *r;
-    done(Status::Ok(), std::span<const JobView>(&v, 1));
+    ReplyViews(s, std::move(done), std::span<const JobView>(&v, 1));
   }
   Settle();
 }
@@ -302,9 +354,10 @@ void LocalBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
   Settle();
 }
 
-void LocalBackend::ClearTopic(std::string_view topic, uint8_t mask, Callback<uint64_t> done) {
+void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
+                              Callback<uint64_t> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange<uint64_t>(0, engine_.ClearTopic(Now(), topic, mask), std::move(done));
+  FinishChange<uint64_t>(s, engine_.ClearTopic(Now(), topic, mask), std::move(done));
 }
 
 void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids) {
@@ -313,7 +366,7 @@ void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId>
   JobsDone done = std::move(it->second);
   waiting_.erase(it);
   if (st.ok()) {
-    ReplyJobs(done, ids);
+    ReplyJobs(s, std::move(done), ids);
   } else {
     done(std::move(st), {});
   }

@@ -65,16 +65,17 @@ class LocalBackend final : public Backend {
                Callback<JobState> done) override;
   void Bury(SessionId s, JobId id, uint32_t priority, Done done) override;
   void Touch(SessionId s, JobId id, Done done) override;
-  void Kick(std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
-  void KickJob(JobId id, Done done) override;
-  void Peek(PeekKind kind, JobId id, std::string_view topic, std::string_view key,
+  void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
+  void KickJob(SessionId s, JobId id, Done done) override;
+  void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;
   void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
   void Stats(Callback<EngineStats> done) override;
   void ListTopics(Callback<std::vector<std::string>> done) override;
   void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) override;
-  void ClearTopic(std::string_view topic, uint8_t mask, Callback<uint64_t> done) override;
+  void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
+                  Callback<uint64_t> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
 
@@ -114,7 +115,12 @@ class LocalBackend final : public Backend {
   void ArmTimer();
   void OnTimer();
   void CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids);
-  void ReplyJobs(const JobsDone& done, std::span<const JobId> ids);
+  void ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids);
+  // Replies with jobs: at once when every one of them is durable, else
+  // (with copies of them) once the batches holding their puts are.
+  void ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views);
+  // The barrier a reply waits for: the open batch, else the last one.
+  uint64_t Barrier() const { return open_batch_.empty() ? next_seq_ - 1 : next_seq_; }
 
   boost::asio::io_context& io_;
   const Clock& clock_;
@@ -141,6 +147,12 @@ class LocalBackend final : public Backend {
   uint64_t settled_seq_ = 0;  // batches up to this one are written (or failed)
   bool flush_posted_ = false;
   std::deque<Deferred> deferred_;
+  // Puts of ids up to this are durable (ids grow with batch order); a job
+  // above it is not handed to anyone before its batch is written, so that
+  // no client sees a job, or an id, that a crash could take back.
+  JobId durable_put_id_ = 0;
+  JobId open_max_put_id_ = 0;
+  std::deque<std::pair<uint64_t, JobId>> batch_max_put_id_;  // submitted, unsettled
   bool degraded_ = false;
   Status store_error_;
   std::unique_ptr<store::Writer> writer_;  // last: its thread posts to the rest

@@ -454,18 +454,18 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
                : c.op == BeanOp::kPeekDelayed ? K::kDelayed
                                               : K::kBuried;
       std::string used = kind == K::kId ? std::string() : backend_.UsedTopic(session_);
-      backend_.Peek(kind, c.id, used, c.key, [this](Status st, Jobs jobs) {
+      backend_.Peek(session_, kind, c.id, used, c.key, [this](Status st, Jobs jobs) {
         // beanstalkd answers NOT_FOUND for any peek that finds nothing.
         ReplyFirstJob("FOUND", st.ok() ? st : Status::NotFound(), jobs);
       });
       return;
     }
     case BeanOp::kKick:
-      backend_.Kick(backend_.UsedTopic(session_), static_cast<uint32_t>(c.count),
+      backend_.Kick(session_, backend_.UsedTopic(session_), static_cast<uint32_t>(c.count),
                     [this](Result<uint64_t> res) { ReplyCount("KICKED ", res); });
       return;
     case BeanOp::kKickJob:
-      backend_.KickJob(c.id, [this](Status st) { ReplyOkOr(st, "KICKED\r\n"); });
+      backend_.KickJob(session_, c.id, [this](Status st) { ReplyOkOr(st, "KICKED\r\n"); });
       return;
     case BeanOp::kStatsJob:
       backend_.StatsJob(c.id, [this](Result<JobStats> res) {
@@ -499,7 +499,7 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
                           [this](Status st) { ReplyOkOr(st, "PAUSED\r\n"); });
       return;
     case BeanOp::kClearTube:
-      backend_.ClearTopic(c.name, c.clear_mask,
+      backend_.ClearTopic(session_, c.name, c.clear_mask,
                           [this](Result<uint64_t> res) { ReplyCount("CLEARED ", res); });
       return;
     case BeanOp::kQuit:

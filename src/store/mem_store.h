@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "store/store.h"
