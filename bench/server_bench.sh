@@ -22,6 +22,12 @@
 #                           8 workers block in reserve and delete each job;
 #                           lateness = RESERVED arrival - due time
 #
+# Durable (each server keeps its jobs on disk, fresh directory per run):
+#   durable_always_lifecycle_c1/c50     delayqd --fsync always vs beanstalkd -b DIR -f 0
+#   durable_everysec_lifecycle_c1/c50   delayqd --fsync everysec (the default)
+#                                       vs beanstalkd -b DIR (its default fsync)
+# BENCH_ONLY=memory or BENCH_ONLY=durable runs one of the two parts.
+#
 # Output: `name: value` lines on stdout, the headline
 # `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
 # of each run) on stderr. Environment knobs: BENCH_SECONDS (measured seconds
@@ -40,6 +46,10 @@ ROUNDS=${BENCH_ROUNDS:-2}
 LAT_SECS=${BENCH_LATENESS_SECONDS:-3}
 LAT_RATE=${BENCH_LATENESS_RATE:-5000}
 DELAYQD_ARGS=${BENCH_DELAYQD_ARGS:-}
+ONLY=${BENCH_ONLY:-}
+# Server flags of the part being measured; @DIR@ becomes a fresh directory.
+BEAN_SERVER_ARGS=""
+DQ_SERVER_ARGS="--in-memory"
 
 die() { echo "server_bench: $*" >&2; exit 1; }
 [[ -x $LOADGEN ]] || die "$LOADGEN not found (build the loadgen target: make build)"
@@ -87,11 +97,15 @@ free_port() {
 start_server() {
   local which=$1 log=$WORK/$1.log
   SERVER_PORT=$(free_port)
+  local dir=$WORK/data.$which
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local bargs=${BEAN_SERVER_ARGS//@DIR@/$dir} dargs=${DQ_SERVER_ARGS//@DIR@/$dir}
+  # shellcheck disable=SC2086  # the *ARGS are lists of flags
   if [[ $which == beanstalkd ]]; then
-    "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" >"$log" 2>&1 &
+    "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" $bargs >"$log" 2>&1 &
   else
-    # shellcheck disable=SC2086  # BENCH_DELAYQD_ARGS is a list of flags
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn --in-memory $DELAYQD_ARGS >"$log" 2>&1 &
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
   fi
   SERVER_PID=$!
   for _ in $(seq 250); do
@@ -215,15 +229,33 @@ echo "server_bench: $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)
   "beanstalkd: $("$BEANSTALKD" -v 2>&1 | head -1)" >&2
 
 T="--seconds $SECS --warmup $WARMUP"
-for c in 1 10 50; do
-  measure "lifecycle_c$c" "--mode lifecycle --connections $c $T" "--mode lifecycle --connections $c $T"
-done
-measure put_c50 "--mode put --connections 50 $T" "--mode put --connections 50 $T"
-measure pipeline_c4_d64 "--mode pipeline --connections 4 --pipeline-depth 64 $T" \
-  "--mode pipeline --connections 4 --pipeline-depth 64 $T"
-L="--mode lateness --connections 8 --producers 2 --rate $LAT_RATE --seconds $LAT_SECS --max-delay-ms 2000"
-measure lateness_s "$L" "$L"
-measure lateness_ms - "$L --protocol-ms"
+if [[ $ONLY != durable ]]; then
+  for c in 1 10 50; do
+    measure "lifecycle_c$c" "--mode lifecycle --connections $c $T" "--mode lifecycle --connections $c $T"
+  done
+  measure put_c50 "--mode put --connections 50 $T" "--mode put --connections 50 $T"
+  measure pipeline_c4_d64 "--mode pipeline --connections 4 --pipeline-depth 64 $T" \
+    "--mode pipeline --connections 4 --pipeline-depth 64 $T"
+  L="--mode lateness --connections 8 --producers 2 --rate $LAT_RATE --seconds $LAT_SECS --max-delay-ms 2000"
+  measure lateness_s "$L" "$L"
+  measure lateness_ms - "$L --protocol-ms"
+fi
+if [[ $ONLY != memory ]]; then
+  BEAN_SERVER_ARGS="-b @DIR@ -f 0"
+  DQ_SERVER_ARGS="-b @DIR@ --fsync always"
+  for c in 1 50; do
+    measure "durable_always_lifecycle_c$c" "--mode lifecycle --connections $c $T" \
+      "--mode lifecycle --connections $c $T"
+  done
+  BEAN_SERVER_ARGS="-b @DIR@"
+  DQ_SERVER_ARGS="-b @DIR@ --fsync everysec"
+  for c in 1 50; do
+    measure "durable_everysec_lifecycle_c$c" "--mode lifecycle --connections $c $T" \
+      "--mode lifecycle --connections $c $T"
+  done
+  BEAN_SERVER_ARGS=""
+  DQ_SERVER_ARGS="--in-memory"
+fi
 
 # ---------------------------------------------------------------------------
 # Report
@@ -260,6 +292,14 @@ done
 # Target: delayq with ms delays no later at p99 than beanstalkd with s delays (<= 1).
 echo "lateness_p99_delayq_ms_over_beanstalkd_s: $(ratio delayq_lateness_ms_p99_ms beanstalkd_lateness_s_p99_ms)"
 echo "lateness_p99_delayq_s_over_beanstalkd_s: $(ratio delayq_lateness_s_p99_ms beanstalkd_lateness_s_p99_ms)"
+for tag in durable_always_lifecycle_c1 durable_always_lifecycle_c50 \
+  durable_everysec_lifecycle_c1 durable_everysec_lifecycle_c50; do
+  for s in beanstalkd delayq; do
+    emit "${s}_${tag}_jobs_per_s"
+    emit "${s}_${tag}_latency_p99_us"
+  done
+  echo "${tag%_lifecycle_*}_vs_beanstalkd_${tag##*_}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+done
 echo "lifecycle_vs_beanstalkd_c50: $(ratio delayq_lifecycle_c50_jobs_per_s beanstalkd_lifecycle_c50_jobs_per_s)"
 
 if ((MAX_RUNQ >= 10)); then

@@ -1,10 +1,13 @@
 #include "store/rocks_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <unordered_map>
 
 #include "store/record_codec.h"
@@ -25,6 +28,33 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return Status::Internal(msg);
 }
 
+// RocksDB's own messages go to stderr (warnings and worse), not to a LOG
+// file in the data directory: on a full disk that file fails too, and
+// RocksDB 7.8 aborts on an assertion when it logs after such a failure.
+class StderrLogger final : public rocksdb::Logger {
+ public:
+  StderrLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char buf[1024];
+    int n = std::vsnprintf(buf, sizeof buf, format, ap);
+    if (n < 0) return;
+    std::string msg(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    for (char& c : msg)
+      if (c == '"' || c == '\n') c = '\'';
+    // A failing disk repeats the same complaint at every retry: say it once.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (msg == last_) return;
+    last_ = msg;
+    std::fprintf(stderr, "level=warn event=rocksdb message=\"%s\"\n", msg.c_str());
+  }
+
+ private:
+  std::mutex mu_;
+  std::string last_;
+};
+
 std::string BigEndian(uint64_t v) { return JobKey(v); }  // same 8-byte form
 
 uint64_t ReadBigEndian(std::string_view s) {
@@ -43,6 +73,7 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
+  db_options.info_log = std::make_shared<StderrLogger>();
   // A torn last record is what a crash leaves; damage before it is an error.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
@@ -94,6 +125,10 @@ RocksStore::~RocksStore() {
   if (syncer_.joinable()) syncer_.join();
   if (db_ != nullptr) {
     if (options_.fsync != FsyncPolicy::kNo) db_->SyncWAL();
+    // Tables instead of a log to replay: the next start is faster. (A
+    // failure leaves the log, which is replayed as after a crash.)
+    rocksdb::FlushOptions fo;
+    db_->Flush(fo, {jobs_, due_, keys_, meta_});
     for (auto* h : {jobs_, due_, keys_, meta_})
       if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
     db_->Close();
@@ -165,10 +200,20 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
     if (r.id > max_id) max_id = r.id;
   }
   if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
+  if (failed_) {
+    // After a failed write RocksDB refuses every write until it is told to
+    // try again (a full disk may have space now).
+    rocksdb::Status r = db_->Resume();
+    if (!r.ok()) return FromRocks(r, "resuming after a failed write");
+    failed_ = false;
+  }
   rocksdb::WriteOptions wo;
   wo.sync = options_.fsync == FsyncPolicy::kAlways;
   rocksdb::Status s = db_->Write(wo, &wb);
-  if (!s.ok()) return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");
+  if (!s.ok()) {
+    failed_ = true;
+    return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");
+  }
   max_id_ = max_id;
   return Status::Ok();
 }

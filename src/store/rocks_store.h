@@ -51,6 +51,7 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* keys_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // the default family
   JobId max_id_ = 0;
+  bool failed_ = false;  // the last write failed: Resume before the next
 
   std::mutex mu_;
   std::condition_variable cv_;

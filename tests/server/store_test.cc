@@ -1,0 +1,253 @@
+// The durable store, black-box against the real delayqd: a graceful restart
+// keeps every job in its state, a damaged data directory stops the start
+// with a clear error, and a full disk is answered with INTERNAL_ERROR while
+// reads go on, until space returns.
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "server/server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string Put(RawClient& c, std::string_view body, int pri = 0, int delay = 0) {
+  return c.Call("put " + std::to_string(pri) + " " + std::to_string(delay) + " 60 " +
+                std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n");
+}
+
+// The value of `key` in a YAML reply of stats / stats-job.
+std::string Yaml(const std::string& reply, std::string_view key) {
+  std::string k = "\n" + std::string(key) + ": ";
+  size_t at = reply.find(k);
+  if (at == std::string::npos) return "<missing " + std::string(key) + ">";
+  at += k.size();
+  return reply.substr(at, reply.find('\n', at) - at);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"-b", dir_.path()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::string error;
+    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
+  }
+  RawClient Connect() {
+    RawClient c(server_.port());
+    EXPECT_TRUE(c.ok()) << c.error();
+    return c;
+  }
+  TempDir dir_;
+  ServerProcess server_;
+};
+
+TEST_F(StoreTest, ARestartKeepsEveryStateBodyAndCounter) {
+  Start();
+  {
+    RawClient c = Connect();
+    ASSERT_EQ(c.Call("use jobs\r\n"), "USING jobs\r\n");
+    ASSERT_EQ(c.Call("watch jobs\r\n"), "WATCHING 2\r\n");
+    ASSERT_EQ(Put(c, "ready one", 5), "INSERTED 1\r\n");
+    ASSERT_EQ(Put(c, "delayed", 1, 3600), "INSERTED 2\r\n");
+    ASSERT_EQ(Put(c, "to bury", 2), "INSERTED 3\r\n");
+    ASSERT_EQ(Put(c, "gone", 3), "INSERTED 4\r\n");
+    ASSERT_EQ(c.Call("put-ex 0 0 60000 6 key=order-7\r\nkeyed!\r\n"), "INSERTED 5\r\n");
+    ASSERT_EQ(c.Call("delete 4\r\n"), "DELETED\r\n");
+    ASSERT_EQ(c.Call("reserve-with-timeout 0\r\n"), "RESERVED 5 6\r\nkeyed!\r\n");
+    ASSERT_EQ(c.Call("release 5 9 0\r\n"), "RELEASED\r\n");
+    ASSERT_EQ(c.Call("reserve-with-timeout 0\r\n"), "RESERVED 3 7\r\nto bury\r\n");
+    ASSERT_EQ(c.Call("bury 3 8\r\n"), "BURIED\r\n");
+    ASSERT_EQ(c.Call("reserve-with-timeout 0\r\n"), "RESERVED 1 9\r\nready one\r\n");
+    // Job 1 stays reserved when the server stops: it comes back ready.
+  }
+  ASSERT_EQ(WEXITSTATUS(server_.Stop()), 0);
+  Start();
+  RawClient c = Connect();
+  EXPECT_EQ(c.Call("peek 1\r\n"), "FOUND 1 9\r\nready one\r\n");
+  std::string j1 = c.Call("stats-job 1\r\n");
+  EXPECT_EQ(Yaml(j1, "state"), "ready");
+  EXPECT_EQ(Yaml(j1, "tube"), "jobs");
+  EXPECT_EQ(Yaml(j1, "pri"), "5");
+  EXPECT_EQ(Yaml(j1, "reserves"), "1");
+  std::string j2 = c.Call("stats-job 2\r\n");
+  EXPECT_EQ(Yaml(j2, "state"), "delayed");
+  EXPECT_EQ(Yaml(j2, "delay"), "3600");
+  std::string j3 = c.Call("stats-job 3\r\n");
+  EXPECT_EQ(Yaml(j3, "state"), "buried");
+  EXPECT_EQ(Yaml(j3, "pri"), "8");
+  EXPECT_EQ(Yaml(j3, "buries"), "1");
+  EXPECT_EQ(c.Call("peek 4\r\n"), "NOT_FOUND\r\n");
+  std::string j5 = c.Call("stats-job 5\r\n");
+  EXPECT_EQ(Yaml(j5, "releases"), "1");
+  EXPECT_EQ(Yaml(j5, "pri"), "9");
+  ASSERT_EQ(c.Call("use jobs\r\n"), "USING jobs\r\n");
+  EXPECT_EQ(c.Call("peek-key order-7\r\n"), "FOUND 5 6\r\nkeyed!\r\n");
+  // A put with the same key finds the recovered job.
+  EXPECT_EQ(c.Call("put-ex 0 0 60000 3 key=order-7\r\nnew\r\n"), "EXISTS 5\r\n");
+  std::string tube = c.Call("stats-tube jobs\r\n");
+  EXPECT_EQ(Yaml(tube, "current-jobs-ready"), "2");
+  EXPECT_EQ(Yaml(tube, "current-jobs-delayed"), "1");
+  EXPECT_EQ(Yaml(tube, "current-jobs-buried"), "1");
+  // Ids go on above every id ever handed out.
+  EXPECT_EQ(Put(c, "after"), "INSERTED 6\r\n");
+  EXPECT_NE(server_.Log().find("event=recovery_done jobs=4"), std::string::npos) << server_.Log();
+}
+
+// Overwrites `n` bytes in the middle of the largest file whose name ends
+// in `suffix`. Returns its name, or "" when there is none.
+std::string Damage(const std::string& dir, std::string_view suffix, size_t n) {
+  fs::path victim;
+  uintmax_t size = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.size() >= suffix.size() && name.ends_with(suffix) && e.file_size() > size) {
+      victim = e.path();
+      size = e.file_size();
+    }
+  }
+  if (victim.empty() || size < 2 * n) return {};
+  std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(size / 2));
+  std::string junk(n, '\xA5');
+  f.write(junk.data(), static_cast<std::streamsize>(n));
+  return victim.filename().string();
+}
+
+void FillJobs(RawClient& c, int n) {
+  std::string batch;
+  for (int i = 0; i < n; ++i) {
+    std::string body = "job-" + std::to_string(i) + "-" + std::string(200, 'x');
+    batch += "put 0 0 60 " + std::to_string(body.size()) + "\r\n" + body + "\r\n";
+  }
+  ASSERT_TRUE(c.Send(batch));
+  std::string replies = c.ReadReplies(static_cast<size_t>(n));
+  ASSERT_EQ(replies.find("INSERTED"), 0u);
+  ASSERT_EQ(replies.find("INTERNAL_ERROR"), std::string::npos);
+}
+
+TEST_F(StoreTest, ADamagedLogStopsTheStartWithAClearError) {
+  Start();
+  {
+    RawClient c = Connect();
+    FillJobs(c, 2000);
+  }
+  server_.Signal(SIGKILL);  // the jobs stay in the write-ahead log only
+  while (server_.Alive()) std::this_thread::sleep_for(5ms);
+  std::string damaged = Damage(dir_.path(), ".log", 64);
+  ASSERT_FALSE(damaged.empty()) << "no write-ahead log in " << dir_.path();
+  std::string error;
+  EXPECT_FALSE(server_.Start(DelayqdPath(), {"-b", dir_.path()}, &error, 5000ms))
+      << "delayqd started on a damaged log " << damaged;
+  EXPECT_NE(error.find("code=corruption"), std::string::npos) << error;
+  EXPECT_NE(error.find("event=store_open_failed"), std::string::npos) << error;
+}
+
+TEST_F(StoreTest, ADamagedTableStopsTheStartWithAClearError) {
+  // Enough data that RocksDB writes sorted tables, then a graceful stop.
+  Start();
+  {
+    RawClient c = Connect();
+    for (int i = 0; i < 30; ++i) FillJobs(c, 1000);
+  }
+  ASSERT_EQ(WEXITSTATUS(server_.Stop()), 0);
+  std::string damaged = Damage(dir_.path(), ".sst", 256);
+  if (damaged.empty()) GTEST_SKIP() << "RocksDB wrote no table file for 30,000 jobs";
+  std::string error;
+  EXPECT_FALSE(server_.Start(DelayqdPath(), {"-b", dir_.path()}, &error, 5000ms))
+      << "delayqd started on a damaged table " << damaged;
+  EXPECT_NE(error.find("code=corruption"), std::string::npos) << error;
+}
+
+TEST_F(StoreTest, AForeignDirectoryIsRefused) {
+  std::ofstream(dir_.path() + "/CURRENT") << "not a rocksdb manifest name\n";
+  std::string error;
+  EXPECT_FALSE(server_.Start(DelayqdPath(), {"-b", dir_.path()}, &error, 5000ms));
+  EXPECT_NE(error.find("event=store_open_failed"), std::string::npos) << error;
+}
+
+// A tmpfs with a size is a disk that really fills up. Needs CAP_SYS_ADMIN (root
+// in CI); skipped elsewhere.
+class DiskFullTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mount_ = dir_.path() + "/disk";
+    fs::create_directory(mount_);
+    if (mount("tmpfs", mount_.c_str(), "tmpfs", 0, "size=96m") != 0)
+      GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno) << ")";
+    mounted_ = true;
+  }
+  void TearDown() override {
+    server_.Stop();
+    if (mounted_) umount2(mount_.c_str(), MNT_DETACH);
+  }
+  TempDir dir_;
+  std::string mount_;
+  bool mounted_ = false;
+  ServerProcess server_;
+};
+
+TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns) {
+  // A filler file takes most of the space, so the store hits the wall soon;
+  // deleting it is "space returns".
+  std::string filler = mount_ + "/filler";
+  {
+    std::ofstream f(filler, std::ios::binary);
+    std::string mb(1 << 20, 'f');
+    // RocksDB clears a write error only with a memtable's worth (64 MB)
+    // free again, so the disk is 96 MB and the filler leaves about 6.
+    for (int i = 0; i < 90; ++i) f.write(mb.data(), static_cast<std::streamsize>(mb.size()));
+  }
+  std::string error;
+  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", mount_ + "/data", "--fsync", "always"}, &error))
+      << error;
+  RawClient c(server_.port());
+  ASSERT_TRUE(c.ok());
+  std::string body(4000, 'b');
+  int inserted = 0;
+  std::string reply;
+  for (int i = 0; i < 5000; ++i) {
+    reply = Put(c, body);
+    if (reply.rfind("INSERTED", 0) != 0) break;
+    inserted++;
+  }
+  ASSERT_EQ(reply, "INTERNAL_ERROR\r\n") << "after " << inserted << " puts";
+  ASSERT_GT(inserted, 0);
+  // Further changes are refused; reads still work.
+  EXPECT_EQ(Put(c, "small"), "INTERNAL_ERROR\r\n");
+  EXPECT_EQ(c.Call("peek 1\r\n"), "FOUND 1 4000\r\n" + body + "\r\n");
+  EXPECT_EQ(Yaml(c.Call("stats\r\n"), "current-connections"), "1");
+  EXPECT_NE(server_.Log().find("event=store_failing"), std::string::npos) << server_.Log();
+
+  fs::remove(filler);
+  // The store retries by itself; puts are taken again soon.
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    std::this_thread::sleep_for(100ms);
+    reply = Put(c, "after");
+  } while (reply == "INTERNAL_ERROR\r\n" && std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(reply.rfind("INSERTED", 0), 0u) << reply << server_.Log();
+  EXPECT_NE(server_.Log().find("event=store_recovered"), std::string::npos);
+
+  // Nothing acknowledged was lost: restart and count.
+  ASSERT_EQ(WEXITSTATUS(server_.Stop()), 0);
+  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", mount_ + "/data"}, &error)) << error;
+  RawClient d(server_.port());
+  int ready = std::stoi(Yaml(d.Call("stats\r\n"), "current-jobs-ready"));
+  EXPECT_GE(ready, inserted + 1);
+  for (int id = 1; id <= inserted; ++id)
+    ASSERT_EQ(d.Call("peek " + std::to_string(id) + "\r\n"),
+              "FOUND " + std::to_string(id) + " 4000\r\n" + body + "\r\n");
+}
+
+}  // namespace
+}  // namespace delayq::testing
