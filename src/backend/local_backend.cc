@@ -24,6 +24,13 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
           if (alive.expired()) return;
           degraded_ = !ok;
           store_error_ = error;
+          // The write that worked took every batch kept since the failure
+          // (all settled ones, failed, come before this in the loop's queue).
+          while (ok && !batch_max_put_id_.empty() &&
+                 batch_max_put_id_.front().first <= settled_seq_) {
+            durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
+            batch_max_put_id_.pop_front();
+          }
           if (on_store_health_) on_store_health_(ok, error);
         });
       },

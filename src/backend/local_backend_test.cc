@@ -210,6 +210,7 @@ TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItse
   ASSERT_TRUE(kept.ok());
 
   faulty.set_full(true);
+  JobId failed_id = b->engine().next_id();
   auto failed = PutAndWait(*b, s, Req("during"));
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), Code::kUnavailable);
@@ -239,6 +240,11 @@ TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItse
   ASSERT_TRUE(RunUntil([&] { return b->store_healthy(); }));
   EXPECT_EQ(health_, (std::vector<bool>{false, true}));
   EXPECT_EQ(mem.size(), 2u) << "the batch that failed is written once the store takes writes";
+  // Its job is shown again at once, with no other write in between.
+  bool during_shown = false;
+  b->Peek(s, Backend::PeekKind::kId, failed_id, {}, {},
+          [&](Status st, Jobs jobs) { during_shown = st.ok() && jobs[0].body == "during"; });
+  EXPECT_TRUE(during_shown);
   auto after = PutAndWait(*b, s, Req("after"));
   ASSERT_TRUE(after.ok());
   // The job of the failed write was kept, so it is served now.
