@@ -26,11 +26,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
           store_error_ = error;
           // The write that worked took every batch kept since the failure
           // (all settled ones, failed, come before this in the loop's queue).
-          while (ok && !batch_max_put_id_.empty() &&
-                 batch_max_put_id_.front().first <= settled_seq_) {
-            durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
-            batch_max_put_id_.pop_front();
-          }
+          if (ok) PutsDurableThrough(settled_seq_);
           if (on_store_health_) on_store_health_(ok, error);
         });
       },
@@ -115,16 +111,20 @@ void LocalBackend::Flush() {
 void LocalBackend::OnSettled(uint64_t seq, Status st) {
   settled_seq_ = seq;
   // A write that worked also wrote every batch kept from failed ones.
-  while (st.ok() && !batch_max_put_id_.empty() && batch_max_put_id_.front().first <= seq) {
-    durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
-    batch_max_put_id_.pop_front();
-  }
+  if (st.ok()) PutsDurableThrough(seq);
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
     if (d.reply) d.reply(st);
   }
   Settle();
+}
+
+void LocalBackend::PutsDurableThrough(uint64_t seq) {
+  while (!batch_max_put_id_.empty() && batch_max_put_id_.front().first <= seq) {
+    durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
+    batch_max_put_id_.pop_front();
+  }
 }
 
 void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
@@ -174,10 +174,7 @@ void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> 
   std::vector<JobView> views;
   views.swap(views_);  // the completion may re-enter the backend
   ReplyViews(s, std::move(done), views);
-  if (views_.empty()) {
-    views.clear();
-    views_.swap(views);
-  }
+  if (views_.empty()) views_.swap(views);  // keep the capacity
 }
 
 void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views) {

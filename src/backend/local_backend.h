@@ -83,10 +83,8 @@ class LocalBackend final : public Backend {
   // `progress` is called every `every` jobs with the count so far.
   Status Recover(const std::function<void(uint64_t loaded)>& progress, uint64_t every);
 
-  // Store figures: whether it takes writes, and the writer's counts.
+  // Whether the store takes writes.
   bool store_healthy() const { return !degraded_; }
-  uint64_t store_writes() const { return writer_ ? writer_->writes() : 0; }
-  uint64_t store_batches() const { return writer_ ? writer_->batches() : 0; }
 
   // Applies what fell due up to Now() at once, without waiting for the
   // timer (tests drive a manual clock with it).
@@ -103,6 +101,8 @@ class LocalBackend final : public Backend {
   void Collect();
   void Flush();
   void OnSettled(uint64_t seq, Status st);
+  // Batches up to `seq` are written: their puts may be shown.
+  void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without
   // a store), with Ok, or with the store's error when the write failed.
   void AfterChange(SessionId s, std::function<void(Status)> reply);

@@ -74,28 +74,22 @@ uint64_t MemStore::applies() const {
   return applies_;
 }
 
-bool FaultyStore::ShouldFail() {
-  if (full_) return true;
-  int n = fail_next_.load();
-  while (n > 0) {
-    if (fail_next_.compare_exchange_weak(n, n - 1)) return true;
-  }
-  return false;
+Status FaultyStore::Injected() {
+  bool fail = full_;
+  for (int n = fail_next_.load(); !fail && n > 0;)
+    fail = fail_next_.compare_exchange_weak(n, n - 1);
+  if (!fail) return Status::Ok();
+  failures_++;
+  return Status::Unavailable("injected fault: no space left on device");
 }
 
 Status FaultyStore::Apply(const std::vector<Mutation>& batch) {
-  if (ShouldFail()) {
-    failures_++;
-    return Status::Unavailable("injected fault: no space left on device");
-  }
+  if (Status st = Injected(); !st.ok()) return st;
   return inner_.Apply(batch);
 }
 
 Status FaultyStore::NoteMaxId(JobId id) {
-  if (ShouldFail()) {
-    failures_++;
-    return Status::Unavailable("injected fault: no space left on device");
-  }
+  if (Status st = Injected(); !st.ok()) return st;
   return inner_.NoteMaxId(id);
 }
 

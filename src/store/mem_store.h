@@ -58,7 +58,8 @@ class FaultyStore final : public Store {
   uint64_t failures() const { return failures_; }
 
  private:
-  bool ShouldFail();
+  // kUnavailable when this write is to fail (and counts it).
+  Status Injected();
   Store& inner_;
   std::atomic<bool> full_{false};
   std::atomic<int> fail_next_{0};

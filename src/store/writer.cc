@@ -30,19 +30,8 @@ void Writer::Submit(std::vector<Mutation> batch, Applied applied) {
     std::lock_guard<std::mutex> lock(mu_);
     wake = queue_.empty();
     queue_.push_back(Item{std::move(batch), std::move(applied)});
-    batches_++;
   }
   if (wake) cv_.notify_one();
-}
-
-uint64_t Writer::writes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return writes_;
-}
-
-uint64_t Writer::batches() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return batches_;
 }
 
 void Writer::Loop() {
@@ -64,7 +53,6 @@ void Writer::Loop() {
       if (now >= give_up) return;
     }
     taken.swap(queue_);
-    writes_++;
     lock.unlock();
 
     // Group commit: one write for every batch handed over since the last.

@@ -43,11 +43,6 @@ class Writer {
   // once with the error while writes fail (the batch is kept and retried).
   void Submit(std::vector<Mutation> batch, Applied applied);
 
-  // How many Store::Apply calls were made, and batches handed over (for
-  // stats: their ratio is the group-commit factor).
-  uint64_t writes() const;
-  uint64_t batches() const;
-
  private:
   struct Item {
     std::vector<Mutation> batch;
@@ -58,11 +53,10 @@ class Writer {
   Store& store_;
   Health on_health_;
   std::chrono::milliseconds retry_interval_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
   bool stop_ = false;
-  uint64_t writes_ = 0, batches_ = 0;
   std::thread thread_;  // last: starts once the rest is built
 };
 

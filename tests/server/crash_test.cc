@@ -124,13 +124,7 @@ std::string PutCmd(std::string_view body, uint32_t pri, uint32_t delay, uint32_t
 
 // The value of `key` in a YAML reply, if there.
 std::optional<uint64_t> YamlUint(std::string_view reply, std::string_view key) {
-  std::string needle = "\n" + std::string(key) + ": ";
-  size_t p = reply.find(needle);
-  if (p == std::string_view::npos) return std::nullopt;
-  p += needle.size();
-  size_t e = reply.find('\n', p);
-  if (e == std::string_view::npos) return std::nullopt;
-  return ParseUint(reply.substr(p, e - p));
+  return ParseUint(YamlValue(reply, key));
 }
 
 // A body that can be checked on its own: a header that is unique in the

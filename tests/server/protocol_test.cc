@@ -84,16 +84,6 @@ std::string ListYaml(const std::vector<std::string>& names) {
   return y;
 }
 
-// The value of `key` in a YAML reply, or "<missing>".
-std::string YamlValue(std::string_view reply, std::string_view key) {
-  std::string needle = "\n" + std::string(key) + ": ";
-  size_t p = reply.find(needle);
-  if (p == std::string_view::npos) return "<missing>";
-  p += needle.size();
-  size_t e = reply.find('\n', p);
-  return std::string(reply.substr(p, e - p));
-}
-
 std::vector<std::string> YamlKeys(std::string_view reply) {
   std::vector<std::string> keys;
   size_t p = reply.find("---\n");

@@ -393,6 +393,15 @@ bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
 
 // ---- YAML masking ------------------------------------------------------------
 
+std::string YamlValue(std::string_view reply, std::string_view key) {
+  std::string needle = "\n" + std::string(key) + ": ";
+  size_t p = reply.find(needle);
+  if (p == std::string_view::npos) return "<missing>";
+  p += needle.size();
+  size_t e = reply.find('\n', p);
+  return std::string(reply.substr(p, e - p));
+}
+
 std::string MaskYamlValues(std::string_view reply, const std::vector<std::string>& keys) {
   size_t eol = reply.find("\r\n");
   if (!reply.starts_with("OK ") || eol == std::string_view::npos) return std::string(reply);

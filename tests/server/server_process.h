@@ -154,6 +154,10 @@ class RawClient {
   std::string error_;
 };
 
+// The value of `key` in a YAML reply (stats, stats-job, stats-tube), or
+// "<missing>".
+std::string YamlValue(std::string_view reply, std::string_view key);
+
 // Replaces the values of time-, pid- and host-dependent keys of a YAML reply
 // ("OK <n>\r\n---\n...\r\n") by "*" and fixes <n>, so that the replies of two
 // servers can be compared byte for byte. `keys` lists the keys to mask.

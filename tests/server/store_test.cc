@@ -25,15 +25,6 @@ std::string Put(RawClient& c, std::string_view body, int pri = 0, int delay = 0)
                 std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n");
 }
 
-// The value of `key` in a YAML reply of stats / stats-job.
-std::string Yaml(const std::string& reply, std::string_view key) {
-  std::string k = "\n" + std::string(key) + ": ";
-  size_t at = reply.find(k);
-  if (at == std::string::npos) return "<missing " + std::string(key) + ">";
-  at += k.size();
-  return reply.substr(at, reply.find('\n', at) - at);
-}
-
 class StoreTest : public ::testing::Test {
  protected:
   void Start(const std::vector<std::string>& extra = {}) {
@@ -75,29 +66,29 @@ TEST_F(StoreTest, ARestartKeepsEveryStateBodyAndCounter) {
   RawClient c = Connect();
   EXPECT_EQ(c.Call("peek 1\r\n"), "FOUND 1 9\r\nready one\r\n");
   std::string j1 = c.Call("stats-job 1\r\n");
-  EXPECT_EQ(Yaml(j1, "state"), "ready");
-  EXPECT_EQ(Yaml(j1, "tube"), "jobs");
-  EXPECT_EQ(Yaml(j1, "pri"), "5");
-  EXPECT_EQ(Yaml(j1, "reserves"), "1");
+  EXPECT_EQ(YamlValue(j1, "state"), "ready");
+  EXPECT_EQ(YamlValue(j1, "tube"), "jobs");
+  EXPECT_EQ(YamlValue(j1, "pri"), "5");
+  EXPECT_EQ(YamlValue(j1, "reserves"), "1");
   std::string j2 = c.Call("stats-job 2\r\n");
-  EXPECT_EQ(Yaml(j2, "state"), "delayed");
-  EXPECT_EQ(Yaml(j2, "delay"), "3600");
+  EXPECT_EQ(YamlValue(j2, "state"), "delayed");
+  EXPECT_EQ(YamlValue(j2, "delay"), "3600");
   std::string j3 = c.Call("stats-job 3\r\n");
-  EXPECT_EQ(Yaml(j3, "state"), "buried");
-  EXPECT_EQ(Yaml(j3, "pri"), "8");
-  EXPECT_EQ(Yaml(j3, "buries"), "1");
+  EXPECT_EQ(YamlValue(j3, "state"), "buried");
+  EXPECT_EQ(YamlValue(j3, "pri"), "8");
+  EXPECT_EQ(YamlValue(j3, "buries"), "1");
   EXPECT_EQ(c.Call("peek 4\r\n"), "NOT_FOUND\r\n");
   std::string j5 = c.Call("stats-job 5\r\n");
-  EXPECT_EQ(Yaml(j5, "releases"), "1");
-  EXPECT_EQ(Yaml(j5, "pri"), "9");
+  EXPECT_EQ(YamlValue(j5, "releases"), "1");
+  EXPECT_EQ(YamlValue(j5, "pri"), "9");
   ASSERT_EQ(c.Call("use jobs\r\n"), "USING jobs\r\n");
   EXPECT_EQ(c.Call("peek-key order-7\r\n"), "FOUND 5 6\r\nkeyed!\r\n");
   // A put with the same key finds the recovered job.
   EXPECT_EQ(c.Call("put-ex 0 0 60000 3 key=order-7\r\nnew\r\n"), "EXISTS 5\r\n");
   std::string tube = c.Call("stats-tube jobs\r\n");
-  EXPECT_EQ(Yaml(tube, "current-jobs-ready"), "2");
-  EXPECT_EQ(Yaml(tube, "current-jobs-delayed"), "1");
-  EXPECT_EQ(Yaml(tube, "current-jobs-buried"), "1");
+  EXPECT_EQ(YamlValue(tube, "current-jobs-ready"), "2");
+  EXPECT_EQ(YamlValue(tube, "current-jobs-delayed"), "1");
+  EXPECT_EQ(YamlValue(tube, "current-jobs-buried"), "1");
   // Ids go on above every id ever handed out.
   EXPECT_EQ(Put(c, "after"), "INSERTED 6\r\n");
   EXPECT_NE(server_.Log().find("event=recovery_done jobs=4"), std::string::npos) << server_.Log();
@@ -225,7 +216,7 @@ TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns)
   // Further changes are refused; reads still work.
   EXPECT_EQ(Put(c, "small"), "INTERNAL_ERROR\r\n");
   EXPECT_EQ(c.Call("peek 1\r\n"), "FOUND 1 4000\r\n" + body + "\r\n");
-  EXPECT_EQ(Yaml(c.Call("stats\r\n"), "current-connections"), "1");
+  EXPECT_EQ(YamlValue(c.Call("stats\r\n"), "current-connections"), "1");
   EXPECT_NE(server_.Log().find("event=store_failing"), std::string::npos) << server_.Log();
 
   fs::remove(filler);
@@ -242,7 +233,7 @@ TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns)
   ASSERT_EQ(WEXITSTATUS(server_.Stop()), 0);
   ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", mount_ + "/data"}, &error)) << error;
   RawClient d(server_.port());
-  int ready = std::stoi(Yaml(d.Call("stats\r\n"), "current-jobs-ready"));
+  int ready = std::stoi(YamlValue(d.Call("stats\r\n"), "current-jobs-ready"));
   EXPECT_GE(ready, inserted + 1);
   for (int id = 1; id <= inserted; ++id)
     ASSERT_EQ(d.Call("peek " + std::to_string(id) + "\r\n"),
