@@ -30,6 +30,11 @@ struct EngineOptions {
   size_t max_job_size = 65535;   // bytes of body; beanstalkd's default (-z)
   bool record_mutations = true;  // false: TakeMutations always yields nothing
   std::string default_topic = "default";
+  // The horizon (docs/storage.md): when true, a job that becomes delayed
+  // (put, release, back-off) past its topic's mark leaves memory at the end
+  // of the call: it is handed to TakeEvicted, and its topic counts it as a
+  // cold delayed job until Adopt takes it back. Needs record_mutations.
+  bool evict_beyond_horizon = false;
 };
 
 struct ReserveRequest {
@@ -159,6 +164,30 @@ class Engine {
   // recording a mutation. Ids handed out later are above every restored id.
   // Returns kInvalidArgument for a reserved state, a duplicate id or key.
   Status Restore(TimeMs now, const JobRecord& record, std::string_view body);
+
+  // ---- Horizon (docs/storage.md, "The horizon") ---------------------------
+  // Every delayed job of a topic at or before the topic's mark is in
+  // memory; jobs after it may be cold (kept by the caller's store). A
+  // topic's mark is (through, every id) unless SetTopicMark gave it its own.
+  // Marks only move forward; the caller loads the cold jobs they pass.
+  void SetHorizon(TimeMs through);
+  // `mark` nullopt: back to the common mark.
+  void SetTopicMark(std::string_view topic, std::optional<DueMark> mark);
+  DueMark TopicMark(std::string_view topic) const;
+  // Cold jobs of a topic (0 for an unknown one), and of every topic.
+  uint64_t ColdJobs(std::string_view topic) const;
+  uint64_t ColdJobs() const;
+  std::vector<std::string> TopicsWithColdJobs() const;
+  // Delayed jobs of the topic held in memory.
+  uint64_t DelayedInMemory(std::string_view topic) const;
+  // Counts one more cold job in `topic` (recovery); creates the topic.
+  Status AddColdJob(std::string_view topic);
+  // Takes a cold job back into memory, as Restore does, one cold job fewer.
+  Status Adopt(TimeMs now, const JobRecord& record, std::string_view body);
+  // Appends the jobs let go of since the last call, in order.
+  void TakeEvicted(std::vector<ColdJob>* out);
+  bool HasJob(JobId id) const;
+  bool HasKey(std::string_view topic, std::string_view key) const;
 
   // Checks every internal invariant; for tests. Returns a description of the
   // first violation, or an empty string.

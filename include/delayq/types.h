@@ -3,6 +3,7 @@
 #ifndef DELAYQ_TYPES_H_
 #define DELAYQ_TYPES_H_
 
+#include <compare>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -138,6 +139,21 @@ struct JobRecord {
   uint32_t max_tries = 0;
   Backoff backoff;
   bool operator==(const JobRecord&) const = default;
+};
+
+// A place in the (due time, id) order of delayed jobs: the horizon's marks
+// (docs/storage.md, "The horizon").
+struct DueMark {
+  TimeMs due = 0;
+  JobId id = 0;
+  auto operator<=>(const DueMark&) const = default;
+};
+
+// A delayed job the engine keeps out of memory (beyond the horizon): its
+// persistent image and body.
+struct ColdJob {
+  JobRecord record;
+  std::string body;
 };
 
 // One durable change implied by an engine operation, in order.

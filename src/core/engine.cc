@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -225,8 +226,10 @@ class Engine::Impl {
     total_jobs_++;
     RecordPut(j);
     Place(j, j->state);
-    Finish();
-    return PutResult{j->id, true, j->state};
+    JobId id = j->id;
+    bool may_leave = j->state == JobState::kDelayed && NoteDelayed(j);
+    Finish();  // may serve j to a waiting session, or evict it
+    return PutResult{id, true, may_leave ? JobState::kDelayed : j->state};
   }
 
   void DiscardJobId() { next_id_++; }
@@ -464,7 +467,7 @@ class Engine::Impl {
     st.urgent = t->urgent;
     st.ready = t->ready.size();
     st.reserved = t->reserved;
-    st.delayed = t->delayed;
+    st.delayed = t->delayed + t->cold;
     st.buried = t->buried_count;
     st.total_jobs = t->total_jobs;
     st.using_count = t->using_count;
@@ -484,7 +487,7 @@ class Engine::Impl {
     st.urgent = n_urgent_;
     st.ready = n_ready_;
     st.reserved = n_reserved_;
-    st.delayed = n_delayed_;
+    st.delayed = n_delayed_ + n_cold_;
     st.buried = n_buried_;
     st.total_jobs = total_jobs_;
     st.job_timeouts = job_timeouts_;
@@ -571,6 +574,104 @@ class Engine::Impl {
 
   // ---- recovery ----------------------------------------------------------
   Status Restore(TimeMs now, const JobRecord& r, std::string_view body) {
+    return Load(now, r, body, /*cold=*/false);
+  }
+
+  // ---- horizon -----------------------------------------------------------
+  void SetHorizon(TimeMs through) { horizon_ = through; }
+
+  void SetTopicMark(std::string_view name, std::optional<DueMark> mark) {
+    if (Topic* t = FindTopic(name)) t->mark = mark;
+  }
+
+  DueMark TopicMark(std::string_view name) const {
+    const Topic* t = FindTopic(name);
+    return t == nullptr ? DueMark{horizon_, kMaxId} : MarkOf(t);
+  }
+
+  uint64_t ColdJobs(std::string_view name) const {
+    const Topic* t = FindTopic(name);
+    return t == nullptr ? 0 : t->cold;
+  }
+  uint64_t ColdJobs() const { return n_cold_; }
+
+  std::vector<std::string> TopicsWithColdJobs() const {
+    std::vector<std::string> out;
+    for (const auto& [name, t] : topics_)
+      if (t->cold > 0) out.emplace_back(name);
+    return out;
+  }
+
+  uint64_t DelayedInMemory(std::string_view name) const {
+    const Topic* t = FindTopic(name);
+    return t == nullptr ? 0 : t->delayed;
+  }
+
+  Status AddColdJob(std::string_view name) {
+    if (!IsValidTopicName(name)) return Status::InvalidArgument("bad topic name");
+    Topic* t = GetOrCreateTopic(name);
+    t->cold++;
+    n_cold_++;
+    return Finish(Status::Ok());
+  }
+
+  Status Adopt(TimeMs now, const JobRecord& r, std::string_view body) {
+    return Load(now, r, body, /*cold=*/true);
+  }
+
+  void TakeEvicted(std::vector<ColdJob>* out) {
+    out->insert(out->end(), std::make_move_iterator(evicted_.begin()),
+                std::make_move_iterator(evicted_.end()));
+    evicted_.clear();
+  }
+
+  bool HasJob(JobId id) const { return ids_.Find(id) != nullptr; }
+
+  bool HasKey(std::string_view name, std::string_view key) const {
+    const Topic* t = FindTopic(name);
+    return t != nullptr && !key.empty() && t->keys.count(key) > 0;
+  }
+
+ private:
+  static constexpr JobId kMaxId = std::numeric_limits<JobId>::max();
+
+  DueMark MarkOf(const Topic* t) const { return t->mark ? *t->mark : DueMark{horizon_, kMaxId}; }
+
+  // A job that just became delayed leaves memory at the end of the call if
+  // it lies beyond its topic's mark (and is still delayed by then).
+  // Returns whether it may leave.
+  bool NoteDelayed(const Job* j) {
+    if (!opt_.evict_beyond_horizon || DueMark{j->due, j->id} <= MarkOf(j->topic)) return false;
+    to_evict_.push_back(j->id);
+    return true;
+  }
+
+  void EvictBeyondHorizon() {
+    for (JobId id : to_evict_) {
+      Job* j = ids_.Find(id);
+      if (j == nullptr || j->state != JobState::kDelayed || DueMark{j->due, id} <= MarkOf(j->topic))
+        continue;
+      evicted_.push_back(ColdJob{ToRecord(j), std::string(j->body())});
+      Unplace(j);
+      Topic* t = j->topic;
+      if (j->key_size > 0) t->keys.erase(j->key());
+      Free(j);
+      t->cold++;
+      n_cold_++;
+    }
+    to_evict_.clear();
+  }
+
+  // Takes j out of the id table and frees it (it is in no place).
+  void Free(Job* j) {
+    ids_.Erase(j->id);
+    Unintern(j->backoff);
+    job_bytes_ -= sizeof(Job) + j->key_size + j->body_size;
+    pool_.Destroy(j);
+  }
+
+  // Restore (cold false) and Adopt (cold true).
+  Status Load(TimeMs now, const JobRecord& r, std::string_view body, bool cold) {
     AdvanceTo(now);
     if (r.id == 0 || ids_.Find(r.id) != nullptr) return Status::InvalidArgument("duplicate job id");
     if (r.state == JobState::kReserved) return Status::InvalidArgument("reserved state stored");
@@ -606,8 +707,14 @@ class Engine::Impl {
     JobState st = r.state;
     if (st == JobState::kDelayed && r.due_ms <= now_) st = JobState::kReady;
     Place(j, st);
+    if (cold && t->cold > 0) {
+      t->cold--;
+      n_cold_--;
+    }
     return Finish(Status::Ok());
   }
+
+ public:
 
   std::string CheckInvariants() const;
 
@@ -774,6 +881,7 @@ class Engine::Impl {
     if (d > 0) {
       j->due = now_ + d;
       Place(j, JobState::kDelayed);
+      NoteDelayed(j);
       return JobState::kDelayed;
     }
     Place(j, JobState::kReady);
@@ -791,11 +899,8 @@ class Engine::Impl {
     Unplace(j);
     Topic* t = j->topic;
     if (j->key_size > 0) t->keys.erase(j->key());
-    ids_.Erase(j->id);
     RecordDelete(j);
-    Unintern(j->backoff);
-    job_bytes_ -= sizeof(Job) + j->key_size + j->body_size;
-    pool_.Destroy(j);
+    Free(j);
     t->ready.ShrinkIfSparse();
     MaybeDrop(t);
   }
@@ -980,6 +1085,7 @@ class Engine::Impl {
   }
   void Finish() {
     ServeWaiters();
+    if (!to_evict_.empty()) EvictBeyondHorizon();
     FlushDrops();
   }
   void FlushDrops() {
@@ -1080,6 +1186,10 @@ class Engine::Impl {
   std::set<std::pair<TimeMs, Topic*>> pauses_;
 
   uint64_t n_ready_ = 0, n_urgent_ = 0, n_reserved_ = 0, n_delayed_ = 0, n_buried_ = 0;
+  uint64_t n_cold_ = 0;
+  TimeMs horizon_ = kNever;  // the common horizon mark (SetHorizon)
+  std::vector<JobId> to_evict_;  // delayed this call, maybe beyond the mark
+  std::vector<ColdJob> evicted_;
   uint64_t total_jobs_ = 0, job_timeouts_ = 0;
   size_t job_bytes_ = 0;
 
@@ -1138,6 +1248,9 @@ std::string Engine::Impl::CheckInvariants() const {
       delayed != n_delayed_ || buried != n_buried_)
     return fail("global counters");
   if (wheel_.size() != delayed + reserved) return fail("wheel size");
+  uint64_t cold = 0;
+  for (const auto& [name, t] : topics_) cold += t->cold;
+  if (cold != n_cold_) return fail("cold job count");
   for (const auto& [name, t] : topics_) {
     auto c = per[t.get()];
     if (!t->ready.Valid()) return fail("ready heap of " + t->name);
@@ -1258,6 +1371,22 @@ void Engine::TakeMutations(std::vector<Mutation>* out) { impl_->TakeMutations(ou
 Status Engine::Restore(TimeMs now, const JobRecord& r, std::string_view body) {
   return impl_->Restore(now, r, body);
 }
+void Engine::SetHorizon(TimeMs through) { impl_->SetHorizon(through); }
+void Engine::SetTopicMark(std::string_view t, std::optional<DueMark> mark) {
+  impl_->SetTopicMark(t, mark);
+}
+DueMark Engine::TopicMark(std::string_view t) const { return impl_->TopicMark(t); }
+uint64_t Engine::ColdJobs(std::string_view t) const { return impl_->ColdJobs(t); }
+uint64_t Engine::ColdJobs() const { return impl_->ColdJobs(); }
+std::vector<std::string> Engine::TopicsWithColdJobs() const { return impl_->TopicsWithColdJobs(); }
+uint64_t Engine::DelayedInMemory(std::string_view t) const { return impl_->DelayedInMemory(t); }
+Status Engine::AddColdJob(std::string_view t) { return impl_->AddColdJob(t); }
+Status Engine::Adopt(TimeMs now, const JobRecord& r, std::string_view body) {
+  return impl_->Adopt(now, r, body);
+}
+void Engine::TakeEvicted(std::vector<ColdJob>* out) { impl_->TakeEvicted(out); }
+bool Engine::HasJob(JobId id) const { return impl_->HasJob(id); }
+bool Engine::HasKey(std::string_view t, std::string_view k) const { return impl_->HasKey(t, k); }
 std::string Engine::CheckInvariants() const { return impl_->CheckInvariants(); }
 size_t Engine::MemoryUsage() const { return impl_->MemoryUsage(); }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -394,6 +396,153 @@ TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
   e_.CloseSession(now_, http);
   EXPECT_EQ(StateOf(got->front()), JobState::kReserved);  // detached: kept
   EXPECT_TRUE(e_.Delete(now_, s_, got->front()).ok());    // anyone may finish
+}
+
+// ---- the horizon (docs/storage.md, "The horizon") ----------------------------
+
+class HorizonTest : public ::testing::Test {
+ protected:
+  HorizonTest() : e_(EngineOptions{.start_ms = kStart, .evict_beyond_horizon = true}) {
+    s_ = e_.OpenSession(now_);
+    e_.SetHorizon(now_ + 60'000);
+  }
+  void TearDown() override { EXPECT_EQ(e_.CheckInvariants(), ""); }
+
+  Result<PutResult> Put(TimeMs delay, std::string_view key = {}, std::string_view topic = {}) {
+    PutRequest r;
+    r.body = "body";
+    r.delay_ms = delay;
+    r.key = key;
+    r.topic = topic;
+    return e_.Put(now_, s_, r);
+  }
+  std::vector<ColdJob> Evicted() {
+    std::vector<ColdJob> out;
+    e_.TakeEvicted(&out);
+    return out;
+  }
+
+  static constexpr TimeMs kStart = 1'000'000;
+  TimeMs now_ = kStart;
+  Engine e_;
+  SessionId s_;
+};
+
+TEST_F(HorizonTest, APutBeyondTheMarkLeavesMemoryButCountsAsDelayed) {
+  auto near = Put(60'000);  // due exactly at the mark: kept
+  auto far = Put(60'001, "k");
+  ASSERT_TRUE(near.ok() && far.ok());
+  EXPECT_EQ(far->state, JobState::kDelayed);
+  EXPECT_TRUE(e_.HasJob(near->id));
+  EXPECT_FALSE(e_.HasJob(far->id));
+  EXPECT_FALSE(e_.HasKey("default", "k"));
+  std::vector<ColdJob> out = Evicted();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].record.id, far->id);
+  EXPECT_EQ(out[0].record.state, JobState::kDelayed);
+  EXPECT_EQ(out[0].record.due_ms, kStart + 60'001);
+  EXPECT_EQ(out[0].record.key, "k");
+  EXPECT_EQ(out[0].body, "body");
+  // The put is still recorded for the store.
+  std::vector<Mutation> m;
+  e_.TakeMutations(&m);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1].kind, Mutation::Kind::kPut);
+  EXPECT_EQ(m[1].record.id, far->id);
+  EXPECT_EQ(e_.ColdJobs("default"), 1u);
+  EXPECT_EQ(e_.ColdJobs(), 1u);
+  EXPECT_EQ(e_.DelayedInMemory("default"), 1u);
+  EXPECT_EQ(e_.StatsTopic(now_, "default")->delayed, 2u);
+  EXPECT_EQ(e_.Stats(now_).delayed, 2u);
+  EXPECT_EQ(e_.Stats(now_).total_jobs, 2u);
+}
+
+TEST_F(HorizonTest, AdoptTakesAColdJobBackAndItBecomesReadyOnTime) {
+  auto far = Put(120'000, "k");
+  ASSERT_TRUE(far.ok());
+  std::vector<ColdJob> out = Evicted();
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(e_.Adopt(now_, out[0].record, out[0].body).ok());
+  EXPECT_EQ(e_.ColdJobs("default"), 0u);
+  EXPECT_TRUE(e_.HasKey("default", "k"));
+  // A job taken back beyond the mark stays (it was asked for).
+  EXPECT_TRUE(Evicted().empty());
+  now_ += 120'000;
+  e_.Advance(now_);
+  EXPECT_EQ(e_.StatsJob(now_, far->id)->state, JobState::kReady);
+  // The same id cannot be adopted twice.
+  EXPECT_EQ(e_.Adopt(now_, out[0].record, out[0].body).code(), Code::kInvalidArgument);
+}
+
+TEST_F(HorizonTest, AReleaseOrBackOffBeyondTheMarkEvictsTheJob) {
+  auto id = Put(0);
+  ASSERT_TRUE(id.ok());
+  auto r = e_.Reserve(now_, ReserveRequest{s_, 0, 1, false});
+  ASSERT_TRUE(r.ok() && r->size() == 1);
+  auto st = e_.Release(now_, s_, id->id, 5, 3'600'000);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(*st, JobState::kDelayed);
+  EXPECT_FALSE(e_.HasJob(id->id));
+  std::vector<ColdJob> out = Evicted();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].record.priority, 5u);
+  EXPECT_EQ(out[0].record.releases, 1u);
+  EXPECT_EQ(out[0].record.reserves, 1u);
+
+  // A TTR expiry with an exponential back-off past the mark too.
+  PutRequest p;
+  p.body = "x";
+  p.ttr_ms = 1'000;
+  p.backoff = Backoff::Exponential(600'000, 600'000);
+  auto b = e_.Put(now_, s_, p);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e_.Reserve(now_, ReserveRequest{s_, 0, 1, false}).ok());
+  now_ += 1'000;
+  e_.Advance(now_);
+  EXPECT_FALSE(e_.HasJob(b->id));
+  out = Evicted();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].record.timeouts, 1u);
+  EXPECT_EQ(out[0].record.due_ms, now_ + 600'000);
+}
+
+TEST_F(HorizonTest, MarksDecideAndATopicWithColdJobsLives) {
+  e_.SetTopicMark("t", DueMark{kStart + 10, 5});  // no topic yet: no effect
+  EXPECT_EQ(e_.TopicMark("t"), (DueMark{kStart + 60'000, std::numeric_limits<JobId>::max()}));
+  ASSERT_TRUE(Put(120'000, {}, "t").ok());  // id 1, cold
+  EXPECT_EQ(e_.ColdJobs("t"), 1u);
+  EXPECT_EQ(e_.TopicsWithColdJobs(), std::vector<std::string>{"t"});
+  // Nobody uses or watches "t", yet it is listed while it holds a cold job.
+  auto topics = e_.ListTopics(now_);
+  EXPECT_NE(std::find(topics.begin(), topics.end(), "t"), topics.end());
+  // A topic's own mark, (due, id): the same due time with a lower id is kept.
+  e_.SetTopicMark("t", DueMark{kStart + 30'000, 3});
+  auto a = Put(30'000, {}, "t");  // id 2 <= 3: kept
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(e_.HasJob(a->id));
+  e_.SetTopicMark("t", DueMark{kStart + 30'000, 2});
+  auto b = Put(30'000, {}, "t");  // id 3 > 2: cold
+  EXPECT_FALSE(e_.HasJob(b->id));
+  EXPECT_EQ(e_.ColdJobs("t"), 2u);
+  // Recovery counts cold jobs of a topic it creates.
+  ASSERT_TRUE(e_.AddColdJob("u").ok());
+  EXPECT_EQ(e_.StatsTopic(now_, "u")->delayed, 1u);
+  EXPECT_EQ(e_.AddColdJob("-bad").code(), Code::kInvalidArgument);
+}
+
+TEST_F(HorizonTest, WithoutTheOptionNothingLeaves) {
+  Engine e(EngineOptions{.start_ms = kStart});
+  e.SetHorizon(kStart);
+  SessionId s = e.OpenSession(kStart);
+  PutRequest r;
+  r.body = "x";
+  r.delay_ms = 86'400'000;
+  auto p = e.Put(kStart, s, r);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(e.HasJob(p->id));
+  std::vector<ColdJob> out;
+  e.TakeEvicted(&out);
+  EXPECT_TRUE(out.empty());
 }
 
 }  // namespace

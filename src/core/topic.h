@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,10 @@ struct Topic {
   std::unordered_map<std::string_view, Job*> keys;  // views into the jobs
 
   uint64_t urgent = 0, reserved = 0, delayed = 0, buried_count = 0;
+  // Delayed jobs kept out of memory beyond the horizon, and this topic's
+  // own horizon mark while its loading lags the common one (engine.h).
+  uint64_t cold = 0;
+  std::optional<DueMark> mark;
   uint64_t total_jobs = 0, cmd_delete = 0, cmd_pause = 0;
   uint64_t using_count = 0, watching = 0, waiting = 0;
 
@@ -45,8 +50,8 @@ struct Topic {
 
   uint64_t jobs() const { return ready.size() + reserved + delayed + buried_count; }
   // References that keep the topic alive: sessions using, watching or
-  // waiting on it, and its jobs.
-  uint64_t refs() const { return using_count + watching + waiting + jobs(); }
+  // waiting on it, and its jobs (cold ones too).
+  uint64_t refs() const { return using_count + watching + waiting + jobs() + cold; }
   bool paused(TimeMs now) const { return now < paused_until; }
 };
 
