@@ -92,11 +92,26 @@ test-release: build
 test-asan: build-asan
 	$(ctest_asan)
 
+# bench/horizon_bench.sh (memory per delayed job, restart time) fills the
+# servers with HORIZON_BENCH_JOBS delayed jobs (+ HORIZON_BENCH_READY ready
+# ones); at full size it takes several minutes and a few GB of memory.
+# HORIZON_BENCH=0 skips it; e.g. make bench HORIZON_BENCH_JOBS=200000 HORIZON_BENCH_READY=20000.
+HORIZON_BENCH ?= 1
+HORIZON_BENCH_JOBS ?= 10000000
+HORIZON_BENCH_READY ?= 1000000
+ifeq ($(HORIZON_BENCH),0)
+run_horizon_bench = @echo "bench: bench/horizon_bench.sh skipped (HORIZON_BENCH=0)"
+else
+run_horizon_bench = HORIZON_BENCH_JOBS=$(HORIZON_BENCH_JOBS) HORIZON_BENCH_READY=$(HORIZON_BENCH_READY) \
+	  bash bench/horizon_bench.sh $(BUILD_DIR)
+endif
+
 bench: build
 	@test -x $(BUILD_DIR)/engine_bench || \
 	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (no bench/engine_bench.cc yet)" >&2; exit 1; }
 	$(BUILD_DIR)/engine_bench
 	bash bench/server_bench.sh $(BUILD_DIR)
+	$(run_horizon_bench)
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
 # e.g. make run ARGS="-p 11301 -V".

@@ -6,11 +6,15 @@
 // Modes (each connection is one state machine; one outstanding request per
 // connection unless pipelined):
 //   put        put -> INSERTED, again. Latency: put round trip.
+//              With --delay-s S (put and pipeline) each job is put delayed by
+//              S whole seconds (default 0: ready at once).
 //   lifecycle  put -> INSERTED, reserve -> RESERVED, delete -> DELETED, again.
 //              Latency: the whole put+reserve+delete cycle of one job.
 //   pipeline   up to --pipeline-depth puts in flight per connection; each batch
 //              of replies is answered by one write refilling the pipeline.
 //              Latency: put round trip (includes queueing in the pipeline).
+//              With --delay-s and --jobs, a fast way to fill a server with
+//              delayed jobs (bench/horizon_bench.sh).
 //   lateness   --producers connections put jobs at --rate jobs/s in total with
 //              delays uniform in 1..--max-delay-ms ms (--protocol-ms: delayq's
 //              `put-ex <pri> <delay-ms> <ttr-ms> <bytes>`) or 1..max/1000 whole
@@ -190,6 +194,8 @@ struct Options {
   double rate = 10000;
   uint32_t max_delay_ms = 2000;
   uint32_t priority = 1024;
+  uint32_t delay_s = 0;      // put / pipeline: classic put delay, whole seconds
+  bool random_body = false;  // put / lifecycle / pipeline: a fresh body per job
 };
 
 const char kUsage[] =
@@ -197,7 +203,7 @@ const char kUsage[] =
     "               [--mode put|lifecycle|pipeline|lateness] [--seconds S | --jobs N]\n"
     "               [--warmup S] [--body-size B] [--pipeline-depth D] [--tube NAME]\n"
     "               [--producers P] [--rate JOBS_PER_S] [--max-delay-ms MS] [--protocol-ms]\n"
-    "               [--max-seconds S]\n"
+    "               [--max-seconds S] [--delay-s S] [--random-body] [--priority PRI]\n"
     "  --host H            server address (default 127.0.0.1)\n"
     "  --port P            server port (default 11300)\n"
     "  --connections N     connections (lateness mode: worker connections); default 1\n"
@@ -214,7 +220,12 @@ const char kUsage[] =
     "  --max-delay-ms MS   lateness: delays are uniform in 1..MS ms, or in whole\n"
     "                      seconds 1..MS/1000 without --protocol-ms (default 2000)\n"
     "  --protocol-ms       lateness: put with delayq's put-ex (millisecond delay/ttr)\n"
-    "  --max-seconds S     hard limit on the whole run (default 120)\n";
+    "  --max-seconds S     hard limit on the whole run (default 120)\n"
+    "  --delay-s S         put, pipeline: put each job delayed by S whole seconds\n"
+    "                      (classic put; default 0, ready at once)\n"
+    "  --random-body       put, lifecycle, pipeline: random printable body per job\n"
+    "                      (default: the same body of 'x' for every job)\n"
+    "  --priority PRI      job priority (default 1024)\n";
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
@@ -287,6 +298,10 @@ Options ParseArgs(int argc, char** argv) {
       o.max_delay_ms = static_cast<uint32_t>(num(1, 86'400'000));
     } else if (a == "--priority") {
       o.priority = static_cast<uint32_t>(num(0, 4294967295.0));
+    } else if (a == "--delay-s") {
+      o.delay_s = static_cast<uint32_t>(num(0, 4294967295.0));
+    } else if (a == "--random-body") {
+      o.random_body = true;
     } else {
       Die(1, "unknown argument '%s'\n%s", a.c_str(), kUsage);
     }
@@ -295,6 +310,10 @@ Options ParseArgs(int argc, char** argv) {
     Die(1, "lateness mode needs --body-size >= 24 (the body carries the due time)");
   if (o.mode == Mode::kLateness && !o.protocol_ms && o.max_delay_ms < 1000)
     Die(1, "lateness without --protocol-ms uses whole seconds: --max-delay-ms must be >= 1000");
+  if (o.delay_s > 0 && o.mode == Mode::kLifecycle)
+    Die(1, "--delay-s does not go with --mode lifecycle (it reserves each job at once)");
+  if (o.delay_s > 0 && o.mode == Mode::kLateness)
+    Die(1, "--delay-s does not go with --mode lateness (it draws its own delays)");
   if (o.mode != Mode::kPipeline) o.depth = 1;
   if (o.jobs > 0 || o.mode == Mode::kLateness) o.warmup = 0;
   return o;
@@ -484,6 +503,19 @@ void LoadGen::AppendBytes(Conn& c, const char* p, size_t n) {
 
 void LoadGen::AppendPut(Conn& c, int64_t now) {
   AppendLiteral(c, put_line_);
+  if (o_.random_body) {
+    // Overwrite the template body (just before the final CRLF) with printable
+    // characters, 6 random bits each: 10 characters per 64-bit draw.
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char* b = c.wbuf.get() + c.wlen - 2 - o_.body_size;
+    uint64_t r = 0;
+    for (size_t i = 0; i < o_.body_size; ++i) {
+      if (i % 10 == 0) r = rng_.Next();
+      b[i] = kAlphabet[r & 63];
+      r >>= 6;
+    }
+  }
   PushSent(c, now);
   ++issued_;
 }
@@ -708,8 +740,8 @@ int LoadGen::Run() {
 
   // The put request of the throughput modes, formatted once.
   std::string body(o_.body_size, 'x');
-  put_line_ = "put " + std::to_string(o_.priority) + " 0 60 " + std::to_string(o_.body_size) +
-              "\r\n" + body + "\r\n";
+  put_line_ = "put " + std::to_string(o_.priority) + " " + std::to_string(o_.delay_s) + " 60 " +
+              std::to_string(o_.body_size) + "\r\n" + body + "\r\n";
   body_ = body;
   if (lateness) std::memcpy(body_.data(), "due_us=0000000000000000", 23);
 
@@ -876,6 +908,8 @@ void LoadGen::Report(int64_t t_run_end, double cpu) {
   std::printf("connections: %d\n", o_.connections);
   if (o_.mode == Mode::kPipeline) std::printf("pipeline_depth: %d\n", o_.depth);
   std::printf("body_size: %zu\n", o_.body_size);
+  if (o_.delay_s > 0) std::printf("delay_s: %u\n", o_.delay_s);
+  if (o_.random_body) std::printf("random_body: yes\n");
   if (o_.mode == Mode::kLateness) {
     std::printf("producers: %d\n", o_.producers);
     std::printf("protocol: %s\n", o_.protocol_ms ? "put-ex (ms)" : "put (s)");

@@ -62,36 +62,12 @@ SERVER_PID=""
 SERVER_PORT=""
 CLK_TCK=$(getconf CLK_TCK)
 
-stop_server() {
-  if [[ -n $SERVER_PID ]]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    # Give it a moment to exit on SIGTERM; then insist.
-    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.02; done
-    kill -9 "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
-cleanup() { stop_server; rm -rf "$WORK"; }
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cleanup() { stop_server 1; rm -rf "$WORK"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port_in_use() {
-  if command -v ss >/dev/null; then
-    [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
-  else
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-  fi
-}
-
-free_port() {
-  local p
-  for _ in $(seq 200); do
-    p=$((20000 + RANDOM % 40000))
-    port_in_use "$p" || { echo "$p"; return 0; }
-  done
-  die "no free loopback port found"
-}
 
 # start_server beanstalkd|delayq: sets SERVER_PID and SERVER_PORT.
 start_server() {
@@ -119,7 +95,7 @@ start_server() {
     sleep 0.02
   done
   echo "server_bench: $which did not accept on port $SERVER_PORT within 5 s" >&2
-  stop_server
+  stop_server 1
   return 1
 }
 
@@ -165,7 +141,7 @@ run_one() {
   q1=$(runq_ns "$SERVER_PID")
   local alive=yes
   kill -0 "$SERVER_PID" 2>/dev/null || alive=no
-  stop_server
+  stop_server 1
   local server_cpu runq
   server_cpu=$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v ns=$((w1 - w0)) \
     'BEGIN { printf "%.0f", 100 * (t / hz) / (ns / 1e9) }')

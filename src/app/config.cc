@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "delayq/duration.h"
 #include "server/server_context.h"
 
 namespace delayq::app {
@@ -16,6 +17,17 @@ constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "o
 Status CheckFsync(const std::string& fsync) {
   if (fsync == "always" || fsync == "everysec" || fsync == "no") return Status::Ok();
   return Status::InvalidArgument("fsync must be one of always, everysec, no (not '" + fsync + "')");
+}
+
+// "5m", "90s", ... at least a second, or "0" / "off": every job in memory.
+Status ParseHorizon(const std::string& text, TimeMs* out) {
+  if (text == "off") return *out = 0, Status::Ok();
+  auto d = ParseDuration(text);
+  if (!d.ok() || (*d > 0 && *d < 1'000))
+    return Status::InvalidArgument(
+        "horizon must be a duration of at least 1s (like 5m), or off (not '" + text + "')");
+  *out = *d;
+  return Status::Ok();
 }
 
 // "1", "true", "yes", "on" / "0", "false", "no", "off".
@@ -79,6 +91,11 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
       c->fsync = *v;
+    } else if (k == "horizon") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string (like \"5m\", or \"off\")");
+      if (Status st = ParseHorizon(*v, &c->horizon_ms); !st.ok())
+        return Status::InvalidArgument("config file " + path + ": " + st.message());
     } else if (k == "busy_poll_us") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
@@ -106,7 +123,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "delayqd"};
   app.set_help_flag("-h,--help", "Print this help and exit");
   bool version = false;
-  std::string listen, log_level, data_dir, config_file, fsync;
+  std::string listen, log_level, data_dir, config_file, fsync, horizon;
   bool in_memory = false;
   int64_t port = -1, max_job_size = -1, busy_poll_us = -1;
   app.add_option("-l,--listen", listen, "Listen on address ADDR (default 0.0.0.0)")
@@ -126,6 +143,10 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "power cut), everysec (default; survives a crash, a power cut loses up to 1 s),\n"
                  "no (the OS decides)")
       ->option_text("POLICY");
+  app.add_option("--horizon", horizon,
+                 "Keep delayed jobs due further ahead than this on disk only, loading them\n"
+                 "ahead of time (default 5m; off: every job in memory)")
+      ->option_text("DURATION");
   app.add_flag("--in-memory", in_memory, "Keep no store: jobs are lost when delayqd stops");
   app.add_option("-c,--config", config_file, "Read settings from TOML file FILE")
       ->option_text("FILE");
@@ -139,7 +160,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
       "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
-      "DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_IN_MEMORY, DELAYQ_LOG_LEVEL,\n"
+      "DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US. Documentation: "
       "docs/configuration.md.");
 
@@ -188,6 +209,10 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   }
   if (auto v = EnvValue(env, "DELAYQ_DATA_DIR"); !v.empty()) c->data_dir = v;
   if (auto v = EnvValue(env, "DELAYQ_FSYNC"); !v.empty()) c->fsync = v;
+  if (auto v = EnvValue(env, "DELAYQ_HORIZON"); !v.empty()) {
+    if (Status st = ParseHorizon(v, &c->horizon_ms); !st.ok())
+      return fail(Status::InvalidArgument("DELAYQ_HORIZON: " + st.message()));
+  }
   if (auto v = EnvValue(env, "DELAYQ_IN_MEMORY"); !v.empty()) {
     if (!ParseBool(v, &c->in_memory))
       return fail(
@@ -208,6 +233,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (!data_dir.empty()) c->data_dir = data_dir;
   if (!log_level.empty()) c->log_level = log_level;
   if (!fsync.empty()) c->fsync = fsync;
+  if (!horizon.empty()) {
+    if (Status st = ParseHorizon(horizon, &c->horizon_ms); !st.ok()) return fail(st);
+  }
   if (in_memory) c->in_memory = true;
   if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
   if (c->verbose && log_level.empty()) c->log_level = "debug";

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "delayq/status.h"
+#include "delayq/types.h"
 
 namespace delayq::app {
 
@@ -20,9 +21,12 @@ struct Config {
   std::string data_dir = "delayq-data";  // -b; relative to the working directory
   bool in_memory = false;                // --in-memory: no store, nothing survives a restart
   std::string fsync = "everysec";        // always | everysec | no
-  std::string log_level = "info";        // trace debug info warn error off
-  std::string config_file;               // -c / --config / DELAYQ_CONFIG
-  bool verbose = false;                  // -V: log level debug
+  // Delayed jobs due later than this are kept on disk only, and loaded
+  // ahead of their time (docs/storage.md, "The horizon"); 0: all in memory.
+  TimeMs horizon_ms = 300'000;
+  std::string log_level = "info";  // trace debug info warn error off
+  std::string config_file;         // -c / --config / DELAYQ_CONFIG
+  bool verbose = false;            // -V: log level debug
   // After the loop has had work, keep polling for this long before
   // sleeping in the kernel (trades CPU for latency); 0: never.
   uint32_t busy_poll_us = 0;

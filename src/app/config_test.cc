@@ -81,6 +81,29 @@ TEST(Config, ErrorsExitTwoWithAMessage) {
   EXPECT_EQ(o.exit_code, 2);
 }
 
+TEST(Config, HorizonFromEverySource) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.horizon_ms, 300'000) << "default: five minutes";
+  ASSERT_TRUE(Parse({"--horizon", "90s"}, {}, &c).run);
+  EXPECT_EQ(c.horizon_ms, 90'000);
+  ASSERT_TRUE(Parse({"--horizon", "off"}, {}, &c).run);
+  EXPECT_EQ(c.horizon_ms, 0);
+  Config d;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_HORIZON=1h"}, &d).run);
+  EXPECT_EQ(d.horizon_ms, 3'600'000);
+  Config e;
+  ASSERT_TRUE(Parse({"-c", WriteToml("horizon = \"10m\"\n")}, {}, &e).run);
+  EXPECT_EQ(e.horizon_ms, 600'000);
+  ParseOutcome o = Parse({"--horizon", "500ms"}, {}, &c);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("at least 1s"), std::string::npos) << o.text;
+  o = Parse({}, {"DELAYQ_HORIZON=soon"}, &c);
+  EXPECT_NE(o.text.find("DELAYQ_HORIZON"), std::string::npos) << o.text;
+  o = Parse({"-c", WriteToml("horizon = 5\n")}, {}, &c);
+  EXPECT_NE(o.text.find("'horizon' must be"), std::string::npos) << o.text;
+}
+
 TEST(Config, HelpAndVersionExitZero) {
   Config c;
   ParseOutcome o = Parse({"-h"}, {}, &c);

@@ -16,6 +16,7 @@
 #include "app/config.h"
 #include "backend/clock.h"
 #include "backend/local_backend.h"
+#include "delayq/duration.h"
 #include "server/beanstalk_server.h"
 #include "server/server_context.h"
 #include "store/rocks_store.h"
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   backend::LocalBackend::Options bo;
   bo.max_job_size = config.max_job_size;
   bo.store = rocks.get();
+  bo.horizon_ms = config.horizon_ms;
   bo.on_store_health = [](bool ok, const Status& error) {
     if (ok) {
       spdlog::info("event=store_recovered note=\"writes are accepted again\"");
@@ -131,8 +133,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("event=recovery_done jobs={} seconds={:.3f} jobs_per_s={} next_id={}", recovered,
-                 secs, rate(recovered), backend.engine().next_id());
+    spdlog::info(
+        "event=recovery_done jobs={} on_disk_only={} seconds={:.3f} jobs_per_s={} next_id={}",
+        recovered, backend.engine().ColdJobs(), secs, rate(recovered), backend.engine().next_id());
   }
   server::ServerContext ctx(backend);
   ctx.started_ms = clock.Now();
@@ -171,12 +174,13 @@ int main(int argc, char** argv) {
   }
   beanstalk.Start();
   spdlog::info(
-      "event=started version={} listen={}:{} backend={} store={} fsync={} max_job_size={} "
-      "busy_poll_us={} pid={}",
+      "event=started version={} listen={}:{} backend={} store={} fsync={} horizon={} "
+      "max_job_size={} busy_poll_us={} pid={}",
       server::kVersion, config.listen, beanstalk.port(), backend.info().name,
       config.in_memory ? std::string("none") : config.data_dir,
-      config.in_memory ? "-" : config.fsync.c_str(), config.max_job_size, config.busy_poll_us,
-      static_cast<long>(getpid()));
+      config.in_memory ? "-" : config.fsync.c_str(),
+      config.in_memory || config.horizon_ms == 0 ? "off" : FormatDuration(config.horizon_ms),
+      config.max_job_size, config.busy_poll_us, static_cast<long>(getpid()));
 
   if (config.busy_poll_us == 0) {
     io.run();

@@ -1,7 +1,12 @@
 #include "backend/local_backend.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cstdio>
+#include <limits>
 #include <utility>
+
+#include "store/record_codec.h"
 
 namespace delayq::backend {
 
@@ -9,12 +14,17 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
     : io_(io),
       clock_(clock),
       info_{"local", options.max_job_size},
-      engine_(EngineOptions{.start_ms = clock.Now(),
-                            .max_job_size = options.max_job_size,
-                            .record_mutations = options.store != nullptr}),
+      engine_(EngineOptions{
+          .start_ms = clock.Now(),
+          .max_job_size = options.max_job_size,
+          .record_mutations = options.store != nullptr,
+          .evict_beyond_horizon = options.store != nullptr && options.horizon_ms > 0}),
       timer_(io),
       store_(options.store),
-      on_store_health_(options.on_store_health) {
+      on_store_health_(options.on_store_health),
+      horizon_ms_(options.store != nullptr ? std::max<TimeMs>(0, options.horizon_ms) : 0),
+      horizon_batch_(std::max<size_t>(1, options.horizon_batch)),
+      horizon_timer_(io) {
   if (store_ == nullptr) return;
   std::weak_ptr<bool> alive = alive_;
   writer_ = std::make_unique<store::Writer>(
@@ -31,11 +41,16 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
         });
       },
       options.store_retry_interval);
+  if (horizon_on()) {
+    engine_.SetHorizon(Now() + horizon_ms_);
+    ArmHorizonTimer(false);
+  }
 }
 
 LocalBackend::~LocalBackend() {
   *alive_ = false;
   timer_.cancel();
+  horizon_timer_.cancel();
   if (writer_ != nullptr) {
     // What closing sessions changed last is written before the writer stops.
     engine_.TakeMutations(&open_batch_);
@@ -49,9 +64,13 @@ Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint
   uint64_t loaded = 0;
   TimeMs now = Now();
   JobId max_id = 0;
+  // Jobs due beyond the horizon stay on disk; the engine only counts them.
+  TimeMs through = horizon_on() ? now + horizon_ms_ : kNever;
+  engine_.SetHorizon(through);
   Status st = store_->Load(
       [&](const JobRecord& r, std::string_view body) {
-        Status restored = engine_.Restore(now, r, body);
+        bool cold = r.state == JobState::kDelayed && r.due_ms > through;
+        Status restored = cold ? engine_.AddColdJob(r.topic) : engine_.Restore(now, r, body);
         if (!restored.ok())
           return Status::Corruption("job " + std::to_string(r.id) +
                                     " cannot be restored: " + restored.message());
@@ -82,6 +101,22 @@ void LocalBackend::Collect() {
     const Mutation& m = open_batch_[i];
     if (m.kind == Mutation::Kind::kPut && m.record.id > open_max_put_id_)
       open_max_put_id_ = m.record.id;
+    if (horizon_on() && m.kind == Mutation::Kind::kDelete) {
+      // The open batch becomes batch next_seq_.
+      deleting_[m.record.id] = next_seq_;
+      pending_order_.emplace_back(next_seq_, m.record.id);
+    }
+  }
+  if (horizon_on()) {
+    std::vector<ColdJob> evicted;
+    engine_.TakeEvicted(&evicted);
+    for (ColdJob& c : evicted) {
+      JobId id = c.record.id;
+      if (!c.record.key.empty())
+        cold_pending_keys_[store::UserKey(c.record.topic, c.record.key)] = id;
+      cold_pending_[id] = Pending{next_seq_, std::move(c)};
+      pending_order_.emplace_back(next_seq_, id);
+    }
   }
   if (open_batch_.empty() || flush_posted_) return;
   // Everything the loop does before this runs joins the batch.
@@ -125,6 +160,163 @@ void LocalBackend::PutsDurableThrough(uint64_t seq) {
     durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
     batch_max_put_id_.pop_front();
   }
+  ForgetWritten(seq);
+}
+
+// ---- the horizon -----------------------------------------------------------
+
+void LocalBackend::ForgetWritten(uint64_t seq) {
+  while (!pending_order_.empty() && pending_order_.front().first <= seq) {
+    auto [written, id] = pending_order_.front();
+    pending_order_.pop_front();
+    if (auto d = deleting_.find(id); d != deleting_.end() && d->second == written)
+      deleting_.erase(d);
+    auto c = cold_pending_.find(id);
+    if (c == cold_pending_.end() || c->second.seq != written) continue;
+    const JobRecord& r = c->second.job.record;
+    if (!r.key.empty()) {
+      auto k = cold_pending_keys_.find(store::UserKey(r.topic, r.key));
+      if (k != cold_pending_keys_.end() && k->second == id) cold_pending_keys_.erase(k);
+    }
+    cold_pending_.erase(c);
+  }
+}
+
+Status LocalBackend::AdoptStored(JobId id) {
+  JobRecord r;
+  std::string body;
+  Status st = store_->GetJob(id, &r, &body);
+  if (!st.ok()) return st;
+  if (r.state != JobState::kDelayed)
+    return Status::Internal("job " + std::to_string(id) + " is stored " +
+                            std::string(JobStateName(r.state)) + " but is not in memory");
+  return engine_.Adopt(engine_.now(), r, body);
+}
+
+Status LocalBackend::WarmId(JobId id) {
+  if (!horizon_on() || engine_.ColdJobs() == 0 || engine_.HasJob(id) || deleting_.count(id) > 0)
+    return Status::Ok();
+  if (auto c = cold_pending_.find(id); c != cold_pending_.end())
+    return engine_.Adopt(engine_.now(), c->second.job.record, c->second.job.body);
+  Status st = AdoptStored(id);
+  return st.code() == Code::kNotFound ? Status::Ok() : st;
+}
+
+Status LocalBackend::WarmKey(std::string_view topic, std::string_view key) {
+  if (!horizon_on() || key.empty() || engine_.ColdJobs(topic) == 0 || engine_.HasKey(topic, key))
+    return Status::Ok();
+  std::string user_key = store::UserKey(topic, key);
+  if (auto k = cold_pending_keys_.find(user_key); k != cold_pending_keys_.end())
+    return WarmId(k->second);
+  JobId id = 0;
+  Status st = store_->FindKey(topic, key, &id);
+  if (st.code() == Code::kNotFound) return Status::Ok();
+  if (!st.ok()) return st;
+  return WarmId(id);
+}
+
+Result<LocalBackend::Loaded> LocalBackend::LoadTopic(const std::string& topic, TimeMs through,
+                                                     size_t batch) {
+  constexpr JobId kAllIds = std::numeric_limits<JobId>::max();
+  // Jobs the engine let go of are looked up with the rest. The adoptions
+  // below run at the engine's present: they let nothing go (no TTR
+  // expires) while the mark moves.
+  Collect();
+  DueMark from = engine_.TopicMark(topic);
+  Loaded out;
+  if (from >= DueMark{through, kAllIds}) return out;
+  std::vector<DueMark> stored;
+  Status st = store_->ScanDue(topic, from, through, [&](DueMark m) {
+    if (stored.size() == batch) {
+      out.more = true;
+      return false;
+    }
+    stored.push_back(m);
+    return true;
+  });
+  if (!st.ok()) return st;
+  DueMark to = out.more ? stored.back() : DueMark{through, kAllIds};
+  auto taken = [&](JobId id) {
+    return engine_.HasJob(id) || deleting_.count(id) > 0 || cold_pending_.count(id) > 0;
+  };
+  for (DueMark m : stored) {
+    if (taken(m.id)) continue;  // in memory, or the store is behind
+    if (Status a = AdoptStored(m.id); !a.ok()) return a;
+    out.jobs++;
+  }
+  // Jobs let go of whose writes are still on their way.
+  std::vector<const ColdJob*> unwritten;
+  for (const auto& [id, p] : cold_pending_) {
+    const JobRecord& r = p.job.record;
+    DueMark m{r.due_ms, id};
+    if (r.topic == topic && m > from && m <= to && !engine_.HasJob(id) && deleting_.count(id) == 0)
+      unwritten.push_back(&p.job);
+  }
+  for (const ColdJob* c : unwritten) {
+    if (Status a = engine_.Adopt(engine_.now(), c->record, c->body); !a.ok()) return a;
+    out.jobs++;
+  }
+  engine_.SetTopicMark(topic, out.more ? std::optional<DueMark>(to) : std::nullopt);
+  return out;
+}
+
+Status LocalBackend::LoadNext(const std::string& topic, uint64_t n) {
+  uint64_t loaded = 0;
+  while (loaded < n && engine_.ColdJobs(topic) > 0) {
+    auto r = LoadTopic(topic, kNever, std::max<size_t>(64, n - loaded));
+    if (!r.ok()) return r.status();
+    loaded += r->jobs;
+    if (!r->more) break;
+  }
+  return Status::Ok();
+}
+
+void LocalBackend::LoadHorizon() {
+  if (!horizon_on()) return;
+  // Time first: what it lets go of (a TTR expiring into a long back-off)
+  // goes against the marks as they are, before any of them moves.
+  engine_.Advance(Now());
+  Collect();
+  TimeMs through = engine_.now() + horizon_ms_;
+  bool lagging = false;
+  for (const std::string& topic : engine_.TopicsWithColdJobs()) {
+    auto r = LoadTopic(topic, through, horizon_batch_);
+    if (!r.ok()) {
+      // A failing disk: try again at the next turn; the topic keeps its
+      // mark (its cold jobs must stay beyond it) while the others move on.
+      engine_.SetTopicMark(topic, engine_.TopicMark(topic));
+      std::fprintf(stderr, "level=error event=horizon_load_failed topic=%s error=\"%s\"\n",
+                   topic.c_str(), r.status().message().c_str());
+      lagging = true;
+      continue;
+    }
+    lagging |= r->more;
+  }
+  engine_.SetHorizon(through);
+  Settle();
+  ArmHorizonTimer(lagging);
+}
+
+void LocalBackend::ArmHorizonTimer(bool soon) {
+  std::weak_ptr<bool> alive = alive_;
+  if (soon) {
+    if (horizon_posted_) return;
+    horizon_posted_ = true;
+    boost::asio::post(io_, [this, alive] {
+      if (alive.expired()) return;
+      horizon_posted_ = false;
+      LoadHorizon();
+    });
+    return;
+  }
+  // A quarter of the horizon (at most a second) between loads: a job enters
+  // memory well before it is due.
+  horizon_timer_.expires_after(
+      std::chrono::milliseconds(std::clamp<TimeMs>(horizon_ms_ / 4, 1, 1000)));
+  horizon_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    LoadHorizon();
+  });
 }
 
 void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
@@ -162,6 +354,9 @@ std::vector<std::string> LocalBackend::WatchedTopics(SessionId s) const {
 
 void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  // A key may name a cold job: the put then returns it, as for any job.
+  if (Status w = WarmKey(r.topic.empty() ? engine_.UsedTopic(s) : r.topic, r.key); !w.ok())
+    return done(std::move(w));
   FinishChange<PutResult>(s, engine_.Put(Now(), s, r), std::move(done));
 }
 
@@ -231,6 +426,7 @@ void LocalBackend::CancelReserve(SessionId s) {
 
 void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
   waiting_.erase(s);
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w), {});
   auto res = engine_.ReserveJob(Now(), s, id);
   if (!res.ok()) {
     done(res.status(), {});
@@ -267,12 +463,14 @@ void LocalBackend::FinishChange(SessionId s, Result<T> res, Callback<T> done) {
 
 void LocalBackend::Delete(SessionId s, JobId id, Done done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
   FinishChange(s, engine_.Delete(Now(), s, id), std::move(done));
 }
 
 void LocalBackend::DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
                                Done done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
   FinishChange(s, engine_.DeleteByKey(Now(), s, topic, key), std::move(done));
 }
 
@@ -295,16 +493,32 @@ void LocalBackend::Touch(SessionId s, JobId id, Done done) {
 void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
                         Callback<uint64_t> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  // With no buried job, kick takes the soonest delayed ones, cold ones
+  // too: the `bound` soonest cold ones join those in memory (which may hold
+  // a job taken in beyond the mark, by id), and the engine picks.
+  std::string name(topic);
+  if (horizon_on() && bound > 0 && engine_.ColdJobs(name) > 0) {
+    auto stats = engine_.StatsTopic(Now(), name);
+    if (stats.ok() && stats->buried == 0)
+      if (Status w = LoadNext(name, bound); !w.ok()) return done(std::move(w));
+  }
   FinishChange<uint64_t>(s, engine_.Kick(Now(), topic, bound), std::move(done));
 }
 
 void LocalBackend::KickJob(SessionId s, JobId id, Done done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
   FinishChange(s, engine_.KickJob(Now(), id), std::move(done));
 }
 
 void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
                         std::string_view key, JobsDone done) {
+  Status warm;
+  if (kind == PeekKind::kId) warm = WarmId(id);
+  if (kind == PeekKind::kKey) warm = WarmKey(topic, key);
+  if (kind == PeekKind::kDelayed && horizon_on() && engine_.ColdJobs(topic) > 0)
+    warm = LoadNext(std::string(topic), 1);  // the soonest cold job, against those in memory
+  if (!warm.ok()) return done(std::move(warm), {});
   TimeMs now = Now();
   Result<JobView> r = Status::NotFound();
   switch (kind) {
@@ -334,6 +548,7 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
 }
 
 void LocalBackend::StatsJob(JobId id, Callback<JobStats> done) {
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
   done(engine_.StatsJob(Now(), id));
   Settle();
 }
@@ -361,7 +576,26 @@ void LocalBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
 void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                               Callback<uint64_t> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange<uint64_t>(s, engine_.ClearTopic(Now(), topic, mask), std::move(done));
+  auto cleared = engine_.ClearTopic(Now(), topic, mask);
+  // Cold jobs are cleared a batch at a time: into memory, then deleted (a
+  // failure part way leaves the rest, and says so).
+  std::string name(topic);
+  if (cleared.ok() && (mask & kClearDelayed)) {
+    uint64_t total = *cleared;
+    while (engine_.ColdJobs(name) > 0) {
+      Collect();  // the loader knows the deletes so far as such
+      auto r = LoadTopic(name, kNever, horizon_batch_);
+      if (!r.ok()) {
+        cleared = r.status();
+        break;
+      }
+      auto more = engine_.ClearTopic(Now(), topic, kClearDelayed);
+      total += more.ok() ? *more : 0;
+      cleared = total;
+      if (r->jobs == 0 && !r->more) break;
+    }
+  }
+  FinishChange<uint64_t>(s, std::move(cleared), std::move(done));
 }
 
 void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids) {

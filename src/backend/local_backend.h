@@ -9,6 +9,12 @@
 // kUnavailable before they change anything; reads, reserves and touches go
 // on (docs/storage.md, "Failures").
 //
+// With a store and a horizon, delayed jobs due further ahead than the
+// horizon stay on disk only ("cold"): a loader moves them into the engine
+// ahead of their time, and an operation that names a cold job (by id or
+// key, kick, peek-delayed, clear) takes it into memory first
+// (docs/storage.md, "The horizon").
+//
 // Thread: every method, and `io`, on one thread.
 #ifndef DELAYQ_BACKEND_LOCAL_BACKEND_H_
 #define DELAYQ_BACKEND_LOCAL_BACKEND_H_
@@ -39,6 +45,11 @@ class LocalBackend final : public Backend {
     // (ok=false, with its error) and when it takes them again.
     std::function<void(bool ok, const Status& error)> on_store_health;
     std::chrono::milliseconds store_retry_interval{200};
+    // With a store: delayed jobs due later than now + horizon_ms are not
+    // held in memory. 0: every job is.
+    TimeMs horizon_ms = 0;
+    // Stored due-index entries the loader reads per topic in one loop turn.
+    size_t horizon_batch = 10'000;
   };
   // `clock` must outlive the backend.
   LocalBackend(boost::asio::io_context& io, const Options& options, const Clock& clock);
@@ -86,9 +97,12 @@ class LocalBackend final : public Backend {
   // Whether the store takes writes.
   bool store_healthy() const { return !degraded_; }
 
-  // Applies what fell due up to Now() at once, without waiting for the
-  // timer (tests drive a manual clock with it).
-  void Poll() { OnTimer(); }
+  // Applies what fell due up to Now() at once, and loads what the horizon
+  // reached, without waiting for the timers (tests drive a manual clock).
+  void Poll() {
+    LoadHorizon();
+    OnTimer();
+  }
 
   // For tests and benchmarks.
   Engine& engine() { return engine_; }
@@ -119,6 +133,30 @@ class LocalBackend final : public Backend {
   // Replies with jobs: at once when every one of them is durable, else
   // (with copies of them) once the batches holding their puts are.
   void ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views);
+  // ---- the horizon ----
+  bool horizon_on() const { return horizon_ms_ > 0; }
+  // Moves the jobs due up to now + horizon into the engine (a bounded
+  // amount per topic; re-runs on the next loop turn while one lags), then
+  // re-arms its timer.
+  void LoadHorizon();
+  void ArmHorizonTimer(bool soon);
+  struct Loaded {
+    size_t jobs = 0;
+    bool more = false;  // stopped at the batch size, not at `through`
+  };
+  // Takes cold jobs of `topic` after its mark and due at most `through`
+  // into the engine, reading at most `batch` stored entries; moves the mark.
+  Result<Loaded> LoadTopic(const std::string& topic, TimeMs through, size_t batch);
+  // Takes the topic's next `n` cold jobs (soonest first) into the engine.
+  Status LoadNext(const std::string& topic, uint64_t n);
+  // If `id` names a cold job, takes it into the engine.
+  Status WarmId(JobId id);
+  // If a cold job of `topic` has `key`, takes it into the engine.
+  Status WarmKey(std::string_view topic, std::string_view key);
+  Status AdoptStored(JobId id);
+  // Batches up to `seq` are durable: forgets what the store now holds.
+  void ForgetWritten(uint64_t seq);
+
   // The barrier a reply waits for: the open batch, else the last one.
   uint64_t Barrier() const { return open_batch_.empty() ? next_seq_ - 1 : next_seq_; }
 
@@ -155,7 +193,24 @@ class LocalBackend final : public Backend {
   std::deque<std::pair<uint64_t, JobId>> batch_max_put_id_;  // submitted, unsettled
   bool degraded_ = false;
   Status store_error_;
-  std::unique_ptr<store::Writer> writer_;  // last: its thread posts to the rest
+
+  // ---- the horizon (with a store) ----
+  TimeMs horizon_ms_ = 0;
+  size_t horizon_batch_;
+  boost::asio::steady_timer horizon_timer_;
+  bool horizon_posted_ = false;
+  // What the store does not hold yet, by the batch that writes it: jobs
+  // the engine let go of (their latest image), their keys, and deletes.
+  // The engine and these come before the store in every lookup.
+  struct Pending {
+    uint64_t seq;
+    ColdJob job;
+  };
+  std::unordered_map<JobId, Pending> cold_pending_;
+  std::unordered_map<std::string, JobId> cold_pending_keys_;  // store::UserKey
+  std::unordered_map<JobId, uint64_t> deleting_;
+  std::deque<std::pair<uint64_t, JobId>> pending_order_;  // (seq, id), both maps
+  std::unique_ptr<store::Writer> writer_;                 // last: its thread posts to the rest
 };
 
 }  // namespace delayq::backend

@@ -9,6 +9,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <random>
+#include <tuple>
 
 #include "store/mem_store.h"
 
@@ -25,9 +27,9 @@ class ManualClock : public Clock {
 
 // A store whose writes wait until the test opens the gate: proves that a
 // reply is not sent before its change is written.
-class GateStore final : public store::Store {
+class GateStore final : public store::ForwardingStore {
  public:
-  explicit GateStore(store::Store& inner) : inner_(inner) {}
+  using ForwardingStore::ForwardingStore;
   Status Apply(const std::vector<Mutation>& batch) override {
     std::unique_lock<std::mutex> lock(mu_);
     entered_++;
@@ -35,11 +37,6 @@ class GateStore final : public store::Store {
     cv_.wait(lock, [&] { return open_; });
     return inner_.Apply(batch);
   }
-  Status Load(const std::function<Status(const JobRecord&, std::string_view)>& job,
-              JobId* max_id) override {
-    return inner_.Load(job, max_id);
-  }
-  Status NoteMaxId(JobId id) override { return inner_.NoteMaxId(id); }
   // Opens the gate when it goes (a failed test must not hang the writer).
   struct OpenAtExit {
     GateStore& gate;
@@ -57,7 +54,6 @@ class GateStore final : public store::Store {
   }
 
  private:
-  store::Store& inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
@@ -139,7 +135,7 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
   ASSERT_TRUE(got->ok());
   std::string body;
-  EXPECT_TRUE(mem.Get((*got)->id, nullptr, &body));
+  EXPECT_TRUE(mem.GetJob((*got)->id, nullptr, &body).ok());
   EXPECT_EQ(body, "hello");
   EXPECT_TRUE(peeked) << "the peek is answered once the job is written";
 }
@@ -258,7 +254,7 @@ TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItse
   EXPECT_EQ(*bodies, (std::vector<std::string>{"during", "after"}));
   EXPECT_TRUE(DeleteAndWait(*b, s, kept->id).ok());
   ASSERT_TRUE(RunUntil([&] { return mem.size() == 2; }));
-  EXPECT_FALSE(mem.Get(kept->id, nullptr, nullptr));
+  EXPECT_EQ(mem.GetJob(kept->id, nullptr, nullptr).code(), Code::kNotFound);
 }
 
 TEST_F(LocalBackendStoreTest, OneFailedWriteIsRetriedWithWhatCameAfterIt) {
@@ -341,6 +337,380 @@ TEST_F(LocalBackendStoreTest, RecoveryBringsBackEveryStateCounterAndKey) {
   auto next = PutAndWait(*b, s, Req("next"));
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->id, deleted + 1);
+}
+
+// ---- the horizon (docs/storage.md, "The horizon") ------------------------
+
+class HorizonTest : public LocalBackendStoreTest {
+ protected:
+  static constexpr TimeMs kHorizon = 60'000;
+  std::unique_ptr<LocalBackend> MakeWithHorizon(store::Store* s, TimeMs horizon = kHorizon,
+                                                size_t batch = 10'000) {
+    LocalBackend::Options o;
+    o.store = s;
+    o.horizon_ms = horizon;
+    o.horizon_batch = batch;
+    return std::make_unique<LocalBackend>(io_, o, clock_);
+  }
+  // Calls `op` with a reply function and waits for the reply.
+  std::string Await(const std::function<void(std::function<void(std::string)>)>& op) {
+    std::optional<std::string> out;
+    op([&](std::string r) { out = std::move(r); });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); })) << "no reply";
+    return out.value_or("no reply");
+  }
+  static std::string Show(const Status& st) { return std::string(CodeName(st.code())); }
+  static std::string Show(const JobView& v) {
+    return std::to_string(v.id) + "/" + std::string(v.topic) + "/" + std::string(v.key) + "/" +
+           std::string(v.body) + "/" + std::string(JobStateName(v.state)) + "/" +
+           std::to_string(v.priority);
+  }
+  static std::string Show(Status st, Jobs jobs) {
+    if (!st.ok()) return Show(st);
+    std::string out = "jobs";
+    for (const JobView& v : jobs) out += " " + Show(v);
+    return out;
+  }
+  static std::string Show(const JobStats& j) {
+    return std::to_string(j.id) + " " + j.topic + " " + j.key + " " +
+           std::string(JobStateName(j.state)) + " pri=" + std::to_string(j.priority) +
+           " created=" + std::to_string(j.created_ms) + " delay=" + std::to_string(j.delay_ms) +
+           " ttr=" + std::to_string(j.ttr_ms) + " due=" + std::to_string(j.due_ms) +
+           " left=" + std::to_string(j.time_left_ms) + " counts=" + std::to_string(j.reserves) +
+           "," + std::to_string(j.timeouts) + "," + std::to_string(j.releases) + "," +
+           std::to_string(j.buries) + "," + std::to_string(j.kicks) +
+           " size=" + std::to_string(j.body_size);
+  }
+  std::string Put(LocalBackend& b, SessionId s, const PutRequest& r) {
+    return Await([&](auto reply) {
+      b.Put(s, r, [reply](Result<PutResult> res) {
+        reply(res.ok() ? std::to_string(res->id) + (res->created ? " new " : " old ") +
+                             std::string(JobStateName(res->state))
+                       : Show(res.status()));
+      });
+    });
+  }
+  std::string Peek(LocalBackend& b, Backend::PeekKind kind, JobId id, std::string_view topic,
+                   std::string_view key = {}) {
+    return Await([&](auto reply) {
+      b.Peek(0, kind, id, topic, key, [reply](Status st, Jobs jobs) { reply(Show(st, jobs)); });
+    });
+  }
+  std::string StatsJob(LocalBackend& b, JobId id) {
+    return Await([&](auto reply) {
+      b.StatsJob(id, [reply](Result<JobStats> r) { reply(r.ok() ? Show(*r) : Show(r.status())); });
+    });
+  }
+  std::string Change(LocalBackend& b, const std::function<void(LocalBackend&, Done)>& op) {
+    return Await([&](auto reply) { op(b, [reply](Status st) { reply(Show(st)); }); });
+  }
+  std::string Count(LocalBackend& b,
+                    const std::function<void(LocalBackend&, Callback<uint64_t>)>& op) {
+    return Await([&](auto reply) {
+      op(b, [reply](Result<uint64_t> r) { reply(r.ok() ? std::to_string(*r) : Show(r.status())); });
+    });
+  }
+  std::string Reserve(LocalBackend& b, SessionId s) {
+    return Await([&](auto reply) {
+      b.Reserve(ReserveRequest{s, 0, 1, false},
+                [reply](Status st, Jobs jobs) { reply(Show(st, jobs)); });
+    });
+  }
+  void Advance(TimeMs ms, std::initializer_list<LocalBackend*> backends) {
+    clock_.now += ms;
+    for (LocalBackend* b : backends) b->Poll();
+  }
+  TimeMs Now() const { return clock_.now; }
+};
+
+TEST_F(HorizonTest, FarJobsStayOnDiskAndComeIntoMemoryBeforeTheyAreDue) {
+  store::MemStore mem;
+  auto b = MakeWithHorizon(&mem);
+  SessionId s = b->OpenSession();
+  Engine& e = b->engine();
+  EXPECT_EQ(Put(*b, s, Req("near", 10'000)), "1 new delayed");
+  EXPECT_EQ(Put(*b, s, Req("in an hour", 3'600'000)), "2 new delayed");
+  EXPECT_EQ(Put(*b, s, Req("in two hours", 7'200'000)), "3 new delayed");
+  EXPECT_TRUE(e.HasJob(1));
+  EXPECT_FALSE(e.HasJob(2));
+  EXPECT_FALSE(e.HasJob(3));
+  EXPECT_EQ(e.ColdJobs(), 2u);
+  EXPECT_EQ(mem.size(), 3u) << "every job is on disk";
+  EXPECT_EQ(e.Stats(Now()).delayed, 3u);
+  // Moving in steps of a quarter horizon, as the timer does.
+  for (TimeMs t = 0; t < 3'600'000 - kHorizon; t += kHorizon / 4) Advance(kHorizon / 4, {b.get()});
+  EXPECT_TRUE(e.HasJob(2)) << "the loader brings a job in a horizon ahead";
+  EXPECT_FALSE(e.HasJob(3));
+  EXPECT_EQ(Reserve(*b, s), "jobs 1/default//near/reserved/1024");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, d); }), "ok");
+  EXPECT_EQ(Reserve(*b, s), "timed_out");
+  while (Now() < 1'700'000'000'000 + 3'600'000) Advance(1'000, {b.get()});
+  EXPECT_EQ(Reserve(*b, s), "jobs 2/default//in an hour/reserved/1024");
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+TEST_F(HorizonTest, ColdJobsAreFoundByIdAndKey) {
+  store::MemStore mem;
+  auto b = MakeWithHorizon(&mem);
+  SessionId s = b->OpenSession();
+  Engine& e = b->engine();
+  EXPECT_EQ(Put(*b, s, Req("a", 86'400'000, "order-1")), "1 new delayed");
+  EXPECT_EQ(Put(*b, s, Req("b", 86'400'000, "order-2")), "2 new delayed");
+  EXPECT_EQ(Put(*b, s, Req("c", 86'400'000)), "3 new delayed");
+  EXPECT_EQ(Put(*b, s, Req("d", 86'400'000)), "4 new delayed");
+  EXPECT_EQ(e.ColdJobs(), 4u);
+  // A put with the key of a cold job returns that job.
+  EXPECT_EQ(Put(*b, s, Req("again", 0, "order-1")), "1 old delayed");
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "default", "order-2"),
+            "jobs 2/default/order-2/b/delayed/1024");
+  EXPECT_EQ(StatsJob(*b, 3).substr(0, 24), "3 default  delayed pri=1");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.KickJob(s, 4, d); }), "ok");
+  EXPECT_EQ(Reserve(*b, s), "jobs 4/default//d/reserved/1024");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.DeleteByKey(s, "default", "order-1", d); }),
+            "ok");
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "default", "order-1"), "not_found");
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kId, 1, "default"), "not_found");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, d); }), "not_found");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 99, d); }), "not_found");
+  EXPECT_EQ(mem.GetJob(1, nullptr, nullptr).code(), Code::kNotFound);
+  EXPECT_EQ(e.Stats(Now()).delayed, 2u);
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+TEST_F(HorizonTest, AJobNotYetWrittenIsFoundAndLoaded) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = MakeWithHorizon(&gate);
+  GateStore::OpenAtExit open_at_exit{gate};
+  SessionId s = b->OpenSession();
+  Engine& e = b->engine();
+  int replies = 0;
+  b->Put(s, Req("k", 2 * kHorizon, "key-1"), [&](Result<PutResult> r) { replies += r.ok(); });
+  b->Put(s, Req("l", 2 * kHorizon), [&](Result<PutResult> r) { replies += r.ok(); });
+  io_.restart();
+  io_.poll();
+  ASSERT_TRUE(gate.WaitEntered(1));
+  EXPECT_EQ(e.ColdJobs(), 2u);
+  EXPECT_EQ(mem.size(), 0u) << "the gate holds the write";
+  // By key, before the store has it: the same job, not a second one.
+  std::optional<Result<PutResult>> again;
+  b->Put(s, Req("k2", 0, "key-1"), [&](Result<PutResult> r) { again = std::move(r); });
+  EXPECT_TRUE(e.HasJob(1));
+  // The loader takes the other from what is on its way to the store.
+  clock_.now += kHorizon + 1;
+  b->Poll();
+  EXPECT_TRUE(e.HasJob(2));
+  EXPECT_EQ(e.ColdJobs(), 0u);
+  gate.Open();
+  ASSERT_TRUE(RunUntil([&] { return replies == 2 && again.has_value(); }));
+  ASSERT_TRUE(again->ok());
+  EXPECT_EQ((*again)->id, 1u);
+  EXPECT_FALSE((*again)->created);
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+TEST_F(HorizonTest, KickPeekDelayedAndClearReachColdJobsInDueOrder) {
+  store::MemStore mem;
+  auto b = MakeWithHorizon(&mem, kHorizon, /*batch=*/4);
+  SessionId s = b->OpenSession();
+  Engine& e = b->engine();
+  // Due in 3 h, 1 h, 2 h, ... (25 jobs), all cold.
+  for (int i = 0; i < 25; ++i)
+    Put(*b, s, Req("j" + std::to_string(i + 1), 3'600'000 * (1 + (i * 7) % 25)));
+  EXPECT_EQ(e.ColdJobs(), 25u);
+  // Job 1 is due in 1 h, job 2 in 8 h, job 19 in 2 h (i = 18: 126 % 25 = 1).
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kDelayed, 0, "default"), "jobs 1/default//j1/delayed/1024");
+  // A job taken in by id beyond the others does not jump the queue.
+  EXPECT_EQ(StatsJob(*b, 2).substr(0, 2), "2 ");
+  EXPECT_EQ(Count(*b, [&](LocalBackend& x, Callback<uint64_t> d) { x.Kick(s, "default", 2, d); }),
+            "2");
+  EXPECT_EQ(Reserve(*b, s), "jobs 1/default//j1/reserved/1024");
+  EXPECT_EQ(Reserve(*b, s), "jobs 19/default//j19/reserved/1024");
+  EXPECT_EQ(Count(*b, [&](LocalBackend& x,
+                          Callback<uint64_t> d) { x.ClearTopic(s, "default", kClearAll, d); }),
+            "23");
+  EXPECT_EQ(e.ColdJobs(), 0u);
+  EXPECT_EQ(e.Stats(Now()).delayed, 0u);
+  EXPECT_EQ(mem.size(), 2u) << "only the two reserved jobs are left";
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+TEST_F(HorizonTest, ReleaseAndBackOffBeyondTheHorizonLeaveMemory) {
+  store::MemStore mem;
+  auto b = MakeWithHorizon(&mem);
+  SessionId s = b->OpenSession();
+  Engine& e = b->engine();
+  PutRequest r = Req("pay");
+  r.ttr_ms = 1'000;
+  r.backoff = Backoff::List({600'000});
+  Put(*b, s, r);
+  Put(*b, s, Req("two"));
+  EXPECT_EQ(Reserve(*b, s), "jobs 1/default//pay/reserved/1024");
+  EXPECT_EQ(Reserve(*b, s), "jobs 2/default//two/reserved/1024");
+  std::string released = Await([&](auto reply) {
+    b->Release(s, 2, 5, 3'600'000, [reply](Result<JobState> st) {
+      reply(st.ok() ? std::string(JobStateName(*st)) : Show(st.status()));
+    });
+  });
+  EXPECT_EQ(released, "delayed");
+  EXPECT_FALSE(e.HasJob(2));
+  Advance(1'000, {b.get()});  // job 1's TTR runs out: back-off 10 minutes
+  EXPECT_FALSE(e.HasJob(1));
+  EXPECT_EQ(e.ColdJobs(), 2u);
+  ASSERT_TRUE(RunUntil([&] {
+    JobRecord rec;
+    return mem.GetJob(1, &rec, nullptr).ok() && rec.timeouts == 1;
+  })) << "the TTR expiry is written";
+  while (Now() < 1'700'000'000'000 + 601'000) Advance(kHorizon / 4, {b.get()});
+  EXPECT_EQ(Reserve(*b, s), "jobs 1/default//pay/reserved/1024");
+  EXPECT_EQ(StatsJob(*b, 2).substr(0, 26), "2 default  delayed pri=5 c");
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+TEST_F(HorizonTest, RecoveryLeavesFarJobsOnDisk) {
+  store::MemStore mem;
+  {
+    auto b = MakeWithHorizon(&mem);
+    SessionId s = b->OpenSession();
+    for (int i = 0; i < 100; ++i) Put(*b, s, Req("far", 86'400'000 + i, "k" + std::to_string(i)));
+    for (int i = 0; i < 5; ++i) Put(*b, s, Req("near", 1'000));
+  }
+  auto b = MakeWithHorizon(&mem);
+  ASSERT_TRUE(b->Recover(nullptr, 1).ok());
+  Engine& e = b->engine();
+  EXPECT_EQ(e.ColdJobs(), 100u);
+  EXPECT_EQ(e.Stats(Now()).delayed, 105u);
+  EXPECT_FALSE(e.HasJob(1));
+  EXPECT_TRUE(e.HasJob(101));
+  SessionId s = b->OpenSession();
+  EXPECT_EQ(Put(*b, s, Req("dup", 0, "k7")), "8 old delayed");
+  EXPECT_EQ(Put(*b, s, Req("next")), "106 new ready") << "ids go on above the stored ones";
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
+// The same random operations on a backend with a short horizon (and a tiny
+// loader batch) and on one that holds every job in memory: every reply and
+// every count must be the same.
+TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
+  store::MemStore mem_a, mem_b;
+  auto a = MakeWithHorizon(&mem_a, /*horizon=*/2'000, /*batch=*/3);
+  auto b = MakeWithHorizon(&mem_b, /*horizon=*/0);
+  uint64_t seed = 20261121;
+  if (const char* env = std::getenv("DELAYQ_HORIZON_SEED")) seed = std::strtoull(env, nullptr, 10);
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+  std::vector<SessionId> sessions;
+  for (int i = 0; i < 3; ++i) {
+    SessionId sa = a->OpenSession(), sb = b->OpenSession();
+    ASSERT_EQ(sa, sb);
+    sessions.push_back(sa);
+    for (const char* t : {"t0", "t1"}) {
+      ASSERT_TRUE(a->Watch(sa, t).ok());
+      ASSERT_TRUE(b->Watch(sb, t).ok());
+    }
+  }
+  const char* topics[] = {"t0", "t1"};
+  int ops = 1500, cold_seen = 0;
+  if (const char* env = std::getenv("DELAYQ_HORIZON_OPS")) ops = std::atoi(env);
+  for (int i = 0; i < ops; ++i) {
+    SessionId s = sessions[pick(3)];
+    std::string topic = topics[pick(2)];
+    JobId id = 1 + pick(a->engine().next_id());
+    std::string key = pick(3) == 0 ? "k" + std::to_string(pick(8)) : "";
+    uint64_t op = pick(100);
+    std::function<std::string(LocalBackend&)> run;
+    if (op < 30) {
+      PutRequest r;
+      r.topic = topic;
+      r.key = key;
+      r.priority = static_cast<uint32_t>(pick(4));
+      TimeMs delays[] = {0, 500, 1'999, 2'001, 5'000, 20'000};
+      r.delay_ms = delays[pick(6)];
+      r.ttr_ms = 1'000 + static_cast<TimeMs>(pick(4'000));
+      if (pick(4) == 0) r.backoff = Backoff::Exponential(1'500, 8'000);
+      std::string body = "b" + std::to_string(i);
+      r.body = body;
+      run = [&, r](LocalBackend& x) { return Put(x, s, r); };
+    } else if (op < 45) {
+      run = [&](LocalBackend& x) { return Reserve(x, s); };
+    } else if (op < 52) {
+      run = [&](LocalBackend& x) {
+        return Change(x, [&](LocalBackend& y, Done d) { y.Delete(s, id, d); });
+      };
+    } else if (op < 57) {
+      run = [&](LocalBackend& x) {
+        return Change(x, [&](LocalBackend& y, Done d) {
+          y.DeleteByKey(s, topic, "k" + std::to_string(pick(8)), d);
+        });
+      };
+    } else if (op < 65) {
+      TimeMs delay = pick(2) ? 0 : 1'000 * static_cast<TimeMs>(pick(10));
+      run = [&, delay](LocalBackend& x) {
+        return Await([&](auto reply) {
+          x.Release(s, id, 3, delay, [reply](Result<JobState> st) {
+            reply(st.ok() ? std::string(JobStateName(*st)) : Show(st.status()));
+          });
+        });
+      };
+    } else if (op < 68) {
+      run = [&](LocalBackend& x) {
+        return Change(x, [&](LocalBackend& y, Done d) { y.Bury(s, id, 2, d); });
+      };
+    } else if (op < 72) {
+      uint64_t bound = 1 + pick(4);
+      run = [&, bound](LocalBackend& x) {
+        return Count(x, [&](LocalBackend& y, Callback<uint64_t> d) { y.Kick(s, topic, bound, d); });
+      };
+    } else if (op < 75) {
+      run = [&](LocalBackend& x) {
+        return Change(x, [&](LocalBackend& y, Done d) { y.KickJob(s, id, d); });
+      };
+    } else if (op < 79) {
+      run = [&](LocalBackend& x) { return Peek(x, Backend::PeekKind::kId, id, topic); };
+    } else if (op < 81) {
+      run = [&](LocalBackend& x) {
+        return Peek(x, Backend::PeekKind::kKey, 0, topic, "k" + std::to_string(pick(8)));
+      };
+    } else if (op < 84) {
+      run = [&](LocalBackend& x) { return Peek(x, Backend::PeekKind::kDelayed, 0, topic); };
+    } else if (op < 87) {
+      run = [&](LocalBackend& x) { return StatsJob(x, id); };
+    } else if (op < 88) {
+      run = [&](LocalBackend& x) {
+        return Count(x, [&](LocalBackend& y, Callback<uint64_t> d) {
+          y.ClearTopic(s, topic, pick(2) ? kClearDelayed : kClearAll, d);
+        });
+      };
+    } else if (op < 90) {
+      run = [&](LocalBackend& x) {
+        return Await([&](auto reply) {
+          x.ReserveJob(s, id, [reply](Status st, Jobs jobs) { reply(Show(st, jobs)); });
+        });
+      };
+    } else {
+      TimeMs step = static_cast<TimeMs>(pick(1'200));
+      run = [&, step](LocalBackend& x) {
+        if (&x == a.get()) clock_.now += step;  // once for both
+        x.Poll();
+        return std::string("advanced");
+      };
+    }
+    // The random picks inside `run` must be the same for both backends.
+    auto saved = rng;
+    std::string got_a = run(*a);
+    auto after_a = rng;
+    rng = saved;
+    std::string got_b = run(*b);
+    ASSERT_EQ(rng, after_a);
+    ASSERT_EQ(got_a, got_b) << "operation " << i << " (kind " << op << ")";
+    cold_seen += a->engine().ColdJobs() > 0;
+    EngineStats sa = a->engine().Stats(Now()), sb = b->engine().Stats(Now());
+    ASSERT_EQ(std::tie(sa.ready, sa.reserved, sa.delayed, sa.buried, sa.total_jobs),
+              std::tie(sb.ready, sb.reserved, sb.delayed, sb.buried, sb.total_jobs))
+        << "operation " << i;
+    ASSERT_EQ(a->engine().CheckInvariants(), "") << "operation " << i;
+  }
+  EXPECT_GT(cold_seen, ops / 4) << "the horizon must have held jobs on disk for a good part";
 }
 
 }  // namespace

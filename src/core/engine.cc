@@ -715,7 +715,6 @@ class Engine::Impl {
   }
 
  public:
-
   std::string CheckInvariants() const;
 
   size_t MemoryUsage() const {
@@ -1187,7 +1186,7 @@ class Engine::Impl {
 
   uint64_t n_ready_ = 0, n_urgent_ = 0, n_reserved_ = 0, n_delayed_ = 0, n_buried_ = 0;
   uint64_t n_cold_ = 0;
-  TimeMs horizon_ = kNever;  // the common horizon mark (SetHorizon)
+  TimeMs horizon_ = kNever;      // the common horizon mark (SetHorizon)
   std::vector<JobId> to_evict_;  // delayed this call, maybe beyond the mark
   std::vector<ColdJob> evicted_;
   uint64_t total_jobs_ = 0, job_timeouts_ = 0;

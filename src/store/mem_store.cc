@@ -1,5 +1,7 @@
 #include "store/mem_store.h"
 
+#include <algorithm>
+
 namespace delayq::store {
 
 Status MemStore::Apply(const std::vector<Mutation>& batch) {
@@ -55,13 +57,42 @@ Status MemStore::NoteMaxId(JobId id) {
   return Status::Ok();
 }
 
-bool MemStore::Get(JobId id, JobRecord* record, std::string* body) const {
+Status MemStore::GetJob(JobId id, JobRecord* record, std::string* body) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = jobs_.find(id);
-  if (it == jobs_.end()) return false;
+  if (it == jobs_.end()) return Status::NotFound();
   if (record != nullptr) *record = it->second.record;
   if (body != nullptr) *body = it->second.body;
-  return true;
+  return Status::Ok();
+}
+
+Status MemStore::FindKey(std::string_view topic, std::string_view key, JobId* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [job_id, stored] : jobs_) {
+    if (!key.empty() && stored.record.topic == topic && stored.record.key == key) {
+      *id = job_id;
+      return Status::Ok();
+    }
+  }
+  return Status::NotFound();
+}
+
+Status MemStore::ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                         const std::function<bool(DueMark)>& visit) {
+  std::vector<DueMark> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, stored] : jobs_) {
+      const JobRecord& r = stored.record;
+      DueMark m{r.due_ms, id};
+      if (r.state == JobState::kDelayed && r.topic == topic && m > after && r.due_ms <= through)
+        due.push_back(m);
+    }
+  }
+  std::sort(due.begin(), due.end());
+  for (DueMark m : due)
+    if (!visit(m)) break;
+  return Status::Ok();
 }
 
 size_t MemStore::size() const {

@@ -23,9 +23,11 @@ class MemStore final : public Store {
               JobId* max_id) override;
   Status NoteMaxId(JobId id) override;
   uint64_t ApproximateJobs() const override { return size(); }
+  Status GetJob(JobId id, JobRecord* record, std::string* body) override;
+  Status FindKey(std::string_view topic, std::string_view key, JobId* id) override;
+  Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                 const std::function<bool(DueMark)>& visit) override;
 
-  // For tests: the stored record of `id`, if any.
-  bool Get(JobId id, JobRecord* record, std::string* body) const;
   size_t size() const;
   uint64_t applies() const;
 
@@ -40,15 +42,37 @@ class MemStore final : public Store {
   uint64_t applies_ = 0;
 };
 
-class FaultyStore final : public Store {
+// Passes every call to another store; tests override what they intercept.
+class ForwardingStore : public Store {
  public:
-  explicit FaultyStore(Store& inner) : inner_(inner) {}
-
-  Status Apply(const std::vector<Mutation>& batch) override;
+  explicit ForwardingStore(Store& inner) : inner_(inner) {}
+  Status Apply(const std::vector<Mutation>& batch) override { return inner_.Apply(batch); }
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override {
     return inner_.Load(job, max_id);
   }
+  Status NoteMaxId(JobId id) override { return inner_.NoteMaxId(id); }
+  uint64_t ApproximateJobs() const override { return inner_.ApproximateJobs(); }
+  Status GetJob(JobId id, JobRecord* record, std::string* body) override {
+    return inner_.GetJob(id, record, body);
+  }
+  Status FindKey(std::string_view topic, std::string_view key, JobId* id) override {
+    return inner_.FindKey(topic, key, id);
+  }
+  Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                 const std::function<bool(DueMark)>& visit) override {
+    return inner_.ScanDue(topic, after, through, visit);
+  }
+
+ protected:
+  Store& inner_;
+};
+
+class FaultyStore final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+
+  Status Apply(const std::vector<Mutation>& batch) override;
   Status NoteMaxId(JobId id) override;
 
   // While set, every write fails with kUnavailable ("no space left").
@@ -60,7 +84,6 @@ class FaultyStore final : public Store {
  private:
   // kUnavailable when this write is to fail (and counts it).
   Status Injected();
-  Store& inner_;
   std::atomic<bool> full_{false};
   std::atomic<int> fail_next_{0};
   std::atomic<uint64_t> failures_{0};

@@ -164,8 +164,9 @@ std::string JobKey(JobId id) {
   return k;
 }
 
-std::string DueKey(TimeMs due, JobId id) {
-  std::string k;
+std::string DueKey(std::string_view topic, TimeMs due, JobId id) {
+  std::string k(topic);
+  k.push_back('\0');                             // topics never contain NUL
   PutBigEndian(&k, static_cast<uint64_t>(due));  // due >= 0: sorts as unsigned
   PutBigEndian(&k, id);
   return k;
@@ -184,10 +185,11 @@ bool ParseJobKey(std::string_view key, JobId* id) {
   return true;
 }
 
-bool ParseDueKey(std::string_view key, TimeMs* due, JobId* id) {
-  if (key.size() != 16) return false;
-  *due = static_cast<TimeMs>(GetBigEndian(key.substr(0, 8)));
-  *id = GetBigEndian(key.substr(8));
+bool ParseDueKey(std::string_view key, std::string_view* topic, TimeMs* due, JobId* id) {
+  if (key.size() < 18 || key[key.size() - 17] != '\0') return false;
+  *topic = key.substr(0, key.size() - 17);
+  *due = static_cast<TimeMs>(GetBigEndian(key.substr(key.size() - 16, 8)));
+  *id = GetBigEndian(key.substr(key.size() - 8));
   return true;
 }
 

@@ -25,14 +25,14 @@ void EncodeJobValue(const JobRecord& record, std::string_view body, std::string*
 Status DecodeJobValue(std::string_view value, JobRecord* record, std::string_view* body);
 
 // Keys: a job by id (8 bytes, big-endian, so ids sort numerically); the due
-// index (due then id, big-endian: a scan from the start yields the soonest);
-// the user-key index (topic, NUL, key).
+// index (topic, NUL, then due and id big-endian: a scan of a topic's prefix
+// yields its soonest jobs first); the user-key index (topic, NUL, key).
 std::string JobKey(JobId id);
-std::string DueKey(TimeMs due, JobId id);
+std::string DueKey(std::string_view topic, TimeMs due, JobId id);
 std::string UserKey(std::string_view topic, std::string_view key);
 // Return false when the key has the wrong size.
 bool ParseJobKey(std::string_view key, JobId* id);
-bool ParseDueKey(std::string_view key, TimeMs* due, JobId* id);
+bool ParseDueKey(std::string_view key, std::string_view* topic, TimeMs* due, JobId* id);
 
 }  // namespace delayq::store
 

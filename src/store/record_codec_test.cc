@@ -111,15 +111,26 @@ TEST(RecordCodec, KeysSortAsTheirNumbers) {
   std::vector<std::pair<TimeMs, JobId>> due = {
       {5, 9}, {5, 10}, {256, 1}, {1'700'000'000'000, 2}, {0, UINT64_MAX}, {255, 300}};
   std::vector<std::string> keys;
-  for (auto [d, id] : due) keys.push_back(DueKey(d, id));
+  for (auto [d, id] : due) keys.push_back(DueKey("t", d, id));
+  // Another topic's entries, and one whose name extends "t", sort apart.
+  keys.push_back(DueKey("t2", 0, 1));
+  keys.push_back(DueKey("s", UINT32_MAX, 1));
   std::sort(due.begin(), due.end());
   std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys.front(), DueKey("s", UINT32_MAX, 1));
+  EXPECT_EQ(keys.back(), DueKey("t2", 0, 1));
   for (size_t i = 0; i < due.size(); ++i) {
+    std::string_view topic;
     TimeMs d;
     JobId id;
-    ASSERT_TRUE(ParseDueKey(keys[i], &d, &id));
+    ASSERT_TRUE(ParseDueKey(keys[i + 1], &topic, &d, &id));
+    EXPECT_EQ(topic, "t");
     EXPECT_EQ(std::make_pair(d, id), due[i]);
   }
+  std::string_view topic;
+  TimeMs d;
+  JobId parsed;
+  EXPECT_FALSE(ParseDueKey(std::string(17, 'x'), &topic, &d, &parsed));  // no NUL
   EXPECT_LT(JobKey(255), JobKey(256));
   JobId id;
   ASSERT_TRUE(ParseJobKey(JobKey(0x0102030405060708), &id));

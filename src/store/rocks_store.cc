@@ -1,9 +1,14 @@
 #include "store/rocks_store.h"
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/utilities/table_properties_collectors.h>
 #include <rocksdb/write_batch.h>
+#include <rocksdb/write_buffer_manager.h>
 
 #include <chrono>
 #include <cstdarg>
@@ -63,24 +68,96 @@ uint64_t ReadBigEndian(std::string_view s) {
   return v;
 }
 
+// Tuned for a queue (docs/storage.md, "Compaction and memory"): every job is
+// put once, updated a few times and deleted, on ever-growing ids. Disk use
+// follows the live jobs, memory stays bounded however many wait on disk.
+//
+// One block cache for every family, index and filter blocks included (else
+// they are held beside it for every table, tens of MB at 10 million jobs).
+constexpr size_t kBlockCacheBytes = size_t{32} << 20;
+// One budget for the memtables of every family: past it the oldest is flushed.
+constexpr size_t kMemtableBudgetBytes = size_t{64} << 20;
+// A log file goes only once every family has flushed what it holds, and
+// almost every batch writes max_id to the default family: without a limit
+// old logs pile up to gigabytes. Past it, the families they hold are flushed.
+constexpr uint64_t kMaxLogBytes = uint64_t{64} << 20;
+
+enum class Family { kMeta, kJobs, kDue, kKeys };
+
+rocksdb::DBOptions DbOptions() {
+  rocksdb::DBOptions o;
+  o.write_buffer_manager = std::make_shared<rocksdb::WriteBufferManager>(kMemtableBudgetBytes);
+  o.max_total_wal_size = kMaxLogBytes;
+  // Every flush and compaction appends to the MANIFEST: start a new one at
+  // 16 MB, not 1 GB.
+  o.max_manifest_file_size = uint64_t{16} << 20;
+  return o;
+}
+
+rocksdb::ColumnFamilyOptions FamilyOptions(Family family,
+                                           const std::shared_ptr<rocksdb::Cache>& cache) {
+  rocksdb::ColumnFamilyOptions o;
+  rocksdb::BlockBasedTableOptions t;
+  t.block_cache = cache;
+  t.cache_index_and_filter_blocks = true;
+  // Every lookup reads the level-0 tables (they overlap): keep theirs.
+  t.pin_l0_filter_and_index_blocks_in_cache = true;
+  t.optimize_filters_for_memory = true;
+  // Level targets follow the last level: space amplification stays about
+  // 1.1 as the store grows and shrinks, and a small store compacts straight
+  // into the last level, where tombstones are dropped.
+  o.level_compaction_dynamic_level_bytes = true;
+  // A queue deletes as much as it writes: a table that is mostly tombstones
+  // is compacted at once, down to the values they delete, and both go.
+  o.table_properties_collector_factories.push_back(
+      rocksdb::NewCompactOnDeletionCollectorFactory(1024, 512, 0.5));
+  // Jobs never expire in RocksDB: no rewriting of old tables on a timer
+  // (both default to 30 days).
+  o.ttl = 0;
+  o.periodic_compaction_seconds = 0;
+  switch (family) {
+    case Family::kJobs:
+      o.write_buffer_size = size_t{32} << 20;
+      t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+      // Updates and deletes find their job, and a new id lies beyond every
+      // table: no filter on the last level, which holds most of the jobs.
+      o.optimize_filters_for_hits = true;
+      break;
+    case Family::kKeys:
+      o.write_buffer_size = size_t{16} << 20;
+      // A put with a key looks it up, and it is usually not there.
+      t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+      break;
+    case Family::kDue:
+      o.write_buffer_size = size_t{16} << 20;  // scanned in order: no filter
+      break;
+    case Family::kMeta:
+      o.write_buffer_size = size_t{4} << 20;  // two keys
+      break;
+  }
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
 }  // namespace
 
 RocksStore::RocksStore(const RocksStoreOptions& options) : options_(options) {}
 
 Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& options) {
   std::unique_ptr<RocksStore> store(new RocksStore(options));
-  rocksdb::Options db_options;
+  rocksdb::DBOptions db_options = DbOptions();
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
   db_options.info_log = std::make_shared<StderrLogger>();
   // A torn last record is what a crash leaves; damage before it is an error.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(kBlockCacheBytes);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-      {"jobs", rocksdb::ColumnFamilyOptions()},
-      {"due", rocksdb::ColumnFamilyOptions()},
-      {"keys", rocksdb::ColumnFamilyOptions()}};
+      {rocksdb::kDefaultColumnFamilyName, FamilyOptions(Family::kMeta, cache)},
+      {"jobs", FamilyOptions(Family::kJobs, cache)},
+      {"due", FamilyOptions(Family::kDue, cache)},
+      {"keys", FamilyOptions(Family::kKeys, cache)}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, families, &handles, &db);
@@ -177,7 +254,7 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
     Known* k = nullptr;
     if (Status st = lookup(r.id, &k); !st.ok()) return st;
     if (k->present && k->record.state == JobState::kDelayed)
-      wb.Delete(due_, DueKey(k->record.due_ms, r.id));
+      wb.Delete(due_, DueKey(k->record.topic, k->record.due_ms, r.id));
     if (m.kind == Mutation::Kind::kDelete) {
       if (k->present && !k->record.key.empty())
         wb.Delete(keys_, UserKey(k->record.topic, k->record.key));
@@ -193,7 +270,7 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
     value.clear();
     EncodeJobValue(r, k->body, &value);
     wb.Put(jobs_, JobKey(r.id), value);
-    if (r.state == JobState::kDelayed) wb.Put(due_, DueKey(r.due_ms, r.id), "");
+    if (r.state == JobState::kDelayed) wb.Put(due_, DueKey(r.topic, r.due_ms, r.id), "");
     if (!r.key.empty()) wb.Put(keys_, UserKey(r.topic, r.key), JobKey(r.id));
     k->present = true;
     k->record = r;
@@ -239,6 +316,49 @@ Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string
   }
   if (!it->status().ok()) return FromRocks(it->status(), "reading the jobs");
   *max_id = highest;
+  return Status::Ok();
+}
+
+Status RocksStore::GetJob(JobId id, JobRecord* record, std::string* body) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), jobs_, JobKey(id), &value);
+  if (s.IsNotFound()) return Status::NotFound();
+  if (!s.ok()) return FromRocks(s, "reading job " + std::to_string(id));
+  std::string_view stored_body;
+  if (Status st = DecodeJobValue(value, record, &stored_body); !st.ok())
+    return Status::Corruption("job " + std::to_string(id) + ": " + st.message());
+  body->assign(stored_body);
+  return Status::Ok();
+}
+
+Status RocksStore::FindKey(std::string_view topic, std::string_view key, JobId* id) {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), keys_, UserKey(topic, key), &value);
+  if (s.IsNotFound()) return Status::NotFound();
+  if (!s.ok()) return FromRocks(s, "reading a key");
+  if (!ParseJobKey(value, id)) return Status::Corruption("a key names no job id");
+  return Status::Ok();
+}
+
+Status RocksStore::ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                           const std::function<bool(DueMark)>& visit) {
+  // The topic's entries: "topic\0..." up to, not including, "topic\1".
+  std::string end(topic);
+  end.push_back('\1');
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, due_));
+  for (it->Seek(DueKey(topic, after.due, after.id)); it->Valid(); it->Next()) {
+    std::string_view key_topic;
+    DueMark m;
+    if (!ParseDueKey(it->key().ToStringView(), &key_topic, &m.due, &m.id) || key_topic != topic)
+      return Status::Corruption("a due-index key of " + std::to_string(it->key().size()) +
+                                " bytes");
+    if (m <= after) continue;
+    if (m.due > through || !visit(m)) break;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the due index");
   return Status::Ok();
 }
 

@@ -39,6 +39,10 @@ class RocksStore final : public Store {
               JobId* max_id) override;
   Status NoteMaxId(JobId id) override;
   uint64_t ApproximateJobs() const override;
+  Status GetJob(JobId id, JobRecord* record, std::string* body) override;
+  Status FindKey(std::string_view topic, std::string_view key, JobId* id) override;
+  Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                 const std::function<bool(DueMark)>& visit) override;
 
  private:
   explicit RocksStore(const RocksStoreOptions& options);

@@ -1,8 +1,9 @@
 // Durability behind one interface (docs/storage.md). A store applies the
 // engine's mutations in order and loads the jobs back at start.
 //
-// Thread: a store is used by one thread at a time (the writer thread of the
-// Local backend, or the loop thread at recovery).
+// Thread: a store is written by one thread at a time (the writer thread of
+// the Local backend, or the loop thread at recovery); the reads of the
+// horizon may run on one other thread meanwhile.
 #ifndef DELAYQ_STORE_STORE_H_
 #define DELAYQ_STORE_STORE_H_
 
@@ -41,6 +42,20 @@ class Store {
 
   // About how many jobs are stored (for recovery's progress); 0: unknown.
   virtual uint64_t ApproximateJobs() const { return 0; }
+
+  // ---- Reads of the horizon (docs/storage.md, "The horizon") ------------
+  // These run on the loop thread while the writer thread may be in Apply;
+  // they see the store as some Apply left it.
+
+  // kNotFound when the store holds no job `id`.
+  virtual Status GetJob(JobId id, JobRecord* record, std::string* body) = 0;
+  // kNotFound when no stored job of `topic` has `key`.
+  virtual Status FindKey(std::string_view topic, std::string_view key, JobId* id) = 0;
+  // Visits the stored delayed jobs of `topic` after `after` in (due, id)
+  // order, while their due time is at most `through`, until `visit`
+  // returns false.
+  virtual Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
+                         const std::function<bool(DueMark)>& visit) = 0;
 };
 
 }  // namespace delayq::store
