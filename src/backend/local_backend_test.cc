@@ -617,6 +617,7 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
     std::string topic = topics[pick(2)];
     JobId id = 1 + pick(a->engine().next_id());
     std::string key = pick(3) == 0 ? "k" + std::to_string(pick(8)) : "";
+    std::string body = "b" + std::to_string(i);  // outlives `run` (a put holds a view)
     uint64_t op = pick(100);
     std::function<std::string(LocalBackend&)> run;
     if (op < 30) {
@@ -628,7 +629,6 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
       r.delay_ms = delays[pick(6)];
       r.ttr_ms = 1'000 + static_cast<TimeMs>(pick(4'000));
       if (pick(4) == 0) r.backoff = Backoff::Exponential(1'500, 8'000);
-      std::string body = "b" + std::to_string(i);
       r.body = body;
       run = [&, r](LocalBackend& x) { return Put(x, s, r); };
     } else if (op < 45) {
