@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "store/record_codec.h"
 #include "store/rocks_store.h"
@@ -65,10 +67,14 @@ DiskUse Measure(const std::string& dir) {
     if (stat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // deleted meanwhile
     uint64_t bytes = std::max<uint64_t>(st.st_size, uint64_t(st.st_blocks) * 512);
     std::string name = e.path().filename();
-    if (name.ends_with(".sst")) use.sst += bytes;
-    else if (name.ends_with(".log")) use.log += bytes;
-    else if (name.starts_with("MANIFEST")) use.manifest += bytes;
-    else use.other += bytes;
+    if (name.ends_with(".sst"))
+      use.sst += bytes;
+    else if (name.ends_with(".log"))
+      use.log += bytes;
+    else if (name.starts_with("MANIFEST"))
+      use.manifest += bytes;
+    else
+      use.other += bytes;
   }
   return use;
 }
@@ -124,7 +130,7 @@ class Churn {
     return 0;
   }
   static std::string Body(JobId id) {
-    // Incompressible, like most payloads: compression must not hide growth.
+    // Incompressible: compression must not hide growth.
     std::string b(kBodyBytes, '\0');
     uint64_t x = id * 0x9E3779B97F4A7C15ull;
     for (char& c : b) {
@@ -242,8 +248,9 @@ TEST_F(CompactionTest, DiskUseFollowsTheLiveJobsUnderEndlessChurn) {
   JobId max_id = 0;
   Status st = store->Load(
       [&](const JobRecord& r, std::string_view body) {
-        if (r.id != expect) return Status::Internal("loaded job " + std::to_string(r.id) +
-                                                    ", expected " + std::to_string(expect));
+        if (r.id != expect)
+          return Status::Internal("loaded job " + std::to_string(r.id) + ", expected " +
+                                  std::to_string(expect));
         JobRecord want = churn.Record(r.id, churn.Stage(r.id, now));
         if (!(r == want) || body != Churn::Body(r.id))
           return Status::Internal("job " + std::to_string(r.id) + " differs");

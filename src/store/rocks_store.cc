@@ -73,7 +73,7 @@ uint64_t ReadBigEndian(std::string_view s) {
 // follows the live jobs, memory stays bounded however many wait on disk.
 //
 // One block cache for every family, index and filter blocks included (else
-// they are held beside it for every table, tens of MB at 10 million jobs).
+// they are held beside it for every table: 20 MB for 10 million jobs).
 constexpr size_t kBlockCacheBytes = size_t{32} << 20;
 // One budget for the memtables of every family: past it the oldest is flushed.
 constexpr size_t kMemtableBudgetBytes = size_t{64} << 20;
@@ -115,8 +115,8 @@ rocksdb::ColumnFamilyOptions FamilyOptions(Family family,
   // is compacted at once, down to the values they delete, and both go.
   o.table_properties_collector_factories.push_back(
       rocksdb::NewCompactOnDeletionCollectorFactory(1024, 512, 0.5));
-  // Jobs never expire in RocksDB: no rewriting of old tables on a timer
-  // (both default to 30 days).
+  // Jobs are deleted, they never expire: no rewriting of old tables on a
+  // timer (both default to 30 days).
   o.ttl = 0;
   o.periodic_compaction_seconds = 0;
   switch (family) {
