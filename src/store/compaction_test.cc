@@ -218,11 +218,15 @@ TEST_F(CompactionTest, DiskUseFollowsTheLiveJobsUnderEndlessChurn) {
                 static_cast<unsigned long long>(now), live_bytes / 1e6, use.ToString().c_str(),
                 RssBytes() / 1e6);
     std::fflush(stdout);
-    bool ok = use.sst <= kLiveFactor * live_bytes + kTableAllowance &&
-              use.total() - use.sst <= kLogAllowance;
-    EXPECT_TRUE(ok) << when << " after " << now << " jobs: " << use.ToString() << " for "
-                    << live_bytes / 1e6 << " MB of live jobs";
-    return ok;
+    const uint64_t table_bound = kLiveFactor * live_bytes + kTableAllowance;
+    EXPECT_LE(use.sst, table_bound)
+        << "tables outgrow " << kLiveFactor << " times the live jobs plus "
+        << (kTableAllowance >> 20) << " MB (" << when << ", after " << now
+        << " jobs): " << use.ToString();
+    EXPECT_LE(use.total() - use.sst, kLogAllowance)
+        << "the log and the rest outgrow " << (kLogAllowance >> 20) << " MB (" << when << ", after "
+        << now << " jobs): " << use.ToString();
+    return use.sst <= table_bound && use.total() - use.sst <= kLogAllowance;
   };
 
   const uint64_t checkpoint = total / 20;
