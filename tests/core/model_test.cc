@@ -93,20 +93,6 @@ const char* CodeStr(Code c) {
   return "?";
 }
 
-const char* StateStr(JobState s) {
-  switch (s) {
-    case JobState::kReady:
-      return "ready";
-    case JobState::kDelayed:
-      return "delayed";
-    case JobState::kReserved:
-      return "reserved";
-    case JobState::kBuried:
-      return "buried";
-  }
-  return "?";
-}
-
 std::string TimeStr(TimeMs t) { return t == kNever ? std::string("never") : std::to_string(t); }
 
 std::string BackoffStr(const Backoff& b) {
@@ -133,14 +119,14 @@ std::string Fmt(const Status& s) { return CodeStr(s.code()); }
 std::string Fmt(const JobView& v) {
   std::ostringstream o;
   o << "view{id=" << v.id << " topic=" << v.topic << " key=" << v.key << " body=" << v.body
-    << " state=" << StateStr(v.state) << " pri=" << v.priority << "}";
+    << " state=" << JobStateName(v.state) << " pri=" << v.priority << "}";
   return o.str();
 }
 
 std::string Fmt(const JobStats& s) {
   std::ostringstream o;
   o << "jobstats{id=" << s.id << " topic=" << s.topic << " key=" << s.key
-    << " state=" << StateStr(s.state) << " pri=" << s.priority << " created=" << s.created_ms
+    << " state=" << JobStateName(s.state) << " pri=" << s.priority << " created=" << s.created_ms
     << " age=" << s.age_ms << " delay=" << s.delay_ms << " ttr=" << s.ttr_ms
     << " time_left=" << s.time_left_ms << " due=" << s.due_ms << " reserves=" << s.reserves
     << " timeouts=" << s.timeouts << " releases=" << s.releases << " buries=" << s.buries
@@ -169,7 +155,7 @@ std::string Fmt(const EngineStats& s) {
 
 std::string Fmt(const PutResult& r) {
   std::ostringstream o;
-  o << "put{id=" << r.id << " created=" << r.created << " state=" << StateStr(r.state) << "}";
+  o << "put{id=" << r.id << " created=" << r.created << " state=" << JobStateName(r.state) << "}";
   return o.str();
 }
 
@@ -181,7 +167,7 @@ std::string Fmt(const std::vector<JobId>& ids) {
   return o.str();
 }
 
-std::string Fmt(JobState s) { return StateStr(s); }
+std::string Fmt(JobState s) { return std::string(JobStateName(s)); }
 std::string Fmt(uint64_t n) { return std::to_string(n); }
 
 template <typename T>
@@ -192,11 +178,12 @@ std::string Fmt(const Result<T>& r) {
 
 std::string FmtRecord(const JobRecord& r) {
   std::ostringstream o;
-  o << "id=" << r.id << " topic=" << r.topic << " key=" << r.key << " state=" << StateStr(r.state)
-    << " pri=" << r.priority << " due=" << r.due_ms << " created=" << r.created_ms
-    << " delay=" << r.delay_ms << " ttr=" << r.ttr_ms << " reserves=" << r.reserves
-    << " timeouts=" << r.timeouts << " releases=" << r.releases << " buries=" << r.buries
-    << " kicks=" << r.kicks << " max_tries=" << r.max_tries << " backoff=" << BackoffStr(r.backoff);
+  o << "id=" << r.id << " topic=" << r.topic << " key=" << r.key
+    << " state=" << JobStateName(r.state) << " pri=" << r.priority << " due=" << r.due_ms
+    << " created=" << r.created_ms << " delay=" << r.delay_ms << " ttr=" << r.ttr_ms
+    << " reserves=" << r.reserves << " timeouts=" << r.timeouts << " releases=" << r.releases
+    << " buries=" << r.buries << " kicks=" << r.kicks << " max_tries=" << r.max_tries
+    << " backoff=" << BackoffStr(r.backoff);
   return o.str();
 }
 
@@ -233,7 +220,7 @@ std::string DiffRecord(const JobRecord& e, const JobRecord& r) {
   field("id", e.id, r.id);
   field("topic", e.topic, r.topic);
   field("key", e.key, r.key);
-  field("state", StateStr(e.state), StateStr(r.state));
+  field("state", JobStateName(e.state), JobStateName(r.state));
   field("priority", e.priority, r.priority);
   field("due_ms", e.due_ms, r.due_ms);
   field("created_ms", e.created_ms, r.created_ms);
