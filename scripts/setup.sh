@@ -25,6 +25,7 @@ PACKAGES=(
   libtomlplusplus-dev # config file
   libcli11-dev        # command-line flags
   librocksdb-dev      # the embedded store
+  libhiredis-dev      # RESP client of the Redis backend
   # tests and benchmarks
   libgtest-dev
   libgmock-dev
@@ -32,6 +33,7 @@ PACKAGES=(
   beanstalkd          # the peer the load benchmark compares against
   ruby-beaneater      # a real beanstalkd client for the black-box tests
   ruby                # runs it (ruby-beaneater does not depend on ruby)
+  redis-server        # the Redis the Redis backend's tests start
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):
 # keep a Node.js that is already there (it may not be Debian's, and Debian's

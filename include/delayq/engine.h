@@ -205,6 +205,10 @@ class Engine {
 // Topic names: 1..200 bytes of A-Za-z0-9-+/;.$_() not starting with '-'.
 bool IsValidTopicName(std::string_view name);
 
+// A back-off a job may carry: a list of 1..64 delays in 0..kMaxDelayMs, or
+// exponential with 0 < base <= cap <= kMaxDelayMs. kInvalidArgument otherwise.
+Status ValidateBackoff(const Backoff& b);
+
 }  // namespace delayq
 
 #endif  // DELAYQ_ENGINE_H_

@@ -37,6 +37,22 @@ namespace {
 
 bool ValidDelay(TimeMs d) { return d >= 0 && d <= kMaxDelayMs; }
 
+
+std::string BackoffKey(const Backoff& b) {
+  std::string k(1, static_cast<char>(b.kind));
+  auto add = [&k](TimeMs v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  add(b.base_ms);
+  add(b.cap_ms);
+  for (TimeMs d : b.delays_ms) add(d);
+  return k;
+}
+
+bool DueBefore(const Job* a, const Job* b) {
+  return a->due != b->due ? a->due < b->due : a->id < b->id;
+}
+
+}  // namespace
+
 Status ValidateBackoff(const Backoff& b) {
   switch (b.kind) {
     case Backoff::Kind::kNone:
@@ -55,21 +71,6 @@ Status ValidateBackoff(const Backoff& b) {
   }
   return Status::InvalidArgument("unknown back-off kind");
 }
-
-std::string BackoffKey(const Backoff& b) {
-  std::string k(1, static_cast<char>(b.kind));
-  auto add = [&k](TimeMs v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };
-  add(b.base_ms);
-  add(b.cap_ms);
-  for (TimeMs d : b.delays_ms) add(d);
-  return k;
-}
-
-bool DueBefore(const Job* a, const Job* b) {
-  return a->due != b->due ? a->due < b->due : a->id < b->id;
-}
-
-}  // namespace
 
 class Engine::Impl {
  public:

@@ -1,0 +1,1219 @@
+#include "backend/redis_backend.h"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <charconv>
+#include <cstdio>
+#include <random>
+
+#include "delayq/engine.h"
+
+namespace delayq::backend {
+
+namespace {
+
+using redis::Script;
+
+constexpr JobId kSeqMask = (JobId{1} << RedisBackend::kSeqBits) - 1;
+// Topics served per reserve script when several sessions wait on one topic.
+constexpr size_t kWaitersPerScript = 32;
+// Jobs a clear script deletes at once.
+constexpr int kClearChunk = 1000;
+
+std::string_view Str(const redisReply* r) {
+  if (r == nullptr || r->str == nullptr) return {};
+  return std::string_view(r->str, r->len);
+}
+
+int64_t Int(const redisReply* r) {
+  if (r == nullptr) return 0;
+  if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+  int64_t v = 0;
+  std::string_view s = Str(r);
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+const redisReply* At(const redisReply* r, size_t i) {
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY || i >= r->elements) return nullptr;
+  return r->element[i];
+}
+
+size_t Size(const redisReply* r) {
+  return r != nullptr && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+}
+
+JobState StateOf(std::string_view s) {
+  if (s == "d") return JobState::kDelayed;
+  if (s == "u") return JobState::kReserved;
+  if (s == "b") return JobState::kBuried;
+  return JobState::kReady;
+}
+
+std::string Member(JobId seq) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%013llu", static_cast<unsigned long long>(seq));
+  return buf;
+}
+
+std::string EncodeBackoff(const Backoff& b) {
+  switch (b.kind) {
+    case Backoff::Kind::kNone:
+      return "";
+    case Backoff::Kind::kList: {
+      std::string s = "L:";
+      for (size_t i = 0; i < b.delays_ms.size(); ++i) {
+        if (i > 0) s += ',';
+        s += std::to_string(b.delays_ms[i]);
+      }
+      return s;
+    }
+    case Backoff::Kind::kExponential:
+      return "E:" + std::to_string(b.base_ms) + ":" + std::to_string(b.cap_ms);
+  }
+  return "";
+}
+
+Status Unexpected(std::string_view what) {
+  return Status::Internal("redis: unexpected reply to " + std::string(what));
+}
+
+// A reserved job as a script returned it, owned until handed out.
+struct Got {
+  JobId id = 0;
+  std::string topic, key, body;
+  uint32_t priority = 0;
+  TimeMs deadline = 0;
+};
+
+JobId JobIdOf(uint64_t topic_no, std::string_view member) {
+  JobId seq = 0;
+  std::from_chars(member.data(), member.data() + member.size(), seq);
+  return (topic_no << RedisBackend::kSeqBits) | seq;
+}
+
+// The reserved job at r[i..i+4] (member, key, body, priority, deadline).
+Got GotAt(uint64_t topic_no, const std::string& topic, const redisReply* r, size_t i) {
+  Got g;
+  g.id = JobIdOf(topic_no, Str(At(r, i)));
+  g.topic = topic;
+  g.key = std::string(Str(At(r, i + 1)));
+  g.body = std::string(Str(At(r, i + 2)));
+  g.priority = static_cast<uint32_t>(Int(At(r, i + 3)));
+  g.deadline = Int(At(r, i + 4));
+  return g;
+}
+
+std::vector<JobView> Views(const std::vector<Got>& got) {
+  std::vector<JobView> v;
+  v.reserve(got.size());
+  for (const Got& g : got)
+    v.push_back(JobView{g.id, g.topic, g.key, g.body, JobState::kReserved, g.priority});
+  return v;
+}
+
+}  // namespace
+
+Result<RedisAddress> ParseRedisUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "redis://";
+  if (url.substr(0, kScheme.size()) != kScheme)
+    return Status::InvalidArgument("a Redis address is redis://host[:port][/db]");
+  std::string_view rest = url.substr(kScheme.size());
+  RedisAddress a;
+  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+    if (!db.empty()) {
+      auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), a.db);
+      if (ec != std::errc() || p != db.data() + db.size() || a.db < 0)
+        return Status::InvalidArgument("bad database number in " + std::string(url));
+    }
+  }
+  if (size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    std::string_view port = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), a.port);
+    if (ec != std::errc() || p != port.data() + port.size() || a.port < 1 || a.port > 65535)
+      return Status::InvalidArgument("bad port in " + std::string(url));
+  }
+  if (rest.empty()) return Status::InvalidArgument("no host in " + std::string(url));
+  a.host = std::string(rest);
+  return a;
+}
+
+RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock)
+    : io_(io),
+      options_(std::move(options)),
+      clock_(clock),
+      wake_timer_(io),
+      sweep_timer_(io),
+      registry_names_("dq:{dq}:topics"),
+      registry_numbers_("dq:{dq}:topic-names") {
+  info_.name = "redis";
+  info_.max_job_size = options_.max_job_size;
+  if (options_.instance_id.empty()) {
+    std::random_device rd;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+    options_.instance_id = buf;
+  }
+  RedisClient::Options co;
+  co.host = options_.address.host;
+  co.port = options_.address.port;
+  co.on_connect = [this] {
+    if (options_.address.db != 0) {
+      std::string db = std::to_string(options_.address.db);
+      client_->Command({"SELECT", db}, [](const redisReply*) {});
+    }
+    for (size_t i = 0; i < redis::kScriptCount; ++i)
+      client_->Command({"SCRIPT", "LOAD", redis::Source(static_cast<Script>(i))},
+                       [](const redisReply*) {});
+    if (options_.on_connection) options_.on_connection(true, "");
+  };
+  co.on_disconnect = [this](const std::string& error) {
+    if (options_.on_connection) options_.on_connection(false, error);
+  };
+  client_ = std::make_unique<RedisClient>(io_, co);
+  RedisClient::Options so;
+  so.host = co.host;
+  so.port = co.port;
+  so.subscriber = true;
+  so.on_message = [this](std::string_view channel, std::string_view) {
+    // dq:{topic}:wake
+    constexpr std::string_view kHead = "dq:{", kTail = "}:wake";
+    if (channel.size() <= kHead.size() + kTail.size()) return;
+    ServeTopic(
+        std::string(channel.substr(kHead.size(), channel.size() - kHead.size() - kTail.size())));
+  };
+  subscriber_ = std::make_unique<RedisClient>(io_, so);
+}
+
+RedisBackend::~RedisBackend() {
+  wake_timer_.cancel();
+  sweep_timer_.cancel();
+  for (auto& [id, s] : sessions_)
+    if (s.wait_timer) s.wait_timer->cancel();
+}
+
+void RedisBackend::Start() {
+  client_->Start();
+  subscriber_->Start();
+  Sweep();
+}
+
+bool RedisBackend::connected() const { return client_->connected(); }
+
+std::string RedisBackend::Owner(SessionId sid) const {
+  return options_.instance_id + ":" + std::to_string(sid);
+}
+
+JobId RedisBackend::IdOf(const Topic& t, std::string_view member) const {
+  return JobIdOf(t.no, member);
+}
+
+template <typename F>
+F RedisBackend::Guard(SessionId sid, F done) {
+  if (sid == 0) return done;
+  std::weak_ptr<bool> alive = alive_;
+  return [this, alive, sid, done = std::move(done)](auto&&... args) {
+    if (alive.expired() || sessions_.count(sid) == 0) return;
+    done(std::forward<decltype(args)>(args)...);
+  };
+}
+
+// ---- topics ----------------------------------------------------------------
+
+RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
+  auto it = topics_.find(name);
+  if (it != topics_.end()) return *it->second;
+  auto t = std::make_unique<Topic>();
+  t->name = name;
+  t->prefix = "dq:{" + name + "}:";
+  for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "meta"})
+    t->keys.push_back(t->prefix + k);
+  Topic& ref = *t;
+  topics_.emplace(name, std::move(t));
+  return ref;
+}
+
+void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
+  if (t.no != 0) return then(Status::Ok());
+  t.on_registered.push_back(std::move(then));
+  if (t.on_registered.size() > 1) return;
+  Topic* tp = &t;
+  RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name}, false,
+         [this, tp](Status st, const redisReply* r) {
+           if (st.ok()) {
+             if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0) {
+               st = Unexpected("the topic registry");
+             } else {
+               tp->no = static_cast<uint64_t>(r->integer);
+               by_number_[tp->no] = tp;
+             }
+           }
+           auto waiting = std::move(tp->on_registered);
+           tp->on_registered.clear();
+           for (auto& f : waiting) f(st);
+         });
+}
+
+void RedisBackend::TopicByNumber(uint64_t no, std::function<void(Status, Topic*)> then) {
+  if (auto it = by_number_.find(no); it != by_number_.end()) return then(Status::Ok(), it->second);
+  std::string n = std::to_string(no);
+  client_->Command({"HGET", registry_numbers_, n}, [this, no, then](const redisReply* r) {
+    if (r == nullptr) return then(Status::Unavailable("redis: not connected"), nullptr);
+    if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
+    if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
+    Topic& t = GetTopic(std::string(Str(r)));
+    t.no = no;
+    by_number_[no] = &t;
+    then(Status::Ok(), &t);
+  });
+}
+
+void RedisBackend::TopicByName(const std::string& name, std::function<void(Status, Topic*)> then) {
+  if (auto it = topics_.find(name); it != topics_.end() && it->second->no != 0)
+    return then(Status::Ok(), it->second.get());
+  client_->Command({"HGET", registry_names_, name}, [this, name, then](const redisReply* r) {
+    if (r == nullptr) return then(Status::Unavailable("redis: not connected"), nullptr);
+    if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
+    Topic& t = GetTopic(name);
+    t.no = static_cast<uint64_t>(Int(r));
+    by_number_[t.no] = &t;
+    then(Status::Ok(), &t);
+  });
+}
+
+void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::string)> then) {
+  uint64_t no = id >> kSeqBits;
+  JobId seq = id & kSeqMask;
+  if (no == 0 || seq == 0) return then(Status::Ok(), nullptr, "");
+  TopicByNumber(no, [seq, then](Status st, Topic* t) { then(st, t, Member(seq)); });
+}
+
+void RedisBackend::RefreshRegistry(std::function<void()> then) {
+  client_->Command({"HGETALL", registry_numbers_}, [this, then](const redisReply* r) {
+    for (size_t i = 0; i + 1 < Size(r); i += 2) {
+      uint64_t no = static_cast<uint64_t>(Int(At(r, i)));
+      if (no == 0 || by_number_.count(no)) continue;
+      Topic& t = GetTopic(std::string(Str(At(r, i + 1))));
+      t.no = no;
+      by_number_[no] = &t;
+    }
+    then();
+  });
+}
+
+// ---- scripts ---------------------------------------------------------------
+
+void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<std::string> args,
+                          bool retried, std::function<void(Status, const redisReply*)> done) {
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  std::string nkeys = std::to_string(keys.size());
+  argv.push_back(retried ? "EVAL" : "EVALSHA");
+  argv.push_back(retried ? redis::Source(sc) : redis::Sha(sc));
+  argv.push_back(nkeys);
+  for (const std::string& k : keys) argv.push_back(k);
+  for (const std::string& a : args) argv.push_back(a);
+  std::weak_ptr<bool> alive = alive_;
+  client_->Command(argv, [this, alive, sc, keys = std::move(keys), args = std::move(args), retried,
+                          done = std::move(done)](const redisReply* r) mutable {
+    if (alive.expired()) return;
+    if (r == nullptr) {
+      std::string why = client_->last_error().empty() ? "not connected" : client_->last_error();
+      return done(Status::Unavailable("redis " + client_->address() + ": " + why), nullptr);
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      std::string_view e = Str(r);
+      if (!retried && e.substr(0, 8) == "NOSCRIPT")
+        return RunRaw(sc, std::move(keys), std::move(args), true, std::move(done));
+      return done(Status::Internal("redis: " + std::string(e)), nullptr);
+    }
+    done(Status::Ok(), r);
+  });
+}
+
+void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, ReplyFn done) {
+  args.insert(args.begin(), t.prefix);
+  Topic* tp = &t;
+  RunRaw(sc, t.keys, std::move(args), false,
+         [this, tp, done = std::move(done)](Status st, const redisReply* r) {
+           if (!st.ok()) return done(st, nullptr);
+           if (Size(r) != 2) return done(Unexpected("a script"), nullptr);
+           int64_t w = Int(At(r, 0));
+           NoteWake(*tp, w < 0 ? kNever : w);
+           done(Status::Ok(), At(r, 1));
+         });
+}
+
+// ---- timing ----------------------------------------------------------------
+
+void RedisBackend::NoteWake(Topic& t, TimeMs when) {
+  if (t.wake == when) return;
+  if (t.wake != kNever) wakes_.erase({t.wake, t.name});
+  t.wake = when;
+  if (when != kNever) wakes_.emplace(when, t.name);
+  ArmWakeTimer();
+}
+
+void RedisBackend::ArmWakeTimer() {
+  if (wakes_.empty()) return;
+  // At least a millisecond ahead: Redis's clock may run a little behind.
+  TimeMs at = std::max(wakes_.begin()->first, Now() + 1);
+  if (wake_timer_at_ != kNever && wake_timer_at_ <= at) return;
+  wake_timer_at_ = at;
+  wake_timer_.expires_at(clock_.SteadyAt(at));
+  std::weak_ptr<bool> alive = alive_;
+  wake_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    OnWakeTimer();
+  });
+}
+
+void RedisBackend::OnWakeTimer() {
+  wake_timer_at_ = kNever;
+  TimeMs now = Now();
+  std::vector<std::string> due;
+  while (!wakes_.empty() && wakes_.begin()->first <= now) {
+    due.push_back(wakes_.begin()->second);
+    wakes_.erase(wakes_.begin());
+  }
+  for (const std::string& name : due) {
+    Topic& t = GetTopic(name);
+    t.wake = kNever;
+    Run(Script::kTick, t, {}, [](Status, const redisReply*) {});
+  }
+  ArmWakeTimer();
+}
+
+void RedisBackend::Sweep() {
+  std::weak_ptr<bool> alive = alive_;
+  if (client_->connected()) {
+    RefreshRegistry([this, alive] {
+      if (alive.expired()) return;
+      for (auto& [name, t] : topics_) {
+        if (t->no == 0) continue;
+        Topic* tp = t.get();
+        Run(Script::kTick, *tp, {}, [this, tp](Status st, const redisReply*) {
+          if (st.ok()) TryWaiters(*tp);
+        });
+      }
+    });
+  }
+  sweep_timer_.expires_after(std::chrono::milliseconds(options_.sweep_ms));
+  sweep_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (!ec && !alive.expired()) Sweep();
+  });
+}
+
+// ---- sessions --------------------------------------------------------------
+
+SessionId RedisBackend::OpenSession() {
+  SessionId id = next_session_++;
+  sessions_.emplace(id, Session{});
+  Topic& d = GetTopic("default");
+  d.using_count++;
+  d.watching++;
+  return id;
+}
+
+void RedisBackend::CloseSession(SessionId sid) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  EndWait(s);
+  std::string owner = Owner(sid);
+  for (auto& [id, held] : s.held) {
+    Topic& t = GetTopic(held.topic);
+    Run(Script::kReturn, t, {Member(id & kSeqMask), owner, "0"}, [](Status, const redisReply*) {});
+  }
+  GetTopic(s.used).using_count--;
+  for (const std::string& w : s.watched) GetTopic(w).watching--;
+  sessions_.erase(it);
+}
+
+Status RedisBackend::Use(SessionId sid, std::string_view topic) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return Status::NotFound("no such session");
+  if (!IsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
+  Session& s = it->second;
+  GetTopic(s.used).using_count--;
+  s.used = std::string(topic);
+  GetTopic(s.used).using_count++;
+  return Status::Ok();
+}
+
+Result<size_t> RedisBackend::Watch(SessionId sid, std::string_view topic) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return Status::NotFound("no such session");
+  if (!IsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
+  Session& s = it->second;
+  if (std::find(s.watched.begin(), s.watched.end(), topic) == s.watched.end()) {
+    s.watched.emplace_back(topic);
+    GetTopic(s.watched.back()).watching++;
+  }
+  return s.watched.size();
+}
+
+Result<size_t> RedisBackend::Ignore(SessionId sid, std::string_view topic) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return Status::NotFound("no such session");
+  if (!IsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
+  Session& s = it->second;
+  auto w = std::find(s.watched.begin(), s.watched.end(), topic);
+  if (w == s.watched.end()) return s.watched.size();
+  if (s.watched.size() == 1) return Status::NotIgnored();
+  GetTopic(*w).watching--;
+  s.watched.erase(w);
+  return s.watched.size();
+}
+
+std::string RedisBackend::UsedTopic(SessionId sid) const {
+  auto it = sessions_.find(sid);
+  return it == sessions_.end() ? std::string() : it->second.used;
+}
+
+std::vector<std::string> RedisBackend::WatchedTopics(SessionId sid) const {
+  auto it = sessions_.find(sid);
+  return it == sessions_.end() ? std::vector<std::string>() : it->second.watched;
+}
+
+void RedisBackend::NoteHeld(SessionId sid, const std::string& topic, JobId id, TimeMs deadline) {
+  auto it = sessions_.find(sid);
+  if (it != sessions_.end()) it->second.held[id] = Held{topic, deadline};
+}
+
+void RedisBackend::Forget(JobId id) {
+  // Held maps are small (the jobs a connection holds); the job is in at
+  // most one of them.
+  for (auto& [sid, s] : sessions_)
+    if (s.held.erase(id) > 0) return;
+}
+
+// ---- producing -------------------------------------------------------------
+
+void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> done) {
+  done = Guard(sid, std::move(done));
+  if (r.body.size() > options_.max_job_size)
+    return done(Status::JobTooBig("job body exceeds the maximum size"));
+  if (r.ttr_ms < 1 || r.ttr_ms > kMaxDelayMs)
+    return done(Status::InvalidArgument("ttr out of range"));
+  if (r.key.size() > kMaxKeyLength)
+    return done(Status::InvalidArgument("key longer than 200 bytes"));
+  TimeMs now = Now();
+  if (r.run_at) {
+    if (*r.run_at < 0 || *r.run_at - now > kMaxDelayMs)
+      return done(Status::InvalidArgument("run_at out of range"));
+  } else if (r.delay_ms < 0 || r.delay_ms > kMaxDelayMs) {
+    return done(Status::InvalidArgument("delay out of range"));
+  }
+  if (Status st = ValidateBackoff(r.backoff); !st.ok()) return done(st);
+  std::string name;
+  if (!r.topic.empty()) {
+    if (!IsValidTopicName(r.topic)) return done(Status::InvalidArgument("bad topic name"));
+    name = std::string(r.topic);
+  } else if (auto it = sessions_.find(sid); it != sessions_.end()) {
+    name = it->second.used;
+  } else {
+    name = "default";
+  }
+  std::vector<std::string> args{name,
+                                std::string(r.body),
+                                std::to_string(r.priority),
+                                std::to_string(r.delay_ms),
+                                r.run_at ? std::to_string(*r.run_at) : std::string(),
+                                std::to_string(r.ttr_ms),
+                                std::string(r.key),
+                                std::to_string(r.max_tries),
+                                EncodeBackoff(r.backoff)};
+  Topic& t = GetTopic(name);
+  Topic* tp = &t;
+  Register(t, [this, tp, args = std::move(args), done = std::move(done)](Status st) mutable {
+    if (!st.ok()) return done(st);
+    Run(Script::kPut, *tp, std::move(args), [this, tp, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      if (Size(r) != 3) return done(Unexpected("put"));
+      PutResult res;
+      res.created = Int(At(r, 0)) == 1;
+      res.id = IdOf(*tp, Str(At(r, 1)));
+      res.state = StateOf(Str(At(r, 2)));
+      if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
+      done(res);
+    });
+  });
+}
+
+// ---- consuming -------------------------------------------------------------
+
+void RedisBackend::TryReserve(
+    SessionId sid, std::vector<std::string> topics, uint32_t count, bool detach,
+    std::function<void(Status, std::vector<JobView>, std::vector<std::string>)> done) {
+  // Reserves from one topic; `then` gets the jobs (owned).
+  auto reserve_from = [this, sid, count, detach](
+                          Topic* tp, std::function<void(Status, std::vector<Got>)> then) {
+    std::string owner = detach ? std::string() : Owner(sid);
+    Run(Script::kReserve, *tp, {owner, std::to_string(count)},
+        [this, tp, sid, detach, then](Status st, const redisReply* r) {
+          std::vector<Got> got;
+          if (!st.ok()) return then(st, got);
+          if (Size(r) == 0) return then(Unexpected("reserve"), got);
+          for (size_t i = 1; i + 5 < Size(r); i += 6) {
+            Got g = GotAt(tp->no, tp->name, r, i);
+            if (!detach) NoteHeld(sid, tp->name, g.id, g.deadline);
+            got.push_back(std::move(g));
+          }
+          then(Status::Ok(), std::move(got));
+        });
+  };
+  auto finish = [done](Status st, std::vector<Got> got) {
+    std::vector<JobView> views = Views(got);
+    std::vector<std::string> owned;  // keeps nothing extra; views point into `got`
+    done(st, views, owned);
+  };
+  // Registers every topic first (a topic nobody put to has no jobs: skip it).
+  auto remaining = std::make_shared<size_t>(topics.size());
+  auto failed = std::make_shared<Status>();
+  auto candidates = std::make_shared<std::vector<std::pair<std::pair<int64_t, JobId>, Topic*>>>();
+  auto after_tops = [reserve_from, finish, candidates, failed]() {
+    if (!failed->ok()) return finish(*failed, {});
+    if (candidates->empty()) return finish(Status::Ok(), {});
+    std::sort(candidates->begin(), candidates->end());
+    reserve_from(candidates->front().second, finish);
+  };
+  if (topics.size() == 1) {
+    Topic* tp = &GetTopic(topics.front());
+    return Register(*tp, [tp, reserve_from, finish](Status st) {
+      if (!st.ok()) return finish(st, {});
+      reserve_from(tp, finish);
+    });
+  }
+  for (const std::string& name : topics) {
+    Topic* tp = &GetTopic(name);
+    Register(*tp, [this, tp, remaining, failed, candidates, after_tops](Status st) {
+      auto one_done = [remaining, after_tops] {
+        if (--*remaining == 0) after_tops();
+      };
+      if (!st.ok()) {
+        *failed = st;
+        return one_done();
+      }
+      Run(Script::kTop, *tp, {},
+          [this, tp, failed, candidates, one_done](Status st, const redisReply* r) {
+            if (!st.ok()) {
+              *failed = st;
+            } else if (Size(r) == 2) {
+              candidates->push_back({{Int(At(r, 0)), IdOf(*tp, Str(At(r, 1)))}, tp});
+            }
+            one_done();
+          });
+    });
+  }
+}
+
+bool RedisBackend::DeadlineSoon(Session& s) {
+  TimeMs now = Now();
+  for (auto it = s.held.begin(); it != s.held.end();) {
+    if (it->second.deadline <= now) {
+      it = s.held.erase(it);  // its TTR ran out: it is not ours any more
+    } else {
+      if (it->second.deadline - now <= kDeadlineSafetyMarginMs) return true;
+      ++it;
+    }
+  }
+  return false;
+}
+
+void RedisBackend::Reserve(const ReserveRequest& r, JobsDone done) {
+  auto it = sessions_.find(r.session);
+  if (it == sessions_.end()) return done(Status::NotFound("no such session"), {});
+  Session& s = it->second;
+  EndWait(s);
+  SessionId sid = r.session;
+  uint32_t count = std::max<uint32_t>(1, r.count);
+  TimeMs timeout = r.timeout_ms;
+  bool detach = r.detach;
+  done = Guard(sid, std::move(done));
+  TryReserve(sid, s.watched, count, detach,
+             [this, sid, count, timeout, detach, done](Status st, std::vector<JobView> views,
+                                                       std::vector<std::string>) {
+               if (!st.ok()) return done(st, {});
+               if (!views.empty()) return done(Status::Ok(), views);
+               auto it = sessions_.find(sid);
+               if (it == sessions_.end()) return;
+               Session& s = it->second;
+               if (DeadlineSoon(s)) return done(Status::DeadlineSoon(), {});
+               if (timeout == 0) return done(Status::TimedOut(), {});
+               s.waiting = true;
+               s.wait_gen++;
+               s.wait_count = count;
+               s.wait_detach = detach;
+               s.wait_deadline =
+                   timeout < 0 ? kNever : Now() + std::min<TimeMs>(timeout, kMaxDelayMs);
+               s.wait_done = done;
+               StartWait(sid);
+             });
+}
+
+void RedisBackend::StartWait(SessionId sid) {
+  Session& s = sessions_.at(sid);
+  for (const std::string& name : s.watched) {
+    Topic& t = GetTopic(name);
+    t.waiters.emplace_back(sid, s.wait_gen);
+    if (!t.subscribed) {
+      subscriber_->Subscribe(t.prefix + "wake");
+      t.subscribed = true;
+    }
+  }
+  ArmWaitTimer(sid);
+  // A job that became ready between the attempt and now sent its wake-up
+  // to nobody: look once more.
+  for (const std::string& name : s.watched) TryWaiters(GetTopic(name));
+}
+
+void RedisBackend::EndWait(Session& s) {
+  if (!s.waiting) return;
+  s.waiting = false;
+  s.wait_done = nullptr;
+  if (s.wait_timer) s.wait_timer->cancel();
+  // Entries left in the topics' waiter lists are skipped by generation.
+}
+
+void RedisBackend::CancelReserve(SessionId sid) {
+  if (auto it = sessions_.find(sid); it != sessions_.end()) EndWait(it->second);
+}
+
+void RedisBackend::ArmWaitTimer(SessionId sid) {
+  Session& s = sessions_.at(sid);
+  TimeMs w = s.wait_deadline;
+  for (const auto& [id, h] : s.held) w = std::min(w, h.deadline - kDeadlineSafetyMarginMs);
+  if (w == kNever) return;
+  if (!s.wait_timer) s.wait_timer = std::make_unique<boost::asio::steady_timer>(io_);
+  s.wait_timer->expires_at(clock_.SteadyAt(w));
+  uint64_t gen = s.wait_gen;
+  std::weak_ptr<bool> alive = alive_;
+  s.wait_timer->async_wait([this, alive, sid, gen](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    OnWaitTimer(sid, gen);
+  });
+}
+
+void RedisBackend::OnWaitTimer(SessionId sid, uint64_t gen) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  if (!s.waiting || s.wait_gen != gen) return;
+  Status st;
+  if (DeadlineSoon(s)) {
+    st = Status::DeadlineSoon();
+  } else if (Now() >= s.wait_deadline) {
+    st = Status::TimedOut();
+  } else {
+    return ArmWaitTimer(sid);
+  }
+  JobsDone done = std::move(s.wait_done);
+  EndWait(s);
+  if (done) done(st, {});
+}
+
+void RedisBackend::ServeTopic(const std::string& name) {
+  auto it = topics_.find(name);
+  if (it != topics_.end()) TryWaiters(*it->second);
+}
+
+void RedisBackend::TryWaiters(Topic& t) {
+  if (t.serving) {
+    t.serve_again = true;
+    return;
+  }
+  // The live waiters, oldest first (stale entries are dropped).
+  std::vector<std::pair<SessionId, uint64_t>> batch;
+  auto live = [this](const std::pair<SessionId, uint64_t>& w) {
+    auto it = sessions_.find(w.first);
+    return it != sessions_.end() && it->second.waiting && it->second.wait_gen == w.second;
+  };
+  while (!t.waiters.empty() && !live(t.waiters.front())) t.waiters.pop_front();
+  for (const auto& w : t.waiters) {
+    if (batch.size() >= kWaitersPerScript) break;
+    if (live(w)) batch.push_back(w);
+  }
+  if (batch.empty() || t.no == 0) return;
+  std::vector<std::string> args;
+  for (const auto& [sid, gen] : batch) {
+    const Session& s = sessions_.at(sid);
+    args.push_back(s.wait_detach ? std::string() : Owner(sid));
+    args.push_back(std::to_string(s.wait_count));
+  }
+  t.serving = true;
+  t.serve_again = false;
+  Topic* tp = &t;
+  Run(Script::kReserve, t, std::move(args),
+      [this, tp, batch, live](Status st, const redisReply* r) {
+        tp->serving = false;
+        if (!st.ok() || Size(r) == 0 || Str(At(r, 0)) != "ok") return;
+        // Jobs per waiter, in the order served.
+        std::vector<std::vector<Got>> per(batch.size());
+        for (size_t i = 1; i + 5 < Size(r); i += 6) {
+          size_t w = static_cast<size_t>(Int(At(r, i + 5)));
+          if (w >= batch.size()) continue;
+          per[w].push_back(GotAt(tp->no, tp->name, r, i));
+        }
+        bool all_served = true;
+        for (size_t w = 0; w < batch.size(); ++w) {
+          if (per[w].empty()) {
+            all_served = false;
+            continue;
+          }
+          auto [sid, gen] = batch[w];
+          if (!live(batch[w])) {
+            // The wait ended while the script ran: give the jobs back.
+            for (const Got& g : per[w])
+              Run(Script::kReturn, *tp,
+                  {Member(g.id & kSeqMask),
+                   sessions_.count(sid) && !sessions_.at(sid).wait_detach ? Owner(sid)
+                                                                          : std::string(),
+                   "1"},
+                  [](Status, const redisReply*) {});
+            continue;
+          }
+          Session& s = sessions_.at(sid);
+          if (!s.wait_detach)
+            for (const Got& g : per[w]) s.held[g.id] = Held{g.topic, g.deadline};
+          JobsDone done = std::move(s.wait_done);
+          EndWait(s);
+          std::vector<JobView> views = Views(per[w]);
+          if (done) done(Status::Ok(), views);
+        }
+        if (tp->serve_again || (all_served && !tp->waiters.empty())) TryWaiters(*tp);
+      });
+}
+
+void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return done(Status::NotFound("no such session"), {});
+  EndWait(it->second);
+  done = Guard(sid, std::move(done));
+  ForJob(id, [this, sid, id, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st, {});
+    if (t == nullptr) return done(Status::NotFound(), {});
+    Run(Script::kReserveJob, *t, {member, Owner(sid)},
+        [this, t, sid, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st, {});
+          if (Size(r) < 5) return done(Status::NotFound(), {});
+          Got g = GotAt(t->no, t->name, r, 0);
+          NoteHeld(sid, t->name, id, g.deadline);
+          std::vector<Got> got{g};
+          std::vector<JobView> views = Views(got);
+          done(Status::Ok(), views);
+        });
+  });
+}
+
+// ---- operations on a job ---------------------------------------------------
+
+void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
+  done = Guard(sid, std::move(done));
+  std::string caller = sid == 0 ? "*" : Owner(sid);
+  ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kDelete, *t, {"id", member, caller},
+        [this, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          if (Int(r) != 1) return done(Status::NotFound());
+          Forget(id);
+          done(Status::Ok());
+        });
+  });
+}
+
+void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::string_view key,
+                               Done done) {
+  done = Guard(sid, std::move(done));
+  if (key.empty()) return done(Status::NotFound());
+  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string k(key);
+  TopicByName(std::string(topic), [this, caller, k, done](Status st, Topic* t) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kDelete, *t, {"key", k, caller}, [done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      done(Int(r) == 1 ? Status::Ok() : Status::NotFound());
+    });
+  });
+}
+
+void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::optional<TimeMs> delay,
+                           Callback<JobState> done) {
+  done = Guard(sid, std::move(done));
+  if (delay && (*delay < 0 || *delay > kMaxDelayMs))
+    return done(Status::InvalidArgument("delay out of range"));
+  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string pri = std::to_string(priority);
+  std::string d = delay ? std::to_string(*delay) : std::string();
+  ForJob(id, [this, id, caller, pri, d, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kRelease, *t, {member, caller, pri, d},
+        [this, t, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          std::string_view s = Str(r);
+          if (s.empty()) return done(Status::NotFound());
+          Forget(id);
+          JobState state = s == "ready"     ? JobState::kReady
+                           : s == "delayed" ? JobState::kDelayed
+                                            : JobState::kBuried;
+          if (state == JobState::kReady) TryWaiters(*t);
+          done(state);
+        });
+  });
+}
+
+void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
+  done = Guard(sid, std::move(done));
+  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string pri = std::to_string(priority);
+  ForJob(id, [this, id, caller, pri, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kBury, *t, {member, caller, pri}, [this, id, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      if (Int(r) != 1) return done(Status::NotFound());
+      Forget(id);
+      done(Status::Ok());
+    });
+  });
+}
+
+void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
+  done = Guard(sid, std::move(done));
+  std::string caller = sid == 0 ? "*" : Owner(sid);
+  ForJob(id, [this, sid, id, caller, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kTouch, *t, {member, caller},
+        [this, sid, id, t, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          TimeMs dl = Int(r);
+          if (dl == 0) return done(Status::NotFound());
+          if (auto it = sessions_.find(sid); it != sessions_.end())
+            if (auto h = it->second.held.find(id); h != it->second.held.end())
+              h->second = Held{t->name, dl};
+          done(Status::Ok());
+        });
+  });
+}
+
+void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
+                        Callback<uint64_t> done) {
+  done = Guard(sid, std::move(done));
+  std::string b = std::to_string(std::min<uint64_t>(bound, uint64_t{1} << 50));
+  TopicByName(std::string(topic), [this, b, done](Status st, Topic* t) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(uint64_t{0});
+    Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      uint64_t n = static_cast<uint64_t>(Int(r));
+      if (n > 0) TryWaiters(*t);
+      done(n);
+    });
+  });
+}
+
+void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
+  done = Guard(sid, std::move(done));
+  ForJob(id, [this, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kKickJob, *t, {member}, [this, t, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      if (Int(r) != 1) return done(Status::NotFound());
+      TryWaiters(*t);
+      done(Status::Ok());
+    });
+  });
+}
+
+// ---- looking ---------------------------------------------------------------
+
+void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view topic,
+                        std::string_view key, JobsDone done) {
+  done = Guard(sid, std::move(done));
+  auto peek = [this, done](Topic* t, std::string what, std::string arg) {
+    Run(Script::kPeek, *t, {what, arg}, [this, t, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st, {});
+      if (Size(r) < 5) return done(Status::NotFound(), {});
+      std::string k(Str(At(r, 1))), b(Str(At(r, 2)));
+      JobView v{IdOf(*t, Str(At(r, 0))),
+                t->name,
+                k,
+                b,
+                StateOf(Str(At(r, 3))),
+                static_cast<uint32_t>(Int(At(r, 4)))};
+      done(Status::Ok(), std::span<const JobView>(&v, 1));
+    });
+  };
+  if (kind == PeekKind::kId) {
+    return ForJob(id, [peek, done](Status st, Topic* t, std::string member) {
+      if (!st.ok()) return done(st, {});
+      if (t == nullptr) return done(Status::NotFound(), {});
+      peek(t, "id", member);
+    });
+  }
+  if (kind == PeekKind::kKey && key.empty()) return done(Status::NotFound(), {});
+  std::string what = kind == PeekKind::kKey       ? "key"
+                     : kind == PeekKind::kReady   ? "ready"
+                     : kind == PeekKind::kDelayed ? "delayed"
+                                                  : "buried";
+  TopicByName(std::string(topic), [peek, done, what, k = std::string(key)](Status st, Topic* t) {
+    if (!st.ok()) return done(st, {});
+    if (t == nullptr) return done(Status::NotFound(), {});
+    peek(t, what, k);
+  });
+}
+
+void RedisBackend::StatsJob(JobId id, Callback<JobStats> done) {
+  ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    Run(Script::kStatsJob, *t, {member}, [id, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      if (Size(r) < 3) return done(Status::NotFound());
+      TimeMs now = Int(At(r, 0));
+      JobStats js;
+      js.id = id;
+      TimeMs due = 0;
+      for (size_t i = 1; i + 1 < Size(r); i += 2) {
+        std::string_view f = Str(At(r, i));
+        const redisReply* v = At(r, i + 1);
+        if (f == "t")
+          js.topic = std::string(Str(v));
+        else if (f == "k")
+          js.key = std::string(Str(v));
+        else if (f == "b")
+          js.body_size = static_cast<uint32_t>(Str(v).size());
+        else if (f == "s")
+          js.state = StateOf(Str(v));
+        else if (f == "p")
+          js.priority = static_cast<uint32_t>(Int(v));
+        else if (f == "due")
+          due = Int(v);
+        else if (f == "c")
+          js.created_ms = Int(v);
+        else if (f == "dl")
+          js.delay_ms = Int(v);
+        else if (f == "ttr")
+          js.ttr_ms = Int(v);
+        else if (f == "rs")
+          js.reserves = static_cast<uint32_t>(Int(v));
+        else if (f == "to")
+          js.timeouts = static_cast<uint32_t>(Int(v));
+        else if (f == "rl")
+          js.releases = static_cast<uint32_t>(Int(v));
+        else if (f == "bu")
+          js.buries = static_cast<uint32_t>(Int(v));
+        else if (f == "ki")
+          js.kicks = static_cast<uint32_t>(Int(v));
+        else if (f == "mt")
+          js.max_tries = static_cast<uint32_t>(Int(v));
+      }
+      js.age_ms = std::max<TimeMs>(0, now - js.created_ms);
+      bool timed = js.state == JobState::kDelayed || js.state == JobState::kReserved;
+      js.due_ms = timed ? due : 0;
+      js.time_left_ms = timed ? std::max<TimeMs>(0, due - now) : 0;
+      done(js);
+    });
+  });
+}
+
+namespace {
+
+TopicStats ParseTopicStats(const std::string& name, const redisReply* r) {
+  TopicStats ts;
+  ts.name = name;
+  ts.ready = static_cast<uint64_t>(Int(At(r, 0)));
+  ts.urgent = static_cast<uint64_t>(Int(At(r, 1)));
+  ts.reserved = static_cast<uint64_t>(Int(At(r, 2)));
+  ts.delayed = static_cast<uint64_t>(Int(At(r, 3)));
+  ts.buried = static_cast<uint64_t>(Int(At(r, 4)));
+  ts.total_jobs = static_cast<uint64_t>(Int(At(r, 5)));
+  ts.cmd_delete = static_cast<uint64_t>(Int(At(r, 6)));
+  ts.cmd_pause = static_cast<uint64_t>(Int(At(r, 7)));
+  ts.pause_ms = Int(At(r, 8));
+  TimeMs until = Int(At(r, 9)), now = Int(At(r, 11));
+  ts.pause_time_left_ms = until > now ? until - now : 0;
+  return ts;
+}
+
+uint64_t JobsIn(const TopicStats& t) { return t.ready + t.reserved + t.delayed + t.buried; }
+
+}  // namespace
+
+void RedisBackend::TopicCounts(
+    std::function<void(Status, std::vector<std::pair<Topic*, TopicStats>>)> done) {
+  RefreshRegistry([this, done] {
+    auto out = std::make_shared<std::vector<std::pair<Topic*, TopicStats>>>();
+    auto failed = std::make_shared<Status>();
+    std::vector<Topic*> registered;
+    for (auto& [name, t] : topics_) {
+      if (t->no != 0) {
+        registered.push_back(t.get());
+      } else {
+        TopicStats ts;
+        ts.name = name;
+        out->emplace_back(t.get(), ts);
+      }
+    }
+    auto remaining = std::make_shared<size_t>(registered.size());
+    auto finish = [this, out, failed, done] {
+      for (auto& [t, ts] : *out) {
+        ts.using_count = t->using_count;
+        ts.watching = t->watching;
+        uint64_t waiting = 0;
+        for (const auto& [sid, s] : sessions_)
+          if (s.waiting &&
+              std::find(s.watched.begin(), s.watched.end(), t->name) != s.watched.end())
+            waiting++;
+        ts.waiting = waiting;
+      }
+      std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
+        auto rank = [](const Topic* t) {
+          return std::make_pair(t->name != "default", t->no == 0 ? ~uint64_t{0} : t->no);
+        };
+        return rank(a.first) < rank(b.first);
+      });
+      done(*failed, std::move(*out));
+    };
+    if (registered.empty()) return finish();
+    for (Topic* t : registered) {
+      Run(Script::kStatsTopic, *t, {},
+          [t, out, failed, remaining, finish](Status st, const redisReply* r) {
+            if (!st.ok()) {
+              *failed = st;
+            } else {
+              out->emplace_back(t, ParseTopicStats(t->name, r));
+            }
+            if (--*remaining == 0) finish();
+          });
+    }
+  });
+}
+
+void RedisBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done) {
+  std::string name(topic);
+  auto local = [this, name]() {
+    auto it = topics_.find(name);
+    return name == "default" ||
+           (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
+  };
+  TopicByName(name, [this, name, local, done](Status st, Topic* t) {
+    if (!st.ok()) return done(st);
+    auto fill_local = [this, name](TopicStats& ts) {
+      Topic& lt = GetTopic(name);
+      ts.using_count = lt.using_count;
+      ts.watching = lt.watching;
+      for (const auto& [sid, s] : sessions_)
+        if (s.waiting && std::find(s.watched.begin(), s.watched.end(), name) != s.watched.end())
+          ts.waiting++;
+    };
+    if (t == nullptr) {
+      if (!local()) return done(Status::NotFound());
+      TopicStats ts;
+      ts.name = name;
+      fill_local(ts);
+      return done(ts);
+    }
+    Run(Script::kStatsTopic, *t, {},
+        [name, local, fill_local, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          TopicStats ts = ParseTopicStats(name, r);
+          fill_local(ts);
+          if (JobsIn(ts) == 0 && !local()) return done(Status::NotFound());
+          done(ts);
+        });
+  });
+}
+
+void RedisBackend::Stats(Callback<EngineStats> done) {
+  TopicCounts([this, done](Status st, std::vector<std::pair<Topic*, TopicStats>> all) {
+    if (!st.ok()) return done(st);
+    EngineStats es;
+    for (const auto& [t, ts] : all) {
+      bool exists = JobsIn(ts) > 0 || ts.using_count > 0 || ts.watching > 0 || t->name == "default";
+      if (exists) es.topics++;
+      es.urgent += ts.urgent;
+      es.ready += ts.ready;
+      es.reserved += ts.reserved;
+      es.delayed += ts.delayed;
+      es.buried += ts.buried;
+      es.total_jobs += ts.total_jobs;
+    }
+    es.sessions = sessions_.size();
+    for (const auto& [sid, s] : sessions_)
+      if (s.waiting) es.waiting++;
+    done(es);
+  });
+}
+
+void RedisBackend::ListTopics(Callback<std::vector<std::string>> done) {
+  TopicCounts([done](Status st, std::vector<std::pair<Topic*, TopicStats>> all) {
+    if (!st.ok()) return done(st);
+    std::vector<std::string> names;
+    for (const auto& [t, ts] : all)
+      if (JobsIn(ts) > 0 || ts.using_count > 0 || ts.watching > 0 || t->name == "default")
+        names.push_back(t->name);
+    done(names);
+  });
+}
+
+// ---- topics ----------------------------------------------------------------
+
+void RedisBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) {
+  if (delay_ms < 0 || delay_ms > kMaxDelayMs)
+    return done(Status::InvalidArgument("pause out of range"));
+  std::string name(topic), d = std::to_string(delay_ms);
+  auto pause = [this, d, done](Topic* t) {
+    Run(Script::kPause, *t, {d}, [this, t, done](Status st, const redisReply*) {
+      if (st.ok()) TryWaiters(*t);
+      done(st);
+    });
+  };
+  TopicByName(name, [this, name, pause, done](Status st, Topic* t) {
+    if (!st.ok()) return done(st);
+    if (t != nullptr) return pause(t);
+    auto it = topics_.find(name);
+    bool local = name == "default" ||
+                 (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
+    if (!local) return done(Status::NotFound());
+    Topic* lt = &GetTopic(name);
+    Register(*lt, [lt, pause, done](Status st) {
+      if (!st.ok()) return done(st);
+      pause(lt);
+    });
+  });
+}
+
+void RedisBackend::ClearTopic(SessionId sid, std::string_view topic, uint8_t mask,
+                              Callback<uint64_t> done) {
+  done = Guard(sid, std::move(done));
+  std::string m = std::to_string(mask & kClearAll);
+  TopicByName(std::string(topic), [this, m, done](Status st, Topic* t) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(Status::NotFound());
+    ClearStep(t, m, 0, done);
+  });
+}
+
+void RedisBackend::ClearStep(Topic* t, std::string mask, uint64_t total, Callback<uint64_t> done) {
+  Run(Script::kClear, *t, {mask, std::to_string(kClearChunk)},
+      [this, t, mask, total, done](Status st, const redisReply* r) {
+        if (!st.ok()) return done(st);
+        int64_t n = Int(r);
+        if (n < kClearChunk) return done(total + static_cast<uint64_t>(n));
+        ClearStep(t, mask, total + static_cast<uint64_t>(n), done);
+      });
+}
+
+}  // namespace delayq::backend

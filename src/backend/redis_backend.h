@@ -1,0 +1,194 @@
+// The Redis backend: the queue's state lives in Redis, and any number of
+// delayqd instances serve it at once (docs/redis-backend.md).
+//
+// Every state change is one atomic Lua script on the job's topic
+// (redis_scripts.h); the keys of a topic share the `{topic}` hash tag.
+// Job ids are unique across instances: a topic number from a registry in
+// Redis (high bits) and the topic's own sequence (low 40 bits), so an id
+// alone names its topic.
+//
+// What an instance keeps for itself: its sessions (used and watched topics,
+// the jobs they hold, a pending reserve). Due jobs and TTRs are applied by
+// whichever instance comes first: each one times the topics it knows of by
+// their next due moment (every script answers it), sweeps every topic
+// every `sweep_ms`, and every script applies what is due before it acts.
+// A waiting reserve is woken by a pub/sub message the scripts publish when
+// a job becomes ready (and by the sweep, should a message be missed).
+//
+// Thread: every method, and `io`, on one thread.
+#ifndef DELAYQ_BACKEND_REDIS_BACKEND_H_
+#define DELAYQ_BACKEND_REDIS_BACKEND_H_
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/clock.h"
+#include "backend/redis_client.h"
+#include "backend/redis_scripts.h"
+
+namespace delayq::backend {
+
+// Parsed `redis://host[:port][/db]`.
+struct RedisAddress {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  int db = 0;
+};
+// kInvalidArgument with the reason for a malformed URL.
+Result<RedisAddress> ParseRedisUrl(std::string_view url);
+
+class RedisBackend final : public Backend {
+ public:
+  struct Options {
+    RedisAddress address;
+    size_t max_job_size = 65535;
+    // Every topic is checked for due jobs and TTRs at least this often,
+    // and waiting reserves retried (a backstop for missed wake-ups).
+    TimeMs sweep_ms = 200;
+    // Names this instance's reservations; random when empty.
+    std::string instance_id;
+    std::function<void(bool connected, const std::string& error)> on_connection;
+  };
+  RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock);
+  ~RedisBackend() override;
+
+  // Connects (and keeps reconnecting). Operations fail with kUnavailable
+  // while there is no connection.
+  void Start();
+  bool connected() const;
+
+  const BackendInfo& info() const override { return info_; }
+
+  SessionId OpenSession() override;
+  void CloseSession(SessionId s) override;
+  Status Use(SessionId s, std::string_view topic) override;
+  Result<size_t> Watch(SessionId s, std::string_view topic) override;
+  Result<size_t> Ignore(SessionId s, std::string_view topic) override;
+  std::string UsedTopic(SessionId s) const override;
+  std::vector<std::string> WatchedTopics(SessionId s) const override;
+
+  void DiscardJobId() override {}
+  void Put(SessionId s, const PutRequest& r, Callback<PutResult> done) override;
+  void Reserve(const ReserveRequest& r, JobsDone done) override;
+  void CancelReserve(SessionId s) override;
+  void ReserveJob(SessionId s, JobId id, JobsDone done) override;
+  void Delete(SessionId s, JobId id, Done done) override;
+  void DeleteByKey(SessionId s, std::string_view topic, std::string_view key, Done done) override;
+  void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
+               Callback<JobState> done) override;
+  void Bury(SessionId s, JobId id, uint32_t priority, Done done) override;
+  void Touch(SessionId s, JobId id, Done done) override;
+  void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
+  void KickJob(SessionId s, JobId id, Done done) override;
+  void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
+            JobsDone done) override;
+  void StatsJob(JobId id, Callback<JobStats> done) override;
+  void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
+  void Stats(Callback<EngineStats> done) override;
+  void ListTopics(Callback<std::vector<std::string>> done) override;
+  void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) override;
+  void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
+                  Callback<uint64_t> done) override;
+
+  TimeMs Now() const override { return clock_.Now(); }
+
+  static constexpr int kSeqBits = 40;
+
+ private:
+  struct Topic {
+    std::string name;
+    uint64_t no = 0;  // 0: not registered yet
+    std::string prefix;
+    std::vector<std::string> keys;                       // the six keys of the scripts
+    TimeMs wake = kNever;                                // keyed in wakes_
+    std::deque<std::pair<SessionId, uint64_t>> waiters;  // (session, wait generation)
+    bool serving = false;
+    bool serve_again = false;
+    bool subscribed = false;
+    uint64_t using_count = 0, watching = 0;
+    std::vector<std::function<void(Status)>> on_registered;
+  };
+  struct Held {
+    std::string topic;
+    TimeMs deadline = 0;
+  };
+  struct Session {
+    std::string used = "default";
+    std::vector<std::string> watched{"default"};
+    std::map<JobId, Held> held;
+    bool waiting = false;
+    uint64_t wait_gen = 0;
+    uint32_t wait_count = 1;
+    bool wait_detach = false;
+    TimeMs wait_deadline = kNever;
+    JobsDone wait_done;
+    std::unique_ptr<boost::asio::steady_timer> wait_timer;
+  };
+  using ReplyFn = std::function<void(Status, const redisReply*)>;
+
+  Topic& GetTopic(const std::string& name);
+  // Runs `then` once the topic has its number (registering it).
+  void Register(Topic& t, std::function<void(Status)> then);
+  // Finds a topic by number (asking the registry when unknown): nullptr
+  // when no topic has it.
+  void TopicByNumber(uint64_t no, std::function<void(Status, Topic*)> then);
+  // Finds a registered topic by name without registering it.
+  void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
+  void ForJob(JobId id, std::function<void(Status, Topic*, std::string member)> then);
+  void Run(redis::Script sc, Topic& t, std::vector<std::string> args, ReplyFn done);
+  void RunRaw(redis::Script sc, std::vector<std::string> keys, std::vector<std::string> args,
+              bool retried, std::function<void(Status, const redisReply*)> done);
+  void NoteWake(Topic& t, TimeMs when);
+  void ArmWakeTimer();
+  void OnWakeTimer();
+  void Sweep();
+  void RefreshRegistry(std::function<void()> then);
+  void ServeTopic(const std::string& name);
+  void TryWaiters(Topic& t);
+  void StartWait(SessionId sid);
+  void EndWait(Session& s);
+  void ArmWaitTimer(SessionId sid);
+  void OnWaitTimer(SessionId sid, uint64_t gen);
+  bool DeadlineSoon(Session& s);
+  // Reserves up to `count` from the best of `topics` for the session.
+  void TryReserve(SessionId sid, std::vector<std::string> topics, uint32_t count, bool detach,
+                  std::function<void(Status, std::vector<JobView>, std::vector<std::string>)> done);
+  std::string Owner(SessionId sid) const;
+  // `done` wrapped so that it is dropped when the session has closed.
+  template <typename F>
+  F Guard(SessionId sid, F done);
+  void NoteHeld(SessionId sid, const std::string& topic, JobId id, TimeMs deadline);
+  void Forget(JobId id);
+  void TopicCounts(std::function<void(Status, std::vector<std::pair<Topic*, TopicStats>>)> done);
+  JobId IdOf(const Topic& t, std::string_view member) const;
+  // Deletes the topic's jobs of `mask` a chunk at a time.
+  void ClearStep(Topic* t, std::string mask, uint64_t total, Callback<uint64_t> done);
+
+  boost::asio::io_context& io_;
+  Options options_;
+  const Clock& clock_;
+  BackendInfo info_;
+  std::unique_ptr<RedisClient> client_, subscriber_;
+  std::unordered_map<std::string, std::unique_ptr<Topic>> topics_;
+  std::unordered_map<uint64_t, Topic*> by_number_;
+  std::unordered_map<SessionId, Session> sessions_;
+  SessionId next_session_ = 1;
+  std::set<std::pair<TimeMs, std::string>> wakes_;
+  boost::asio::steady_timer wake_timer_, sweep_timer_;
+  TimeMs wake_timer_at_ = kNever;
+  std::string registry_names_, registry_numbers_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace delayq::backend
+
+#endif  // DELAYQ_BACKEND_REDIS_BACKEND_H_

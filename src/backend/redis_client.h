@@ -1,0 +1,94 @@
+// One connection to a Redis server, driven by hiredis's asynchronous API on
+// the Asio loop thread (docs/redis-backend.md). Commands are sent in the
+// order issued and their handlers run in that order; nothing blocks the loop.
+//
+// The connection re-establishes itself: when it is lost (Redis restarted, a
+// network error) every command in flight completes with a null reply, and
+// the client connects again after a pause (100 ms, doubling to 2 s), runs
+// `on_connect` (e.g. SELECT, SCRIPT LOAD, SUBSCRIBE) and carries on.
+// Commands issued while disconnected complete at once with a null reply.
+//
+// A subscriber client (`subscriber` true) delivers pub/sub messages to
+// `on_message`; it re-subscribes its channels after a reconnect.
+//
+// Thread: every method, and every handler, on the loop thread.
+#ifndef DELAYQ_BACKEND_REDIS_CLIENT_H_
+#define DELAYQ_BACKEND_REDIS_CLIENT_H_
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct redisAsyncContext;
+struct redisReply;
+
+namespace delayq::backend {
+
+class RedisClient {
+ public:
+  // `reply` is null when the connection failed or was lost before a reply.
+  // It is valid only during the call.
+  using Handler = std::function<void(const redisReply* reply)>;
+
+  struct Options {
+    std::string host = "127.0.0.1";
+    int port = 6379;
+    bool subscriber = false;
+    // Runs on the loop thread after every (re)connect, before commands
+    // issued later; it may issue commands itself.
+    std::function<void()> on_connect;
+    // Runs when the connection is lost (after the in-flight handlers).
+    std::function<void(const std::string& error)> on_disconnect;
+    // Subscriber: a message published on a subscribed channel.
+    std::function<void(std::string_view channel, std::string_view message)> on_message;
+  };
+
+  RedisClient(boost::asio::io_context& io, Options options);
+  ~RedisClient();
+  RedisClient(const RedisClient&) = delete;
+  RedisClient& operator=(const RedisClient&) = delete;
+
+  // Starts connecting (and reconnecting whenever the connection is lost).
+  void Start();
+  bool connected() const { return connected_; }
+  const std::string& last_error() const { return last_error_; }
+  std::string address() const;
+
+  // Sends a command; `done` runs with its reply (or null, see above).
+  void Command(const std::vector<std::string_view>& argv, Handler done);
+
+  // Subscriber only: subscribes now if connected, and after every reconnect.
+  void Subscribe(const std::string& channel);
+  void Unsubscribe(const std::string& channel);
+
+ private:
+  struct Io;  // the socket's watcher, shared with hiredis's hooks
+  void Connect();
+  void ScheduleReconnect();
+  void OnConnected(int status);
+  void OnDisconnected(int status);
+  static void OnReply(redisAsyncContext* ac, void* reply, void* privdata);
+  static void OnPubSub(redisAsyncContext* ac, void* reply, void* privdata);
+  void SendSubscribe(const char* verb, const std::string& channel);
+
+  boost::asio::io_context& io_;
+  Options options_;
+  redisAsyncContext* ctx_ = nullptr;
+  std::shared_ptr<Io> watcher_;
+  bool connected_ = false;
+  bool stopping_ = false;
+  std::string last_error_;
+  std::chrono::milliseconds retry_{100};
+  boost::asio::steady_timer reconnect_timer_;
+  std::set<std::string> channels_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace delayq::backend
+
+#endif  // DELAYQ_BACKEND_REDIS_CLIENT_H_

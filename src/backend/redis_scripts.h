@@ -1,0 +1,52 @@
+// The Lua scripts of the Redis backend (docs/redis-backend.md, "Scripts").
+// Every state change of a job is one of these scripts, run atomically by
+// Redis; all keys a topic script touches carry the topic's `{topic}` hash
+// tag, so a script never crosses Redis Cluster slots.
+#ifndef DELAYQ_BACKEND_REDIS_SCRIPTS_H_
+#define DELAYQ_BACKEND_REDIS_SCRIPTS_H_
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace delayq::backend::redis {
+
+// Topic scripts take KEYS = the topic's six keys (TopicKeys) and ARGV[1] =
+// the topic's key prefix, then their own arguments. Each returns
+// {next_wake, result}: next_wake is the epoch ms at which the topic next
+// has something to do (a due job, a TTR, the end of a pause), or -1.
+enum class Script : size_t {
+  kPut,      // topic, body, priority, delay_ms, run_at|'', ttr_ms, key, max_tries, backoff
+  kReserve,  // (owner, count)...  -> {'ok', member, key, body, priority, deadline, owner-index...}
+  kTop,      // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
+  kReserveJob,  // member, owner -> {} or {member, key, body, priority, deadline}
+  kDelete,      // 'id'|'key', member|key, caller -> 0|1
+  kRelease,     // member, caller, priority, delay_ms|'' -> ''|'ready'|'delayed'|'buried'
+  kBury,        // member, caller, priority -> 0|1
+  kTouch,       // member, caller -> 0|new deadline
+  kKick,        // bound -> count
+  kKickJob,     // member -> 0|1
+  kReturn,      // member, owner -> 0|1 (the owner's connection closed)
+  kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
+                // priority}
+  kStatsJob,    // member -> {} or {now, field, value, ...}
+  kStatsTopic,  // -> {ready, urgent, reserved, delayed, buried, total, cmd_delete, cmd_pause,
+                //     pause_ms, pause_until, timeouts, now}
+  kPause,       // delay_ms -> 1
+  kClear,       // mask, limit -> count
+  kTick,        // -> 0 (applies what is due)
+  kRegister,    // (registry keys) name -> topic number
+  kCount
+};
+
+inline constexpr size_t kScriptCount = static_cast<size_t>(Script::kCount);
+
+// The full source of a script (the shared prelude included).
+const std::string& Source(Script s);
+// Its SHA-1, as EVALSHA wants it (40 lower-case hex digits).
+const std::string& Sha(Script s);
+
+}  // namespace delayq::backend::redis
+
+#endif  // DELAYQ_BACKEND_REDIS_SCRIPTS_H_

@@ -1,0 +1,422 @@
+// The Redis backend against a real redis-server started by the test: every
+// operation, blocking reserves woken across instances, TTR expiry, retries,
+// and a Redis restart under the backend's feet.
+#include "backend/redis_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <optional>
+
+#include "server/redis_process.h"
+
+namespace delayq::backend {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::RedisProcess;
+
+// A job as a reply carried it (the views die with the call).
+struct Job {
+  JobId id = 0;
+  std::string topic, key, body;
+  JobState state = JobState::kReady;
+  uint32_t priority = 0;
+};
+
+struct Jobs {
+  Status status;
+  std::vector<Job> jobs;
+};
+
+class RedisBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(redis_.Start(&error, {"--appendonly", "yes", "--appendfsync", "always"})) << error;
+  }
+
+  std::unique_ptr<RedisBackend> Make(TimeMs sweep_ms = 200) {
+    RedisBackend::Options o;
+    auto addr = ParseRedisUrl(redis_.url());
+    EXPECT_TRUE(addr.ok());
+    o.address = *addr;
+    o.sweep_ms = sweep_ms;
+    auto b = std::make_unique<RedisBackend>(io_, o, clock_);
+    b->Start();
+    EXPECT_TRUE(RunUntil([&] { return b->connected(); }));
+    // The scripts are loaded right after the connection; let them land.
+    RunFor(milliseconds(20));
+    return b;
+  }
+
+  template <typename Pred>
+  bool RunUntil(Pred done, milliseconds timeout = milliseconds(5000)) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      if (io_.stopped()) io_.restart();
+      io_.run_one_for(milliseconds(5));
+    }
+    return true;
+  }
+  void RunFor(milliseconds d) {
+    auto deadline = std::chrono::steady_clock::now() + d;
+    RunUntil([&] { return std::chrono::steady_clock::now() >= deadline; }, d + milliseconds(100));
+  }
+
+  Result<PutResult> Put(Backend& b, SessionId s, std::string body, TimeMs delay = 0,
+                        std::string_view topic = "", std::string_view key = "", TimeMs ttr = 60'000,
+                        uint32_t max_tries = 0, Backoff backoff = {}) {
+    PutRequest r;
+    r.topic = topic;
+    r.body = body;
+    r.delay_ms = delay;
+    r.key = key;
+    r.ttr_ms = ttr;
+    r.max_tries = max_tries;
+    r.backoff = backoff;
+    std::optional<Result<PutResult>> out;
+    b.Put(s, r, [&](Result<PutResult> x) { out = std::move(x); });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+    return out ? *out : Result<PutResult>(Status::Internal("no reply"));
+  }
+
+  static Jobs Own(Status st, backend::Jobs views) {
+    Jobs j{st, {}};
+    for (const JobView& v : views)
+      j.jobs.push_back(Job{v.id, std::string(v.topic), std::string(v.key), std::string(v.body),
+                           v.state, v.priority});
+    return j;
+  }
+
+  Jobs Reserve(Backend& b, SessionId s, TimeMs timeout = 0, uint32_t count = 1, bool detach = false,
+               milliseconds wait = milliseconds(5000)) {
+    std::optional<Jobs> out;
+    b.Reserve(ReserveRequest{s, timeout, count, detach},
+              [&](Status st, backend::Jobs v) { out = Own(st, v); });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }, wait));
+    return out ? *out : Jobs{Status::Internal("no reply"), {}};
+  }
+
+  template <typename F>
+  Status Do(F start) {
+    std::optional<Status> out;
+    start([&](Status st) { out = st; });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+    return out ? *out : Status::Internal("no reply");
+  }
+  template <typename T, typename F>
+  Result<T> Get(F start) {
+    std::optional<Result<T>> out;
+    start([&](Result<T> r) { out = std::move(r); });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+    return out ? *out : Result<T>(Status::Internal("no reply"));
+  }
+  Jobs Peek(Backend& b, Backend::PeekKind kind, JobId id, std::string_view topic = "default",
+            std::string_view key = "") {
+    std::optional<Jobs> out;
+    b.Peek(0, kind, id, topic, key, [&](Status st, backend::Jobs v) { out = Own(st, v); });
+    EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+    return out ? *out : Jobs{Status::Internal("no reply"), {}};
+  }
+  Result<JobStats> StatsJob(Backend& b, JobId id) {
+    return Get<JobStats>([&](Callback<JobStats> cb) { b.StatsJob(id, cb); });
+  }
+  Result<TopicStats> StatsTopic(Backend& b, std::string_view t) {
+    return Get<TopicStats>([&](Callback<TopicStats> cb) { b.StatsTopic(t, cb); });
+  }
+
+  RedisProcess redis_;
+  boost::asio::io_context io_;
+  Clock clock_;
+};
+
+TEST(RedisUrlTest, ParsesAndRejects) {
+  auto a = ParseRedisUrl("redis://10.0.0.2:6380/3");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "10.0.0.2");
+  EXPECT_EQ(a->port, 6380);
+  EXPECT_EQ(a->db, 3);
+  auto b = ParseRedisUrl("redis://localhost");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->port, 6379);
+  EXPECT_EQ(b->db, 0);
+  EXPECT_FALSE(ParseRedisUrl("http://x").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis://:6379").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis://h:0").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis://h:6379/x").ok());
+}
+
+TEST_F(RedisBackendTest, PutReserveDelete) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "hello");
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_TRUE(put->created);
+  EXPECT_EQ(put->state, JobState::kReady);
+  Jobs got = Reserve(*b, s);
+  ASSERT_TRUE(got.status.ok()) << got.status.ToString();
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, put->id);
+  EXPECT_EQ(got.jobs[0].body, "hello");
+  EXPECT_EQ(got.jobs[0].topic, "default");
+  // Nothing else is ready.
+  EXPECT_EQ(Reserve(*b, s).status.code(), Code::kTimedOut);
+  auto st = StatsJob(*b, put->id);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->state, JobState::kReserved);
+  EXPECT_EQ(st->reserves, 1u);
+  EXPECT_EQ(st->body_size, 5u);
+  EXPECT_TRUE(Do([&](Done d) { b->Delete(s, put->id, d); }).ok());
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(StatsJob(*b, put->id).code(), Code::kNotFound);
+  // Ids that name no topic, or no job.
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, 1, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, (JobId{999} << 40) | 1, d); }).code(), Code::kNotFound);
+}
+
+TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  ASSERT_TRUE(b->Use(s, "orders").ok());
+  ASSERT_TRUE(b->Watch(s, "orders").ok());
+  ASSERT_TRUE(b->Ignore(s, "default").ok());
+  std::vector<JobId> ids;
+  for (uint32_t pri : {5u, 1u, 5u, 0u}) {
+    PutRequest r;
+    r.body = "p" + std::to_string(pri);
+    r.priority = pri;
+    auto res = Get<PutResult>([&](Callback<PutResult> cb) { b->Put(s, r, cb); });
+    ASSERT_TRUE(res.ok());
+    ids.push_back(res->id);
+  }
+  std::vector<JobId> order;
+  for (int i = 0; i < 4; ++i) {
+    Jobs j = Reserve(*b, s);
+    ASSERT_EQ(j.jobs.size(), 1u);
+    order.push_back(j.jobs[0].id);
+  }
+  EXPECT_EQ(order, (std::vector<JobId>{ids[3], ids[1], ids[0], ids[2]}));
+}
+
+TEST_F(RedisBackendTest, DelayedJobBecomesReadyOnTime) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "later", 300);
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ(put->state, JobState::kDelayed);
+  EXPECT_EQ(Reserve(*b, s).status.code(), Code::kTimedOut);
+  auto t0 = std::chrono::steady_clock::now();
+  Jobs got = Reserve(*b, s, 5000);
+  auto waited = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
+  EXPECT_EQ(got.jobs[0].id, put->id);
+  EXPECT_GE(waited.count(), 150);  // it was not ready before its time
+}
+
+TEST_F(RedisBackendTest, KeyedPutIsIdempotentAndCancellable) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto a = Put(*b, s, "x", 60'000, "orders", "order-42");
+  ASSERT_TRUE(a.ok());
+  auto again = Put(*b, s, "y", 0, "orders", "order-42");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->id, a->id);
+  EXPECT_EQ(again->state, JobState::kDelayed);
+  Jobs p = Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42");
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].body, "x");
+  EXPECT_TRUE(Do([&](Done d) { b->DeleteByKey(s, "orders", "order-42", d); }).ok());
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42").status.code(),
+            Code::kNotFound);
+  // The key is free again.
+  auto c = Put(*b, s, "z", 0, "orders", "order-42");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->created);
+  EXPECT_NE(c->id, a->id);
+}
+
+TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "job");
+  ASSERT_TRUE(put.ok());
+  JobId id = put->id;
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  EXPECT_TRUE(Do([&](Done d) { b->Touch(s, id, d); }).ok());
+  auto rel = Get<JobState>([&](Callback<JobState> cb) { b->Release(s, id, 7, 10'000, cb); });
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*rel, JobState::kDelayed);
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kDelayed, 0).jobs.at(0).id, id);
+  auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 10, cb); });
+  ASSERT_TRUE(kicked.ok());
+  EXPECT_EQ(*kicked, 1u);
+  Jobs r = Peek(*b, Backend::PeekKind::kReady, 0);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].priority, 7u);
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  EXPECT_TRUE(Do([&](Done d) { b->Bury(s, id, 9, d); }).ok());
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kBuried, 0).jobs.at(0).state, JobState::kBuried);
+  auto ts = StatsTopic(*b, "default");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->buried, 1u);
+  EXPECT_EQ(ts->ready, 0u);
+  EXPECT_EQ(ts->total_jobs, 1u);
+  EXPECT_TRUE(Do([&](Done d) { b->KickJob(s, id, d); }).ok());
+  auto js = StatsJob(*b, id);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->state, JobState::kReady);
+  EXPECT_EQ(js->kicks, 2u);
+  EXPECT_EQ(js->buries, 1u);
+  EXPECT_EQ(js->releases, 1u);
+  EXPECT_EQ(js->reserves, 2u);
+  // Not reserved: release, bury and touch do not apply.
+  EXPECT_EQ(Do([&](Done d) { b->Touch(s, id, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Bury(s, id, 1, d); }).code(), Code::kNotFound);
+}
+
+TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
+  auto b = Make(50);
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "slow", 0, "", "", /*ttr=*/200);
+  ASSERT_TRUE(put.ok());
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  SessionId other = b->OpenSession();
+  Jobs again = Reserve(*b, other, 3000);
+  ASSERT_EQ(again.jobs.size(), 1u) << again.status.ToString();
+  EXPECT_EQ(again.jobs[0].id, put->id);
+  auto js = StatsJob(*b, put->id);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->timeouts, 1u);
+  EXPECT_EQ(js->reserves, 2u);
+  // The first session no longer holds it.
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, d); }).code(), Code::kNotFound);
+  EXPECT_TRUE(Do([&](Done d) { b->Delete(other, put->id, d); }).ok());
+}
+
+TEST_F(RedisBackendTest, MaxTriesAndBackoff) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "retry", 0, "", "", 60'000, /*max_tries=*/2, Backoff::List({150}));
+  ASSERT_TRUE(put.ok());
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  auto rel =
+      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*rel, JobState::kDelayed);  // the back-off's first delay
+  Jobs second = Reserve(*b, s, 3000);
+  ASSERT_EQ(second.jobs.size(), 1u);
+  rel =
+      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*rel, JobState::kBuried);  // two tries used
+}
+
+TEST_F(RedisBackendTest, ClosedSessionReturnsItsJobs) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "held");
+  ASSERT_TRUE(put.ok());
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  SessionId other = b->OpenSession();
+  EXPECT_EQ(Reserve(*b, other).status.code(), Code::kTimedOut);
+  b->CloseSession(s);
+  Jobs got = Reserve(*b, other, 2000);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, put->id);
+}
+
+TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
+  auto a = Make();
+  // No sweep within the test: only the pub/sub wake-up can serve b's wait.
+  auto b = Make(/*sweep_ms=*/600'000);
+  SessionId sa = a->OpenSession(), sb = b->OpenSession();
+  std::optional<Jobs> got;
+  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
+             [&](Status st, backend::Jobs v) { got = Own(st, v); });
+  RunFor(milliseconds(50));
+  EXPECT_FALSE(got.has_value());
+  auto put = Put(*a, sa, "cross");
+  ASSERT_TRUE(put.ok());
+  ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+  ASSERT_EQ(got->jobs.size(), 1u);
+  EXPECT_EQ(got->jobs[0].id, put->id);
+  // Ids are unique across instances.
+  auto p2 = Put(*b, sb, "second");
+  ASSERT_TRUE(p2.ok());
+  EXPECT_NE(p2->id, put->id);
+}
+
+TEST_F(RedisBackendTest, BatchReserveAndDetach) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Put(*b, s, "j" + std::to_string(i)).ok());
+  Jobs got = Reserve(*b, s, 0, 3, /*detach=*/true);
+  ASSERT_EQ(got.jobs.size(), 3u);
+  EXPECT_EQ(got.jobs[0].body, "j0");
+  EXPECT_EQ(got.jobs[2].body, "j2");
+  // Detached: another session may finish them; closing does not return them.
+  SessionId other = b->OpenSession();
+  EXPECT_TRUE(Do([&](Done d) { b->Delete(other, got.jobs[0].id, d); }).ok());
+  b->CloseSession(s);
+  auto ts = StatsTopic(*b, "default");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->reserved, 2u);
+  EXPECT_EQ(ts->ready, 2u);
+}
+
+TEST_F(RedisBackendTest, PauseClearAndStats) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  ASSERT_TRUE(b->Use(s, "t1").ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Put(*b, s, "x").ok());
+  ASSERT_TRUE(Put(*b, s, "d", 60'000).ok());
+  EXPECT_TRUE(Do([&](Done d) { b->PauseTopic("t1", 60'000, d); }).ok());
+  ASSERT_TRUE(b->Watch(s, "t1").ok());
+  ASSERT_TRUE(b->Ignore(s, "default").ok());
+  EXPECT_EQ(Reserve(*b, s).status.code(), Code::kTimedOut);
+  auto ts = StatsTopic(*b, "t1");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->ready, 3u);
+  EXPECT_EQ(ts->delayed, 1u);
+  EXPECT_EQ(ts->cmd_pause, 1u);
+  EXPECT_GT(ts->pause_time_left_ms, 50'000);
+  auto all = Get<EngineStats>([&](Callback<EngineStats> cb) { b->Stats(cb); });
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->ready, 3u);
+  EXPECT_EQ(all->delayed, 1u);
+  auto topics = Get<std::vector<std::string>>(
+      [&](Callback<std::vector<std::string>> cb) { b->ListTopics(cb); });
+  ASSERT_TRUE(topics.ok());
+  EXPECT_EQ(*topics, (std::vector<std::string>{"default", "t1"}));
+  auto cleared =
+      Get<uint64_t>([&](Callback<uint64_t> cb) { b->ClearTopic(s, "t1", kClearAll, cb); });
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ(*cleared, 4u);
+  EXPECT_EQ(StatsTopic(*b, "nope").code(), Code::kNotFound);
+}
+
+TEST_F(RedisBackendTest, SurvivesARedisRestart) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "durable");
+  ASSERT_TRUE(put.ok());
+  redis_.Kill();
+  RunUntil([&] { return !b->connected(); });
+  EXPECT_EQ(Put(*b, s, "refused").code(), Code::kUnavailable);
+  std::string error;
+  ASSERT_TRUE(redis_.Start(&error)) << error;
+  ASSERT_TRUE(RunUntil([&] { return b->connected(); }, milliseconds(10000)));
+  RunFor(milliseconds(20));
+  // The acknowledged put survived (appendfsync always), and work goes on.
+  Jobs got = Reserve(*b, s, 2000);
+  ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
+  EXPECT_EQ(got.jobs[0].id, put->id);
+  EXPECT_TRUE(Put(*b, s, "after").ok());
+}
+
+}  // namespace
+}  // namespace delayq::backend

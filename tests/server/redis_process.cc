@@ -1,0 +1,140 @@
+#include "server/redis_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+namespace delayq::testing {
+
+namespace {
+
+// True when 127.0.0.1:port answers "PING" with "+PONG".
+bool Pong(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = false;
+  timeval tv{1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+    char buf[16] = {};
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    ok = n >= 5 && std::strncmp(buf, "+PONG", 5) == 0;
+  }
+  close(fd);
+  return ok;
+}
+
+}  // namespace
+
+bool RedisServerAvailable() { return access(kRedisServerPath, X_OK) == 0; }
+
+RedisProcess::~RedisProcess() { Kill(); }
+
+bool RedisProcess::Start(std::string* error, const std::vector<std::string>& extra,
+                         milliseconds timeout) {
+  if (!RedisServerAvailable()) {
+    *error = std::string(kRedisServerPath) + " is missing (Debian: apt-get install redis-server)";
+    return false;
+  }
+  if (running()) {
+    *error = "already running";
+    return false;
+  }
+  if (!extra.empty() || extra_.empty()) extra_ = extra;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    bool fresh = port_ == 0;
+    if (fresh) port_ = FreeLoopbackPort();
+    std::vector<std::string> args = {kRedisServerPath,
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     dir_.path(),
+                                     "--save",
+                                     "",
+                                     "--daemonize",
+                                     "no",
+                                     "--protected-mode",
+                                     "no",
+                                     "--logfile",
+                                     dir_.path() + "/redis.log"};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    std::vector<char*> argv;
+    for (std::string& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      dup2(null_fd, 0);
+      dup2(null_fd, 1);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(null_fd);
+    if (pid < 0) {
+      *error = std::string("fork: ") + std::strerror(errno);
+      return false;
+    }
+    pid_ = pid;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        break;  // exited: the port was taken meanwhile, most likely
+      }
+      if (Pong(port_)) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (pid_ > 0) {
+      Kill();
+      *error = "redis-server did not answer PING in time (see " + dir_.path() + "/redis.log)";
+      return false;
+    }
+    if (!fresh) {
+      *error = "redis-server exited at start on port " + std::to_string(port_);
+      return false;
+    }
+    port_ = 0;
+  }
+  *error = "redis-server exited at start five times";
+  return false;
+}
+
+void RedisProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+void RedisProcess::Stop() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int st = 0;
+  waitpid(pid_, &st, 0);
+  pid_ = -1;
+}
+
+}  // namespace delayq::testing

@@ -1,0 +1,54 @@
+// Black-box test helper: a real redis-server (Debian's) on a free loopback
+// port, in a temporary directory, stopped when the object goes. It can be
+// killed and started again on the same port and directory (with AOF on,
+// what it acknowledged survives), to test reconnection and failover.
+//
+// Thread: each object belongs to one thread.
+#ifndef DELAYQ_TESTS_SERVER_REDIS_PROCESS_H_
+#define DELAYQ_TESTS_SERVER_REDIS_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/server_process.h"
+
+namespace delayq::testing {
+
+inline constexpr const char* kRedisServerPath = "/usr/bin/redis-server";
+bool RedisServerAvailable();
+
+class RedisProcess {
+ public:
+  RedisProcess() = default;
+  ~RedisProcess();
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  // Starts redis-server (first time: on a free port; later: on the same
+  // port and directory) with `extra` flags (e.g. {"--appendonly", "yes"}),
+  // and waits until it answers PING. False with *error set otherwise.
+  bool Start(std::string* error, const std::vector<std::string>& extra = {},
+             milliseconds timeout = milliseconds(10000));
+  // SIGKILL, and reaps it.
+  void Kill();
+  // SIGTERM, waits for the exit.
+  void Stop();
+  bool running() const { return pid_ > 0; }
+  uint16_t port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  const std::string& dir() const { return dir_.path(); }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  std::vector<std::string> extra_;
+  TempDir dir_;
+};
+
+}  // namespace delayq::testing
+
+#endif  // DELAYQ_TESTS_SERVER_REDIS_PROCESS_H_
