@@ -286,7 +286,13 @@ local m = ARGV[2]
 local f = redis.call('HMGET', jk(m), 's', 'o')
 if f[1] ~= 'u' or f[2] ~= ARGV[3] then return finish(0) end
 redis.call('ZREM', U, m)
-come_back(m, nil)
+if ARGV[4] == '1' then
+  -- Handed to a wait that had ended: as if it had never been reserved.
+  redis.call('HINCRBY', jk(m), 'rs', -1)
+  make_ready(m, redis.call('HGET', jk(m), 'p'))
+else
+  come_back(m, nil)
+end
 return finish(1)
 )lua";
 

@@ -27,7 +27,8 @@ enum class Script : size_t {
   kTouch,       // member, caller -> 0|new deadline
   kKick,        // bound -> count
   kKickJob,     // member -> 0|1
-  kReturn,      // member, owner -> 0|1 (the owner's connection closed)
+  kReturn,      // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
+                //     reservation is taken back uncounted)
   kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
                 // priority}
   kStatsJob,    // member -> {} or {now, field, value, ...}
