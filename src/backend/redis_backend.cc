@@ -225,6 +225,12 @@ F RedisBackend::Guard(SessionId sid, F done) {
 
 // ---- topics ----------------------------------------------------------------
 
+bool RedisBackend::LocallyKnown(const std::string& name) const {
+  auto it = topics_.find(name);
+  return name == "default" ||
+         (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
+}
+
 RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   auto it = topics_.find(name);
   if (it != topics_.end()) return *it->second;
@@ -910,9 +916,13 @@ void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
                         Callback<uint64_t> done) {
   done = Guard(sid, std::move(done));
   std::string b = std::to_string(std::min<uint64_t>(bound, uint64_t{1} << 50));
-  TopicByName(std::string(topic), [this, b, done](Status st, Topic* t) {
+  std::string name(topic);
+  TopicByName(name, [this, name, b, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
-    if (t == nullptr) return done(uint64_t{0});
+    if (t == nullptr) {
+      if (!LocallyKnown(name)) return done(Status::NotFound("no such topic"));
+      return done(uint64_t{0});
+    }
     Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       uint64_t n = static_cast<uint64_t>(Int(r));
@@ -1103,11 +1113,7 @@ void RedisBackend::TopicCounts(
 
 void RedisBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done) {
   std::string name(topic);
-  auto local = [this, name]() {
-    auto it = topics_.find(name);
-    return name == "default" ||
-           (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
-  };
+  auto local = [this, name]() { return LocallyKnown(name); };
   TopicByName(name, [this, name, local, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
     auto fill_local = [this, name](TopicStats& ts) {
@@ -1183,10 +1189,7 @@ void RedisBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
   TopicByName(name, [this, name, pause, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
     if (t != nullptr) return pause(t);
-    auto it = topics_.find(name);
-    bool local = name == "default" ||
-                 (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
-    if (!local) return done(Status::NotFound());
+    if (!LocallyKnown(name)) return done(Status::NotFound());
     Topic* lt = &GetTopic(name);
     Register(*lt, [lt, pause, done](Status st) {
       if (!st.ok()) return done(st);
@@ -1199,9 +1202,13 @@ void RedisBackend::ClearTopic(SessionId sid, std::string_view topic, uint8_t mas
                               Callback<uint64_t> done) {
   done = Guard(sid, std::move(done));
   std::string m = std::to_string(mask & kClearAll);
-  TopicByName(std::string(topic), [this, m, done](Status st, Topic* t) {
+  std::string name(topic);
+  TopicByName(name, [this, name, m, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
+    if (t == nullptr) {
+      if (!LocallyKnown(name)) return done(Status::NotFound());
+      return done(uint64_t{0});
+    }
     ClearStep(t, m, 0, done);
   });
 }

@@ -136,6 +136,9 @@ class RedisBackend final : public Backend {
   using ReplyFn = std::function<void(Status, const redisReply*)>;
 
   Topic& GetTopic(const std::string& name);
+  // Used or watched by a session of this instance (or the default topic):
+  // such a topic exists even with no job in Redis.
+  bool LocallyKnown(const std::string& name) const;
   // Runs `then` once the topic has its number (registering it).
   void Register(Topic& t, std::function<void(Status)> then);
   // Finds a topic by number (asking the registry when unknown): nullptr

@@ -8,7 +8,9 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
+#include <random>
 
+#include "backend/local_backend.h"
 #include "server/redis_process.h"
 
 namespace delayq::backend {
@@ -416,6 +418,149 @@ TEST_F(RedisBackendTest, SurvivesARedisRestart) {
   ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
   EXPECT_EQ(got.jobs[0].id, put->id);
   EXPECT_TRUE(Put(*b, s, "after").ok());
+}
+
+}  // namespace
+}  // namespace delayq::backend
+
+namespace delayq::backend {
+namespace {
+
+// The same random operations on the Local backend (in memory) and on the
+// Redis backend give the same replies. Ids differ between the two (the
+// Redis backend's carry their topic), so replies name jobs by the order of
+// their puts. Delays are 0 or an hour, so that no job changes state by
+// itself during the test; each session watches one topic, so that ties
+// between topics (ordered differently, docs/redis-backend.md) never arise.
+TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
+  auto redis = Make();
+  LocalBackend::Options lo;
+  auto local = std::make_unique<LocalBackend>(io_, lo, clock_);
+  uint64_t seed = 20261121;
+  if (const char* env = std::getenv("DELAYQ_REDIS_SEED")) seed = std::strtoull(env, nullptr, 10);
+  int ops = 800;
+  if (const char* env = std::getenv("DELAYQ_REDIS_OPS")) ops = std::atoi(env);
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+  const char* topics[] = {"t0", "t1"};
+  std::vector<SessionId> ls, rs;
+  for (int i = 0; i < 4; ++i) {
+    ls.push_back(local->OpenSession());
+    rs.push_back(redis->OpenSession());
+    for (Backend* b : {static_cast<Backend*>(local.get()), static_cast<Backend*>(redis.get())}) {
+      SessionId s = b == local.get() ? ls.back() : rs.back();
+      ASSERT_TRUE(b->Watch(s, topics[i % 2]).ok());
+      ASSERT_TRUE(b->Ignore(s, "default").ok());
+    }
+  }
+  // Job n (the n-th put) is local_ids[n] and redis_ids[n].
+  std::vector<JobId> local_ids, redis_ids;
+  auto name = [&](Backend& b, JobId id) {
+    const auto& ids = &b == local.get() ? local_ids : redis_ids;
+    auto it = std::find(ids.begin(), ids.end(), id);
+    return it == ids.end() ? "?" + std::to_string(id) : "#" + std::to_string(it - ids.begin());
+  };
+  auto show_jobs = [&](Backend& b, const Jobs& j) {
+    if (!j.status.ok()) return std::string(CodeName(j.status.code()));
+    std::string out = "jobs";
+    for (const Job& v : j.jobs)
+      out += " " + name(b, v.id) + "/" + v.topic + "/" + v.key + "/" + v.body + "/" +
+             std::string(JobStateName(v.state)) + "/" + std::to_string(v.priority);
+    return out;
+  };
+  auto show = [](const Status& st) { return std::string(CodeName(st.code())); };
+  for (int i = 0; i < ops; ++i) {
+    size_t sess = pick(4);
+    std::string topic = topics[pick(2)];
+    size_t n = redis_ids.empty() ? 0 : pick(redis_ids.size() + 1);  // == size: no such job
+    std::string key = pick(3) == 0 ? "k" + std::to_string(pick(6)) : "";
+    uint64_t op = pick(100);
+    uint32_t pri = static_cast<uint32_t>(pick(3));
+    TimeMs delay = pick(4) == 0 ? 3'600'000 : 0;
+    auto id_in = [&](Backend& b) {
+      const auto& ids = &b == local.get() ? local_ids : redis_ids;
+      return n < ids.size() ? ids[n] : JobId{0x7fff'ffff'ffff};
+    };
+    auto run = [&](Backend& b) -> std::string {
+      SessionId s = &b == local.get() ? ls[sess] : rs[sess];
+      JobId id = id_in(b);
+      if (op < 25) {
+        auto r = Put(b, s, "b" + std::to_string(i), delay, topic, key, 3'600'000);
+        if (!r.ok()) return show(r.status());
+        if (r->created) (&b == local.get() ? local_ids : redis_ids).push_back(r->id);
+        return "put " + name(b, r->id) + " " + (r->created ? "new " : "old ") +
+               std::string(JobStateName(r->state));
+      }
+      if (op < 40) return show_jobs(b, Reserve(b, s, 0, 1 + pick(2)));
+      if (op < 48) return show(Do([&](Done d) { b.Delete(s, id, d); }));
+      if (op < 52) return show(Do([&](Done d) { b.DeleteByKey(s, topic, key, d); }));
+      if (op < 60) {
+        auto r = Get<JobState>([&](Callback<JobState> cb) { b.Release(s, id, pri, delay, cb); });
+        return r.ok() ? std::string(JobStateName(*r)) : show(r.status());
+      }
+      if (op < 64) return show(Do([&](Done d) { b.Bury(s, id, pri, d); }));
+      if (op < 67) return show(Do([&](Done d) { b.Touch(s, id, d); }));
+      if (op < 71) {
+        auto r = Get<uint64_t>([&](Callback<uint64_t> cb) { b.Kick(s, topic, 1 + pick(3), cb); });
+        return r.ok() ? "kicked " + std::to_string(*r) : show(r.status());
+      }
+      if (op < 74) return show(Do([&](Done d) { b.KickJob(s, id, d); }));
+      if (op < 82) {
+        auto kind = static_cast<Backend::PeekKind>(pick(5));
+        return show_jobs(b, Peek(b, kind, id, topic, key));
+      }
+      if (op < 87) {
+        auto r = StatsJob(b, id);
+        if (!r.ok()) return show(r.status());
+        return name(b, r->id) + " " + r->topic + " " + r->key + " " +
+               std::string(JobStateName(r->state)) + " pri=" + std::to_string(r->priority) +
+               " delay=" + std::to_string(r->delay_ms) + " counts=" + std::to_string(r->reserves) +
+               "," + std::to_string(r->timeouts) + "," + std::to_string(r->releases) + "," +
+               std::to_string(r->buries) + "," + std::to_string(r->kicks) +
+               " size=" + std::to_string(r->body_size);
+      }
+      if (op < 92) {
+        auto r = StatsTopic(b, topic);
+        if (!r.ok()) return show(r.status());
+        return "ready=" + std::to_string(r->ready) + " urgent=" + std::to_string(r->urgent) +
+               " reserved=" + std::to_string(r->reserved) +
+               " delayed=" + std::to_string(r->delayed) + " buried=" + std::to_string(r->buried) +
+               " total=" + std::to_string(r->total_jobs) +
+               " deletes=" + std::to_string(r->cmd_delete);
+      }
+      if (op < 97) {
+        std::optional<Jobs> out;
+        b.ReserveJob(s, id, [&](Status st, backend::Jobs v) { out = Own(st, v); });
+        EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
+        return show_jobs(b, *out);
+      }
+      if (op < 98) {
+        auto r = Get<uint64_t>([&](Callback<uint64_t> cb) {
+          b.ClearTopic(s, topic, pick(2) ? kClearDelayed : kClearAll, cb);
+        });
+        return r.ok() ? "cleared " + std::to_string(*r) : show(r.status());
+      }
+      // A connection closes (its jobs come back) and another takes its place.
+      b.CloseSession(s);
+      SessionId fresh = b.OpenSession();
+      EXPECT_TRUE(b.Watch(fresh, topics[sess % 2]).ok());
+      EXPECT_TRUE(b.Ignore(fresh, "default").ok());
+      (&b == local.get() ? ls : rs)[sess] = fresh;
+      return "reconnected";
+    };
+    // The random picks inside `run` must be the same for both backends.
+    auto saved = rng;
+    std::string got_local = run(*local);
+    auto after = rng;
+    rng = saved;
+    std::string got_redis = run(*redis);
+    ASSERT_EQ(rng, after);
+    // A closed session's jobs go back in scripts of their own; a reply to a
+    // later command on the same connection comes after theirs.
+    if (got_redis == "reconnected") EXPECT_TRUE(StatsTopic(*redis, "t0").ok());
+    ASSERT_EQ(got_local, got_redis) << "operation " << i << " (kind " << op << ")";
+  }
+  EXPECT_GT(redis_ids.size(), 50u);
 }
 
 }  // namespace
