@@ -117,11 +117,18 @@ std::vector<JobView> Views(const std::vector<Got>& got) {
 }  // namespace
 
 Result<RedisAddress> ParseRedisUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "redis://";
-  if (url.substr(0, kScheme.size()) != kScheme)
-    return Status::InvalidArgument("a Redis address is redis://host[:port][/db]");
-  std::string_view rest = url.substr(kScheme.size());
+  constexpr std::string_view kPlain = "redis://", kCluster = "redis-cluster://";
   RedisAddress a;
+  std::string_view rest;
+  if (url.substr(0, kPlain.size()) == kPlain) {
+    rest = url.substr(kPlain.size());
+  } else if (url.substr(0, kCluster.size()) == kCluster) {
+    a.cluster = true;
+    rest = url.substr(kCluster.size());
+  } else {
+    return Status::InvalidArgument(
+        "a Redis address is redis://host[:port][/db] or redis-cluster://host[:port],...");
+  }
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);
     rest = rest.substr(0, slash);
@@ -129,17 +136,29 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
       auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), a.db);
       if (ec != std::errc() || p != db.data() + db.size() || a.db < 0)
         return Status::InvalidArgument("bad database number in " + std::string(url));
+      if (a.cluster && a.db != 0)
+        return Status::InvalidArgument("a Redis Cluster has database 0 only: " + std::string(url));
     }
   }
-  if (size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
-    std::string_view port = rest.substr(colon + 1);
-    rest = rest.substr(0, colon);
-    auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), a.port);
-    if (ec != std::errc() || p != port.data() + port.size() || a.port < 1 || a.port > 65535)
-      return Status::InvalidArgument("bad port in " + std::string(url));
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view one = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    RedisRouter::Node n;
+    if (size_t colon = one.rfind(':'); colon != std::string_view::npos) {
+      std::string_view port = one.substr(colon + 1);
+      one = one.substr(0, colon);
+      auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), n.port);
+      if (ec != std::errc() || p != port.data() + port.size() || n.port < 1 || n.port > 65535)
+        return Status::InvalidArgument("bad port in " + std::string(url));
+    }
+    if (one.empty()) return Status::InvalidArgument("no host in " + std::string(url));
+    n.host = std::string(one);
+    a.nodes.push_back(std::move(n));
   }
-  if (rest.empty()) return Status::InvalidArgument("no host in " + std::string(url));
-  a.host = std::string(rest);
+  if (a.nodes.empty()) return Status::InvalidArgument("no host in " + std::string(url));
+  if (!a.cluster && a.nodes.size() > 1)
+    return Status::InvalidArgument("redis:// names one server; use redis-cluster:// for several");
   return a;
 }
 
@@ -159,26 +178,21 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
     std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
     options_.instance_id = buf;
   }
-  RedisClient::Options co;
-  co.host = options_.address.host;
-  co.port = options_.address.port;
-  co.on_connect = [this] {
-    if (options_.address.db != 0) {
-      std::string db = std::to_string(options_.address.db);
-      client_->Command({"SELECT", db}, [](const redisReply*) {});
-    }
+  RedisRouter::Options ro;
+  ro.seeds = options_.address.nodes;
+  ro.cluster = options_.address.cluster;
+  ro.db = options_.address.db;
+  ro.on_node_connect = [](RedisClient& node) {
     for (size_t i = 0; i < redis::kScriptCount; ++i)
-      client_->Command({"SCRIPT", "LOAD", redis::Source(static_cast<Script>(i))},
-                       [](const redisReply*) {});
-    if (options_.on_connection) options_.on_connection(true, "");
+      node.Command({"SCRIPT", "LOAD", redis::Source(static_cast<Script>(i))},
+                   [](const redisReply*) {});
   };
-  co.on_disconnect = [this](const std::string& error) {
-    if (options_.on_connection) options_.on_connection(false, error);
-  };
-  client_ = std::make_unique<RedisClient>(io_, co);
+  router_ = std::make_unique<RedisRouter>(io_, ro);
+  // Messages published in a cluster reach the subscribers of every node:
+  // one subscription, on the first node named, hears them all.
   RedisClient::Options so;
-  so.host = co.host;
-  so.port = co.port;
+  so.host = options_.address.nodes.front().host;
+  so.port = options_.address.nodes.front().port;
   so.subscriber = true;
   so.on_message = [this](std::string_view channel, std::string_view) {
     // dq:{topic}:wake
@@ -198,12 +212,12 @@ RedisBackend::~RedisBackend() {
 }
 
 void RedisBackend::Start() {
-  client_->Start();
+  router_->Start();
   subscriber_->Start();
   Sweep();
 }
 
-bool RedisBackend::connected() const { return client_->connected(); }
+bool RedisBackend::connected() const { return router_->connected(); }
 
 std::string RedisBackend::Owner(SessionId sid) const {
   return options_.instance_id + ":" + std::to_string(sid);
@@ -268,28 +282,32 @@ void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
 void RedisBackend::TopicByNumber(uint64_t no, std::function<void(Status, Topic*)> then) {
   if (auto it = by_number_.find(no); it != by_number_.end()) return then(Status::Ok(), it->second);
   std::string n = std::to_string(no);
-  client_->Command({"HGET", registry_numbers_, n}, [this, no, then](const redisReply* r) {
-    if (r == nullptr) return then(Status::Unavailable("redis: not connected"), nullptr);
-    if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
-    if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
-    Topic& t = GetTopic(std::string(Str(r)));
-    t.no = no;
-    by_number_[no] = &t;
-    then(Status::Ok(), &t);
-  });
+  router_->Command(registry_numbers_, {"HGET", registry_numbers_, n},
+                   [this, no, then](const redisReply* r) {
+                     if (r == nullptr)
+                       return then(Status::Unavailable("redis: not connected"), nullptr);
+                     if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
+                     if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
+                     Topic& t = GetTopic(std::string(Str(r)));
+                     t.no = no;
+                     by_number_[no] = &t;
+                     then(Status::Ok(), &t);
+                   });
 }
 
 void RedisBackend::TopicByName(const std::string& name, std::function<void(Status, Topic*)> then) {
   if (auto it = topics_.find(name); it != topics_.end() && it->second->no != 0)
     return then(Status::Ok(), it->second.get());
-  client_->Command({"HGET", registry_names_, name}, [this, name, then](const redisReply* r) {
-    if (r == nullptr) return then(Status::Unavailable("redis: not connected"), nullptr);
-    if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
-    Topic& t = GetTopic(name);
-    t.no = static_cast<uint64_t>(Int(r));
-    by_number_[t.no] = &t;
-    then(Status::Ok(), &t);
-  });
+  router_->Command(registry_names_, {"HGET", registry_names_, name},
+                   [this, name, then](const redisReply* r) {
+                     if (r == nullptr)
+                       return then(Status::Unavailable("redis: not connected"), nullptr);
+                     if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
+                     Topic& t = GetTopic(name);
+                     t.no = static_cast<uint64_t>(Int(r));
+                     by_number_[t.no] = &t;
+                     then(Status::Ok(), &t);
+                   });
 }
 
 void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::string)> then) {
@@ -300,16 +318,17 @@ void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::stri
 }
 
 void RedisBackend::RefreshRegistry(std::function<void()> then) {
-  client_->Command({"HGETALL", registry_numbers_}, [this, then](const redisReply* r) {
-    for (size_t i = 0; i + 1 < Size(r); i += 2) {
-      uint64_t no = static_cast<uint64_t>(Int(At(r, i)));
-      if (no == 0 || by_number_.count(no)) continue;
-      Topic& t = GetTopic(std::string(Str(At(r, i + 1))));
-      t.no = no;
-      by_number_[no] = &t;
-    }
-    then();
-  });
+  router_->Command(registry_numbers_, {"HGETALL", registry_numbers_},
+                   [this, then](const redisReply* r) {
+                     for (size_t i = 0; i + 1 < Size(r); i += 2) {
+                       uint64_t no = static_cast<uint64_t>(Int(At(r, i)));
+                       if (no == 0 || by_number_.count(no)) continue;
+                       Topic& t = GetTopic(std::string(Str(At(r, i + 1))));
+                       t.no = no;
+                       by_number_[no] = &t;
+                     }
+                     then();
+                   });
 }
 
 // ---- scripts ---------------------------------------------------------------
@@ -325,21 +344,24 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
   for (const std::string& k : keys) argv.push_back(k);
   for (const std::string& a : args) argv.push_back(a);
   std::weak_ptr<bool> alive = alive_;
-  client_->Command(argv, [this, alive, sc, keys = std::move(keys), args = std::move(args), retried,
-                          done = std::move(done)](const redisReply* r) mutable {
-    if (alive.expired()) return;
-    if (r == nullptr) {
-      std::string why = client_->last_error().empty() ? "not connected" : client_->last_error();
-      return done(Status::Unavailable("redis " + client_->address() + ": " + why), nullptr);
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-      std::string_view e = Str(r);
-      if (!retried && e.substr(0, 8) == "NOSCRIPT")
-        return RunRaw(sc, std::move(keys), std::move(args), true, std::move(done));
-      return done(Status::Internal("redis: " + std::string(e)), nullptr);
-    }
-    done(Status::Ok(), r);
-  });
+  std::string route = keys.front();  // before `keys` moves into the handler
+  router_->Command(
+      route, argv,
+      [this, alive, sc, keys = std::move(keys), args = std::move(args), retried,
+       done = std::move(done)](const redisReply* r) mutable {
+        if (alive.expired()) return;
+        if (r == nullptr) {
+          std::string why = router_->last_error().empty() ? "not connected" : router_->last_error();
+          return done(Status::Unavailable("redis " + router_->address() + ": " + why), nullptr);
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+          std::string_view e = Str(r);
+          if (!retried && e.substr(0, 8) == "NOSCRIPT")
+            return RunRaw(sc, std::move(keys), std::move(args), true, std::move(done));
+          return done(Status::Internal("redis: " + std::string(e)), nullptr);
+        }
+        done(Status::Ok(), r);
+      });
 }
 
 void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, ReplyFn done) {
@@ -397,7 +419,7 @@ void RedisBackend::OnWakeTimer() {
 
 void RedisBackend::Sweep() {
   std::weak_ptr<bool> alive = alive_;
-  if (client_->connected()) {
+  if (router_->connected()) {
     RefreshRegistry([this, alive] {
       if (alive.expired()) return;
       for (auto& [name, t] : topics_) {

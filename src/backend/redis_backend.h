@@ -33,14 +33,16 @@
 #include "backend/backend.h"
 #include "backend/clock.h"
 #include "backend/redis_client.h"
+#include "backend/redis_router.h"
 #include "backend/redis_scripts.h"
 
 namespace delayq::backend {
 
-// Parsed `redis://host[:port][/db]`.
+// Parsed `redis://host[:port][/db]` or `redis-cluster://host[:port],host[:port],...`
+// (any reachable nodes of the cluster; it tells the rest).
 struct RedisAddress {
-  std::string host = "127.0.0.1";
-  int port = 6379;
+  bool cluster = false;
+  std::vector<RedisRouter::Node> nodes;
   int db = 0;
 };
 // kInvalidArgument with the reason for a malformed URL.
@@ -56,7 +58,6 @@ class RedisBackend final : public Backend {
     TimeMs sweep_ms = 200;
     // Names this instance's reservations; random when empty.
     std::string instance_id;
-    std::function<void(bool connected, const std::string& error)> on_connection;
   };
   RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock);
   ~RedisBackend() override;
@@ -180,7 +181,8 @@ class RedisBackend final : public Backend {
   Options options_;
   const Clock& clock_;
   BackendInfo info_;
-  std::unique_ptr<RedisClient> client_, subscriber_;
+  std::unique_ptr<RedisRouter> router_;
+  std::unique_ptr<RedisClient> subscriber_;
   std::unordered_map<std::string, std::unique_ptr<Topic>> topics_;
   std::unordered_map<uint64_t, Topic*> by_number_;
   std::unordered_map<SessionId, Session> sessions_;

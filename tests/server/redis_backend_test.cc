@@ -138,17 +138,40 @@ class RedisBackendTest : public ::testing::Test {
 TEST(RedisUrlTest, ParsesAndRejects) {
   auto a = ParseRedisUrl("redis://10.0.0.2:6380/3");
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->host, "10.0.0.2");
-  EXPECT_EQ(a->port, 6380);
+  EXPECT_FALSE(a->cluster);
+  ASSERT_EQ(a->nodes.size(), 1u);
+  EXPECT_EQ(a->nodes[0].host, "10.0.0.2");
+  EXPECT_EQ(a->nodes[0].port, 6380);
   EXPECT_EQ(a->db, 3);
   auto b = ParseRedisUrl("redis://localhost");
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->port, 6379);
+  EXPECT_EQ(b->nodes.at(0).port, 6379);
   EXPECT_EQ(b->db, 0);
+  auto c = ParseRedisUrl("redis-cluster://10.0.0.1:7000,10.0.0.2");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->cluster);
+  ASSERT_EQ(c->nodes.size(), 2u);
+  EXPECT_EQ(c->nodes[1].host, "10.0.0.2");
+  EXPECT_EQ(c->nodes[1].port, 6379);
+  EXPECT_FALSE(ParseRedisUrl("redis://a:1,b:2").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis-cluster://a:1/2").ok());
+  EXPECT_FALSE(ParseRedisUrl("redis-cluster://a:1,,b:2").ok());
   EXPECT_FALSE(ParseRedisUrl("http://x").ok());
   EXPECT_FALSE(ParseRedisUrl("redis://:6379").ok());
   EXPECT_FALSE(ParseRedisUrl("redis://h:0").ok());
   EXPECT_FALSE(ParseRedisUrl("redis://h:6379/x").ok());
+}
+
+TEST(RedisRouterTest, KeySlotsFollowTheHashTag) {
+  // Values from the Redis Cluster specification and redis-cli CLUSTER KEYSLOT.
+  EXPECT_EQ(RedisRouter::KeySlot("123456789"), 0x31C3 % 16384);
+  EXPECT_EQ(RedisRouter::KeySlot("foo"), 12182);
+  EXPECT_EQ(RedisRouter::KeySlot("{user1000}.following"), RedisRouter::KeySlot("user1000"));
+  EXPECT_EQ(RedisRouter::KeySlot("dq:{orders}:ready"), RedisRouter::KeySlot("dq:{orders}:j:1"));
+  // An empty tag does not count: the whole key is hashed.
+  EXPECT_EQ(RedisRouter::KeySlot("foo{}{bar}"),
+            RedisRouter::KeySlot(std::string_view("foo{}{bar}")));
+  EXPECT_NE(RedisRouter::KeySlot("foo{}{bar}"), RedisRouter::KeySlot("bar"));
 }
 
 TEST_F(RedisBackendTest, PutReserveDelete) {
@@ -561,6 +584,101 @@ TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
     ASSERT_EQ(got_local, got_redis) << "operation " << i << " (kind " << op << ")";
   }
   EXPECT_GT(redis_ids.size(), 50u);
+}
+
+}  // namespace
+}  // namespace delayq::backend
+
+namespace delayq::backend {
+namespace {
+
+// A three-master Redis Cluster on loopback ports, made with redis-cli.
+class RedisClusterTest : public RedisBackendTest {
+ protected:
+  void SetUp() override {
+    std::string error;
+    for (auto& n : nodes_)
+      ASSERT_TRUE(
+          n.Start(&error, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                           "--cluster-node-timeout", "5000", "--appendonly", "yes"}))
+          << error;
+    std::string cmd = "redis-cli --cluster create";
+    for (auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n.port());
+    cmd += " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    // Every node must see every slot served before the test starts.
+    for (auto& n : nodes_) {
+      std::string check = "for i in $(seq 100); do redis-cli -p " + std::to_string(n.port()) +
+                          " cluster info | grep -q cluster_state:ok && exit 0; sleep 0.1; done;"
+                          " exit 1";
+      ASSERT_EQ(std::system(check.c_str()), 0) << "cluster not ok on " << n.port();
+    }
+  }
+  std::unique_ptr<RedisBackend> MakeOnCluster() {
+    RedisBackend::Options o;
+    auto addr = ParseRedisUrl("redis-cluster://127.0.0.1:" + std::to_string(nodes_[0].port()));
+    EXPECT_TRUE(addr.ok());
+    o.address = *addr;
+    auto b = std::make_unique<RedisBackend>(io_, o, clock_);
+    b->Start();
+    EXPECT_TRUE(RunUntil([&] { return b->connected(); }, milliseconds(10000)));
+    return b;
+  }
+  // Keys held by a node.
+  int DbSize(const testing::RedisProcess& n) {
+    std::string cmd = "redis-cli -p " + std::to_string(n.port()) + " dbsize";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) return -1;
+    int v = -1;
+    if (std::fscanf(p, "%d", &v) != 1) v = -1;
+    pclose(p);
+    return v;
+  }
+  testing::RedisProcess nodes_[3];
+};
+
+TEST_F(RedisClusterTest, TopicsSpreadOverTheMastersAndWorkAcrossInstances) {
+  auto a = MakeOnCluster();
+  auto b = MakeOnCluster();
+  SessionId sa = a->OpenSession(), sb = b->OpenSession();
+  std::vector<std::pair<std::string, JobId>> puts;
+  for (int i = 0; i < 12; ++i) {
+    std::string topic = "topic-" + std::to_string(i);
+    auto r = Put(*a, sa, "body-" + std::to_string(i), 0, topic, "key-" + std::to_string(i));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    puts.emplace_back(topic, r->id);
+  }
+  int nodes_used = 0;
+  for (auto& n : nodes_) nodes_used += DbSize(n) > 0;
+  EXPECT_GE(nodes_used, 2) << "twelve topics should land on more than one master";
+  // Instance b finds each job by id and by key, reserves and deletes it.
+  for (const auto& [topic, id] : puts) {
+    Jobs p = Peek(*b, Backend::PeekKind::kId, id);
+    ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
+    EXPECT_EQ(p.jobs[0].topic, topic);
+    ASSERT_TRUE(b->Watch(sb, topic).ok());
+  }
+  ASSERT_TRUE(b->Ignore(sb, "default").ok());
+  for (size_t i = 0; i < puts.size(); ++i) {
+    Jobs got = Reserve(*b, sb);
+    ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
+    EXPECT_TRUE(Do([&](Done d) { b->Delete(sb, got.jobs[0].id, d); }).ok());
+  }
+  EXPECT_EQ(Reserve(*b, sb).status.code(), Code::kTimedOut);
+  // A waiting reserve on b is woken by a put on a, whichever master holds it.
+  std::optional<Jobs> waited;
+  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
+             [&](Status st, backend::Jobs v) { waited = Own(st, v); });
+  RunFor(milliseconds(50));
+  auto late = Put(*a, sa, "late", 0, "topic-7");
+  ASSERT_TRUE(late.ok());
+  ASSERT_TRUE(RunUntil([&] { return waited.has_value(); }));
+  ASSERT_EQ(waited->jobs.size(), 1u);
+  EXPECT_EQ(waited->jobs[0].id, late->id);
+  auto all = Get<EngineStats>([&](Callback<EngineStats> cb) { b->Stats(cb); });
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->total_jobs, 13u);
+  EXPECT_EQ(all->reserved, 1u);
 }
 
 }  // namespace

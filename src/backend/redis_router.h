@@ -1,0 +1,78 @@
+// Sends each command to the Redis server that holds its key: the one server
+// of a plain deployment, or, in a Redis Cluster, the master that serves the
+// key's hash slot (docs/redis-backend.md, "Redis Cluster"). The slot map
+// comes from CLUSTER SLOTS; it is read again when a node (re)connects and
+// when a node answers MOVED, and the command is then sent on to the node
+// named (after ASKING, for ASK). Every node has its own RedisClient, which
+// reconnects by itself.
+//
+// Thread: every method, and every handler, on the loop thread.
+#ifndef DELAYQ_BACKEND_REDIS_ROUTER_H_
+#define DELAYQ_BACKEND_REDIS_ROUTER_H_
+
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/redis_client.h"
+
+namespace delayq::backend {
+
+class RedisRouter {
+ public:
+  struct Node {
+    std::string host;
+    int port = 6379;
+  };
+  struct Options {
+    std::vector<Node> seeds;  // a plain deployment: exactly one
+    bool cluster = false;
+    int db = 0;  // plain only (a cluster has database 0 only)
+    // Runs after every (re)connect of a node, before later commands to it
+    // (e.g. SCRIPT LOAD).
+    std::function<void(RedisClient& node)> on_node_connect;
+  };
+
+  RedisRouter(boost::asio::io_context& io, Options options);
+  ~RedisRouter();
+  RedisRouter(const RedisRouter&) = delete;
+  RedisRouter& operator=(const RedisRouter&) = delete;
+
+  void Start();
+  // Plain: connected. Cluster: every slot has a master, and every master
+  // in the map is connected.
+  bool connected() const;
+  // For messages: the seeds, and the last connection error seen.
+  std::string address() const;
+  std::string last_error() const;
+
+  // Sends `argv` to the node of `key`'s slot; `done` as RedisClient's.
+  void Command(std::string_view key, const std::vector<std::string_view>& argv,
+               RedisClient::Handler done);
+
+  // The Redis Cluster hash slot of a key (CRC16 of its hash tag, mod 16384).
+  static uint16_t KeySlot(std::string_view key);
+
+ private:
+  RedisClient& ClientFor(const std::string& host, int port);
+  void LoadSlots();
+  void Send(RedisClient* node, std::shared_ptr<std::vector<std::string>> argv, bool asking,
+            int redirects, RedisClient::Handler done);
+
+  boost::asio::io_context& io_;
+  Options options_;
+  std::map<std::string, std::unique_ptr<RedisClient>> clients_;  // by "host:port"
+  std::vector<RedisClient*> slots_;                              // cluster: the master of each slot
+  bool loading_ = false, reload_ = false;
+  std::string last_error_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace delayq::backend
+
+#endif  // DELAYQ_BACKEND_REDIS_ROUTER_H_
