@@ -171,6 +171,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
       registry_names_("dq:{dq}:topics"),
       registry_numbers_("dq:{dq}:topic-names") {
   info_.name = "redis";
+  GetTopic("default");  // number 0, known without the registry
   info_.max_job_size = options_.max_job_size;
   if (options_.instance_id.empty()) {
     std::random_device rd;
@@ -251,15 +252,22 @@ RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   auto t = std::make_unique<Topic>();
   t->name = name;
   t->prefix = "dq:{" + name + "}:";
+  t->local_seq = next_topic_seq_++;
   for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "meta"})
     t->keys.push_back(t->prefix + k);
   Topic& ref = *t;
   topics_.emplace(name, std::move(t));
+  if (name == "default") {
+    // Number 0 without asking the registry: the default topic's ids are
+    // then 1, 2, 3... as beanstalkd's are.
+    ref.registered = true;
+    by_number_[0] = &ref;
+  }
   return ref;
 }
 
 void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
-  if (t.no != 0) return then(Status::Ok());
+  if (t.registered) return then(Status::Ok());
   t.on_registered.push_back(std::move(then));
   if (t.on_registered.size() > 1) return;
   Topic* tp = &t;
@@ -270,6 +278,7 @@ void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
                st = Unexpected("the topic registry");
              } else {
                tp->no = static_cast<uint64_t>(r->integer);
+               tp->registered = true;
                by_number_[tp->no] = tp;
              }
            }
@@ -290,13 +299,14 @@ void RedisBackend::TopicByNumber(uint64_t no, std::function<void(Status, Topic*)
                      if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
                      Topic& t = GetTopic(std::string(Str(r)));
                      t.no = no;
+                     t.registered = true;
                      by_number_[no] = &t;
                      then(Status::Ok(), &t);
                    });
 }
 
 void RedisBackend::TopicByName(const std::string& name, std::function<void(Status, Topic*)> then) {
-  if (auto it = topics_.find(name); it != topics_.end() && it->second->no != 0)
+  if (auto it = topics_.find(name); it != topics_.end() && it->second->registered)
     return then(Status::Ok(), it->second.get());
   router_->Command(registry_names_, {"HGET", registry_names_, name},
                    [this, name, then](const redisReply* r) {
@@ -305,6 +315,7 @@ void RedisBackend::TopicByName(const std::string& name, std::function<void(Statu
                      if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
                      Topic& t = GetTopic(name);
                      t.no = static_cast<uint64_t>(Int(r));
+                     t.registered = true;
                      by_number_[t.no] = &t;
                      then(Status::Ok(), &t);
                    });
@@ -313,7 +324,7 @@ void RedisBackend::TopicByName(const std::string& name, std::function<void(Statu
 void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::string)> then) {
   uint64_t no = id >> kSeqBits;
   JobId seq = id & kSeqMask;
-  if (no == 0 || seq == 0) return then(Status::Ok(), nullptr, "");
+  if (seq == 0) return then(Status::Ok(), nullptr, "");
   TopicByNumber(no, [seq, then](Status st, Topic* t) { then(st, t, Member(seq)); });
 }
 
@@ -322,9 +333,10 @@ void RedisBackend::RefreshRegistry(std::function<void()> then) {
                    [this, then](const redisReply* r) {
                      for (size_t i = 0; i + 1 < Size(r); i += 2) {
                        uint64_t no = static_cast<uint64_t>(Int(At(r, i)));
-                       if (no == 0 || by_number_.count(no)) continue;
+                       if (by_number_.count(no)) continue;
                        Topic& t = GetTopic(std::string(Str(At(r, i + 1))));
                        t.no = no;
+                       t.registered = true;
                        by_number_[no] = &t;
                      }
                      then();
@@ -423,7 +435,7 @@ void RedisBackend::Sweep() {
     RefreshRegistry([this, alive] {
       if (alive.expired()) return;
       for (auto& [name, t] : topics_) {
-        if (t->no == 0) continue;
+        if (!t->registered) continue;
         Topic* tp = t.get();
         Run(Script::kTick, *tp, {}, [this, tp](Status st, const redisReply*) {
           if (st.ok()) TryWaiters(*tp);
@@ -767,7 +779,7 @@ void RedisBackend::TryWaiters(Topic& t) {
     if (batch.size() >= kWaitersPerScript) break;
     if (live(w)) batch.push_back(w);
   }
-  if (batch.empty() || t.no == 0) return;
+  if (batch.empty() || !t.registered) return;
   std::vector<std::string> args;
   for (const auto& [sid, gen] : batch) {
     const Session& s = sessions_.at(sid);
@@ -1090,7 +1102,7 @@ void RedisBackend::TopicCounts(
     auto failed = std::make_shared<Status>();
     std::vector<Topic*> registered;
     for (auto& [name, t] : topics_) {
-      if (t->no != 0) {
+      if (t->registered) {
         registered.push_back(t.get());
       } else {
         TopicStats ts;
@@ -1112,7 +1124,8 @@ void RedisBackend::TopicCounts(
       }
       std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
         auto rank = [](const Topic* t) {
-          return std::make_pair(t->name != "default", t->no == 0 ? ~uint64_t{0} : t->no);
+          return std::make_tuple(t->name != "default", !t->registered,
+                                 t->registered ? t->no : t->local_seq);
         };
         return rank(a.first) < rank(b.first);
       });
@@ -1126,6 +1139,7 @@ void RedisBackend::TopicCounts(
               *failed = st;
             } else {
               out->emplace_back(t, ParseTopicStats(t->name, r));
+              t->timeouts = static_cast<uint64_t>(Int(At(r, 10)));
             }
             if (--*remaining == 0) finish();
           });
@@ -1177,6 +1191,7 @@ void RedisBackend::Stats(Callback<EngineStats> done) {
       es.delayed += ts.delayed;
       es.buried += ts.buried;
       es.total_jobs += ts.total_jobs;
+      es.job_timeouts += t->timeouts;
     }
     es.sessions = sessions_.size();
     for (const auto& [sid, s] : sessions_)

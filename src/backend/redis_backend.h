@@ -107,7 +107,9 @@ class RedisBackend final : public Backend {
  private:
   struct Topic {
     std::string name;
-    uint64_t no = 0;  // 0: not registered yet
+    uint64_t no = 0;  // from the registry; the default topic is 0
+    bool registered = false;
+    uint64_t local_seq = 0;  // creation order in this instance
     std::string prefix;
     std::vector<std::string> keys;                       // the six keys of the scripts
     TimeMs wake = kNever;                                // keyed in wakes_
@@ -116,6 +118,7 @@ class RedisBackend final : public Backend {
     bool serve_again = false;
     bool subscribed = false;
     uint64_t using_count = 0, watching = 0;
+    uint64_t timeouts = 0;  // TTR expiries, as the last stats read them
     std::vector<std::function<void(Status)>> on_registered;
   };
   struct Held {
@@ -187,6 +190,7 @@ class RedisBackend final : public Backend {
   std::unordered_map<uint64_t, Topic*> by_number_;
   std::unordered_map<SessionId, Session> sessions_;
   SessionId next_session_ = 1;
+  uint64_t next_topic_seq_ = 0;
   std::set<std::pair<TimeMs, std::string>> wakes_;
   boost::asio::steady_timer wake_timer_, sweep_timer_;
   TimeMs wake_timer_at_ = kNever;
