@@ -184,9 +184,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   ro.cluster = options_.address.cluster;
   ro.db = options_.address.db;
   ro.on_node_connect = [](RedisClient& node) {
-    for (size_t i = 0; i < redis::kScriptCount; ++i)
-      node.Command({"SCRIPT", "LOAD", redis::Source(static_cast<Script>(i))},
-                   [](const redisReply*) {});
+    node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
   };
   router_ = std::make_unique<RedisRouter>(io_, ro);
   // Messages published in a cluster reach the subscribers of every node:
@@ -350,8 +348,8 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
   std::vector<std::string_view> argv;
   argv.reserve(3 + keys.size() + args.size());
   std::string nkeys = std::to_string(keys.size());
-  argv.push_back(retried ? "EVAL" : "EVALSHA");
-  argv.push_back(retried ? redis::Source(sc) : redis::Sha(sc));
+  argv.push_back("FCALL");
+  argv.push_back(redis::Name(sc));
   argv.push_back(nkeys);
   for (const std::string& k : keys) argv.push_back(k);
   for (const std::string& a : args) argv.push_back(a);
@@ -368,8 +366,14 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
         }
         if (r->type == REDIS_REPLY_ERROR) {
           std::string_view e = Str(r);
-          if (!retried && e.substr(0, 8) == "NOSCRIPT")
+          if (!retried && e.find("Function not found") != std::string_view::npos) {
+            // The library is gone (FUNCTION FLUSH, or a Redis that lost
+            // it): load it again on that node, then call once more.
+            std::string route = keys.front();
+            router_->Command(route, {"FUNCTION", "LOAD", "REPLACE", redis::Library()},
+                             [](const redisReply*) {});
             return RunRaw(sc, std::move(keys), std::move(args), true, std::move(done));
+          }
           return done(Status::Internal("redis: " + std::string(e)), nullptr);
         }
         done(Status::Ok(), r);

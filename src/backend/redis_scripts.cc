@@ -1,13 +1,14 @@
 #include "backend/redis_scripts.h"
 
-#include <boost/uuid/detail/sha1.hpp>
-#include <cstdio>
+#include <array>
 
 namespace delayq::backend::redis {
 
 namespace {
 
-// Shared by every topic script. Keys of topic T (prefix P = "dq:{T}:"):
+// One library of Redis Functions (FUNCTION LOAD), loaded once per
+// connection; a call costs no compilation and no setup of the shared
+// helpers. Keys of topic T (prefix P = "dq:{T}:"):
 //   R  P.."ready"     zset  member -> priority (ties: member order = id order)
 //   D  P.."delayed"   zset  member -> due time (epoch ms)
 //   U  P.."reserved"  zset  member -> TTR deadline (epoch ms)
@@ -16,15 +17,14 @@ namespace {
 //   M  P.."meta"      hash  seq, bseq, total, cmd_delete, cmd_pause, pm, pu, timeouts
 //   P.."j:"..member   hash  the job (docs/redis-backend.md, "Layout")
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
-// Time is Redis's own clock (TIME), the same for every instance.
-constexpr std::string_view kPrelude = R"lua(
-local R, D, U, B, K, M = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local P = ARGV[1]
-local tm = redis.call('TIME')
-local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local woke = false
+// Time is Redis's own clock (TIME), the same for every instance. Numbers
+// are written with string.format('%d'): Lua's own formatting would turn a
+// large due time into 1.4e+14.
+constexpr std::string_view kLibrary = R"lua(
+#!lua name=delayq
+
 local function s(n) return string.format('%d', n) end
-local function jk(m) return P .. 'j:' .. m end
+local function jk(c, m) return c.P .. 'j:' .. m end
 local function may(owner, caller) return caller == '*' or owner == '' or owner == caller end
 
 local function delay_for(bo, n)
@@ -44,56 +44,56 @@ local function delay_for(bo, n)
   return d
 end
 
-local function make_ready(m, p)
-  redis.call('HSET', jk(m), 's', 'r', 'o', '')
-  redis.call('ZADD', R, p, m)
-  woke = true
+local function make_ready(c, m, p)
+  redis.call('HSET', jk(c, m), 's', 'r', 'o', '')
+  redis.call('ZADD', c.R, p, m)
+  c.woke = true
 end
 
-local function bury(m)
-  redis.call('HSET', jk(m), 's', 'b', 'o', '')
-  redis.call('HINCRBY', jk(m), 'bu', 1)
-  redis.call('ZADD', B, redis.call('HINCRBY', M, 'bseq', 1), m)
+local function bury(c, m)
+  redis.call('HSET', jk(c, m), 's', 'b', 'o', '')
+  redis.call('HINCRBY', jk(c, m), 'bu', 1)
+  redis.call('ZADD', c.B, redis.call('HINCRBY', c.M, 'bseq', 1), m)
 end
 
 -- A reservation ended without the job finishing; m is in no set.
-local function come_back(m, explicit)
-  local f = redis.call('HMGET', jk(m), 'rs', 'mt', 'bo', 'p')
+local function come_back(c, m, explicit)
+  local f = redis.call('HMGET', jk(c, m), 'rs', 'mt', 'bo', 'p')
   local rs, mt = tonumber(f[1]), tonumber(f[2])
   if mt > 0 and rs >= mt then
-    bury(m)
+    bury(c, m)
     return 'buried'
   end
   local d = 0
   if explicit then
     d = explicit
-    redis.call('HSET', jk(m), 'dl', s(d))
+    redis.call('HSET', jk(c, m), 'dl', s(d))
   elseif f[3] ~= '' then
     d = delay_for(f[3], rs)
-    redis.call('HSET', jk(m), 'dl', s(d))
+    redis.call('HSET', jk(c, m), 'dl', s(d))
   end
   if d > 0 then
-    redis.call('HSET', jk(m), 's', 'd', 'due', s(now + d), 'o', '')
-    redis.call('ZADD', D, s(now + d), m)
+    redis.call('HSET', jk(c, m), 's', 'd', 'due', s(c.now + d), 'o', '')
+    redis.call('ZADD', c.D, s(c.now + d), m)
     return 'delayed'
   end
-  make_ready(m, f[4])
+  make_ready(c, m, f[4])
   return 'ready'
 end
 
-local function unplace(m, st)
-  if st == 'r' then redis.call('ZREM', R, m)
-  elseif st == 'd' then redis.call('ZREM', D, m)
-  elseif st == 'u' then redis.call('ZREM', U, m)
-  else redis.call('ZREM', B, m) end
+local function unplace(c, m, st)
+  if st == 'r' then redis.call('ZREM', c.R, m)
+  elseif st == 'd' then redis.call('ZREM', c.D, m)
+  elseif st == 'u' then redis.call('ZREM', c.U, m)
+  else redis.call('ZREM', c.B, m) end
 end
 
-local function reserve_one(m, owner, out)
-  local f = redis.call('HMGET', jk(m), 'ttr', 'k', 'b', 'p')
-  local dl = now + tonumber(f[1])
-  redis.call('HSET', jk(m), 's', 'u', 'o', owner, 'due', s(dl))
-  redis.call('HINCRBY', jk(m), 'rs', 1)
-  redis.call('ZADD', U, s(dl), m)
+local function reserve_one(c, m, owner, out)
+  local f = redis.call('HMGET', jk(c, m), 'ttr', 'k', 'b', 'p')
+  local dl = c.now + tonumber(f[1])
+  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl))
+  redis.call('HINCRBY', jk(c, m), 'rs', 1)
+  redis.call('ZADD', c.U, s(dl), m)
   out[#out + 1] = m
   out[#out + 1] = f[2]
   out[#out + 1] = f[3]
@@ -101,320 +101,297 @@ local function reserve_one(m, owner, out)
   out[#out + 1] = s(dl)
 end
 
-local function destroy(m, key, st)
-  unplace(m, st)
-  if key ~= '' then redis.call('HDEL', K, key) end
-  redis.call('DEL', jk(m))
+local function destroy(c, m, key, st)
+  unplace(c, m, st)
+  if key ~= '' then redis.call('HDEL', c.K, key) end
+  redis.call('DEL', jk(c, m))
 end
 
--- Everything due up to now: delayed jobs become ready, TTRs expire, a
+-- Everything due up to c.now: delayed jobs become ready, TTRs expire, a
 -- pause ends. Bounded per call; the rest waits for the next call.
-local function advance()
-  local due = redis.call('ZRANGEBYSCORE', D, '-inf', s(now), 'LIMIT', 0, 1000)
+local function advance(c)
+  local due = redis.call('ZRANGEBYSCORE', c.D, '-inf', s(c.now), 'LIMIT', 0, 1000)
   for _, m in ipairs(due) do
-    redis.call('ZREM', D, m)
-    make_ready(m, redis.call('HGET', jk(m), 'p'))
+    redis.call('ZREM', c.D, m)
+    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
   end
-  local exp = redis.call('ZRANGEBYSCORE', U, '-inf', s(now), 'LIMIT', 0, 1000)
+  local exp = redis.call('ZRANGEBYSCORE', c.U, '-inf', s(c.now), 'LIMIT', 0, 1000)
   for _, m in ipairs(exp) do
-    redis.call('ZREM', U, m)
-    redis.call('HINCRBY', jk(m), 'to', 1)
-    redis.call('HINCRBY', M, 'timeouts', 1)
-    come_back(m, nil)
+    redis.call('ZREM', c.U, m)
+    redis.call('HINCRBY', jk(c, m), 'to', 1)
+    redis.call('HINCRBY', c.M, 'timeouts', 1)
+    come_back(c, m, nil)
   end
-  local pu = tonumber(redis.call('HGET', M, 'pu') or '0')
-  if pu > 0 and pu <= now then
-    redis.call('HSET', M, 'pu', 0, 'pm', 0)
-    woke = true
+  local pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
+  if pu > 0 and pu <= c.now then
+    redis.call('HSET', c.M, 'pu', 0, 'pm', 0)
+    c.woke = true
   end
 end
 
-local function next_wake()
+local function next_wake(c)
   local w = -1
-  local a = redis.call('ZRANGE', D, 0, 0, 'WITHSCORES')
+  local a = redis.call('ZRANGE', c.D, 0, 0, 'WITHSCORES')
   if a[2] then w = tonumber(a[2]) end
-  local b = redis.call('ZRANGE', U, 0, 0, 'WITHSCORES')
+  local b = redis.call('ZRANGE', c.U, 0, 0, 'WITHSCORES')
   if b[2] and (w < 0 or tonumber(b[2]) < w) then w = tonumber(b[2]) end
-  local pu = tonumber(redis.call('HGET', M, 'pu') or '0')
-  if pu > now and (w < 0 or pu < w) then w = pu end
+  local pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
+  if pu > c.now and (w < 0 or pu < w) then w = pu end
   return w
 end
 
-local function finish(result)
-  if woke then redis.call('PUBLISH', P .. 'wake', '1') end
-  return {next_wake(), result}
+local function finish(c, result)
+  if c.woke then redis.call('PUBLISH', c.P .. 'wake', '1') end
+  return {next_wake(c), result}
 end
 
-advance()
-)lua";
-
-constexpr std::string_view kPut = R"lua(
-local key = ARGV[8]
-if key ~= '' then
-  local ex = redis.call('HGET', K, key)
-  if ex then return finish({0, ex, redis.call('HGET', jk(ex), 's')}) end
+-- The state of one call of a topic function.
+local function context(keys, args)
+  local tm = redis.call('TIME')
+  return {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
+          P = args[1], now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000),
+          woke = false}
 end
-local m = string.format('%013d', redis.call('HINCRBY', M, 'seq', 1))
-local due
-if ARGV[6] ~= '' then due = tonumber(ARGV[6]) else due = now + tonumber(ARGV[5]) end
-local delay = due - now
-if delay < 0 then delay = 0 end
-local st = 'r'
-if due > now then st = 'd' end
-redis.call('HSET', jk(m), 't', ARGV[2], 'k', key, 'b', ARGV[3], 's', st, 'p', ARGV[4],
-  'due', s(due), 'c', s(now), 'dl', s(delay), 'ttr', ARGV[7], 'rs', 0, 'to', 0, 'rl', 0,
-  'bu', 0, 'ki', 0, 'mt', ARGV[9], 'bo', ARGV[10], 'o', '')
-if key ~= '' then redis.call('HSET', K, key, m) end
-redis.call('HINCRBY', M, 'total', 1)
-if st == 'd' then
-  redis.call('ZADD', D, s(due), m)
-else
-  redis.call('ZADD', R, ARGV[4], m)
-  woke = true
-end
-return finish({1, m, st})
-)lua";
 
-constexpr std::string_view kReserve = R"lua(
-if tonumber(redis.call('HGET', M, 'pu') or '0') > now then return finish({'paused'}) end
-local out = {'ok'}
-local i = 2
-while i < #ARGV do
-  local owner, want = ARGV[i], tonumber(ARGV[i + 1])
-  for _ = 1, want do
-    local top = redis.call('ZRANGE', R, 0, 0)
-    if not top[1] then return finish(out) end
-    redis.call('ZREM', R, top[1])
-    reserve_one(top[1], owner, out)
-    out[#out + 1] = (i - 2) / 2
+-- A topic function: applies what is due in the topic, then acts.
+local function topic_function(name, body)
+  redis.register_function(name, function(keys, args)
+    local c = context(keys, args)
+    advance(c)
+    return body(c, args)
+  end)
+end
+
+topic_function('dq_put', function(c, args)
+  local key = args[8]
+  if key ~= '' then
+    local ex = redis.call('HGET', c.K, key)
+    if ex then return finish(c, {0, ex, redis.call('HGET', jk(c, ex), 's')}) end
   end
-  i = i + 2
-end
-return finish(out)
-)lua";
-
-constexpr std::string_view kTop = R"lua(
-if tonumber(redis.call('HGET', M, 'pu') or '0') > now then return finish({'paused'}) end
-local top = redis.call('ZRANGE', R, 0, 0, 'WITHSCORES')
-if not top[1] then return finish({}) end
-return finish({top[2], top[1]})
-)lua";
-
-constexpr std::string_view kReserveJob = R"lua(
-local m = ARGV[2]
-local st = redis.call('HGET', jk(m), 's')
-if not st or st == 'u' then return finish({}) end
-unplace(m, st)
-local out = {}
-reserve_one(m, ARGV[3], out)
-return finish(out)
-)lua";
-
-constexpr std::string_view kDelete = R"lua(
-local m = ARGV[3]
-if ARGV[2] == 'key' then m = redis.call('HGET', K, ARGV[3]) end
-if not m then return finish(0) end
-local f = redis.call('HMGET', jk(m), 's', 'o', 'k')
-if not f[1] then return finish(0) end
-if f[1] == 'u' and not may(f[2], ARGV[4]) then return finish(0) end
-destroy(m, f[3], f[1])
-redis.call('HINCRBY', M, 'cmd_delete', 1)
-return finish(1)
-)lua";
-
-constexpr std::string_view kRelease = R"lua(
-local m = ARGV[2]
-local f = redis.call('HMGET', jk(m), 's', 'o', 'bo')
-if f[1] ~= 'u' or not may(f[2], ARGV[3]) then return finish('') end
-redis.call('ZREM', U, m)
-redis.call('HSET', jk(m), 'p', ARGV[4])
-redis.call('HINCRBY', jk(m), 'rl', 1)
-local d = nil
-if ARGV[5] ~= '' then d = tonumber(ARGV[5]) elseif f[3] == '' then d = 0 end
-return finish(come_back(m, d))
-)lua";
-
-constexpr std::string_view kBury = R"lua(
-local m = ARGV[2]
-local f = redis.call('HMGET', jk(m), 's', 'o')
-if f[1] ~= 'u' or not may(f[2], ARGV[3]) then return finish(0) end
-redis.call('ZREM', U, m)
-redis.call('HSET', jk(m), 'p', ARGV[4])
-bury(m)
-return finish(1)
-)lua";
-
-constexpr std::string_view kTouch = R"lua(
-local m = ARGV[2]
-local f = redis.call('HMGET', jk(m), 's', 'o', 'ttr')
-if f[1] ~= 'u' or not may(f[2], ARGV[3]) then return finish(0) end
-local dl = now + tonumber(f[3])
-redis.call('HSET', jk(m), 'due', s(dl))
-redis.call('ZADD', U, s(dl), m)
-return finish(dl)
-)lua";
-
-constexpr std::string_view kKick = R"lua(
-local bound = tonumber(ARGV[2])
-if bound <= 0 then return finish(0) end
-local from = B
-local list = redis.call('ZRANGE', B, 0, bound - 1)
-if #list == 0 then
-  from = D
-  list = redis.call('ZRANGE', D, 0, bound - 1)
-end
-for _, m in ipairs(list) do
-  redis.call('ZREM', from, m)
-  redis.call('HINCRBY', jk(m), 'ki', 1)
-  make_ready(m, redis.call('HGET', jk(m), 'p'))
-end
-return finish(#list)
-)lua";
-
-constexpr std::string_view kKickJob = R"lua(
-local m = ARGV[2]
-local st = redis.call('HGET', jk(m), 's')
-if st ~= 'b' and st ~= 'd' then return finish(0) end
-unplace(m, st)
-redis.call('HINCRBY', jk(m), 'ki', 1)
-make_ready(m, redis.call('HGET', jk(m), 'p'))
-return finish(1)
-)lua";
-
-constexpr std::string_view kReturn = R"lua(
-local m = ARGV[2]
-local f = redis.call('HMGET', jk(m), 's', 'o')
-if f[1] ~= 'u' or f[2] ~= ARGV[3] then return finish(0) end
-redis.call('ZREM', U, m)
-if ARGV[4] == '1' then
-  -- Handed to a wait that had ended: as if it had never been reserved.
-  redis.call('HINCRBY', jk(m), 'rs', -1)
-  make_ready(m, redis.call('HGET', jk(m), 'p'))
-else
-  come_back(m, nil)
-end
-return finish(1)
-)lua";
-
-constexpr std::string_view kPeek = R"lua(
-local kind, m = ARGV[2], nil
-if kind == 'id' then m = ARGV[3]
-elseif kind == 'key' then m = redis.call('HGET', K, ARGV[3])
-else
-  local set = R
-  if kind == 'delayed' then set = D elseif kind == 'buried' then set = B end
-  m = redis.call('ZRANGE', set, 0, 0)[1]
-end
-if not m then return finish({}) end
-local f = redis.call('HMGET', jk(m), 'k', 'b', 's', 'p')
-if not f[3] then return finish({}) end
-return finish({m, f[1], f[2], f[3], f[4]})
-)lua";
-
-constexpr std::string_view kStatsJob = R"lua(
-local all = redis.call('HGETALL', jk(ARGV[2]))
-if #all == 0 then return finish({}) end
-table.insert(all, 1, s(now))
-return finish(all)
-)lua";
-
-constexpr std::string_view kStatsTopic = R"lua(
-local f = redis.call('HMGET', M, 'total', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
-return finish({redis.call('ZCARD', R), redis.call('ZCOUNT', R, '-inf', '(1024'),
-  redis.call('ZCARD', U), redis.call('ZCARD', D), redis.call('ZCARD', B),
-  f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(now)})
-)lua";
-
-constexpr std::string_view kPause = R"lua(
-local d = tonumber(ARGV[2])
-redis.call('HINCRBY', M, 'cmd_pause', 1)
-if d > 0 then
-  redis.call('HSET', M, 'pm', s(d), 'pu', s(now + d))
-else
-  redis.call('HSET', M, 'pm', 0, 'pu', 0)
-  woke = true
-end
-return finish(1)
-)lua";
-
-constexpr std::string_view kClear = R"lua(
-local mask, limit, n = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
-local sets = {}
-if mask % 2 == 1 then sets[#sets + 1] = {R, 'r'} end
-if math.floor(mask / 2) % 2 == 1 then sets[#sets + 1] = {D, 'd'} end
-if math.floor(mask / 4) % 2 == 1 then sets[#sets + 1] = {B, 'b'} end
-for _, set in ipairs(sets) do
-  if n >= limit then break end
-  for _, m in ipairs(redis.call('ZRANGE', set[1], 0, limit - n - 1)) do
-    destroy(m, redis.call('HGET', jk(m), 'k') or '', set[2])
-    n = n + 1
+  local m = string.format('%013d', redis.call('HINCRBY', c.M, 'seq', 1))
+  local due
+  if args[6] ~= '' then due = tonumber(args[6]) else due = c.now + tonumber(args[5]) end
+  local delay = due - c.now
+  if delay < 0 then delay = 0 end
+  local st = 'r'
+  if due > c.now then st = 'd' end
+  redis.call('HSET', jk(c, m), 't', args[2], 'k', key, 'b', args[3], 's', st, 'p', args[4],
+    'due', s(due), 'c', s(c.now), 'dl', s(delay), 'ttr', args[7], 'rs', 0, 'to', 0, 'rl', 0,
+    'bu', 0, 'ki', 0, 'mt', args[9], 'bo', args[10], 'o', '')
+  if key ~= '' then redis.call('HSET', c.K, key, m) end
+  redis.call('HINCRBY', c.M, 'total', 1)
+  if st == 'd' then
+    redis.call('ZADD', c.D, s(due), m)
+  else
+    redis.call('ZADD', c.R, args[4], m)
+    c.woke = true
   end
-end
-return finish(n)
+  return finish(c, {1, m, st})
+end)
+
+topic_function('dq_reserve', function(c, args)
+  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return finish(c, {'paused'}) end
+  local out = {'ok'}
+  local i = 2
+  while i < #args do
+    local owner, want = args[i], tonumber(args[i + 1])
+    for _ = 1, want do
+      local top = redis.call('ZRANGE', c.R, 0, 0)
+      if not top[1] then return finish(c, out) end
+      redis.call('ZREM', c.R, top[1])
+      reserve_one(c, top[1], owner, out)
+      out[#out + 1] = (i - 2) / 2
+    end
+    i = i + 2
+  end
+  return finish(c, out)
+end)
+
+topic_function('dq_top', function(c, args)
+  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return finish(c, {'paused'}) end
+  local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
+  if not top[1] then return finish(c, {}) end
+  return finish(c, {top[2], top[1]})
+end)
+
+topic_function('dq_reserve_job', function(c, args)
+  local m = args[2]
+  local st = redis.call('HGET', jk(c, m), 's')
+  if not st or st == 'u' then return finish(c, {}) end
+  unplace(c, m, st)
+  local out = {}
+  reserve_one(c, m, args[3], out)
+  return finish(c, out)
+end)
+
+topic_function('dq_delete', function(c, args)
+  local m = args[3]
+  if args[2] == 'key' then m = redis.call('HGET', c.K, args[3]) end
+  if not m then return finish(c, 0) end
+  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'k')
+  if not f[1] then return finish(c, 0) end
+  if f[1] == 'u' and not may(f[2], args[4]) then return finish(c, 0) end
+  destroy(c, m, f[3], f[1])
+  redis.call('HINCRBY', c.M, 'cmd_delete', 1)
+  return finish(c, 1)
+end)
+
+topic_function('dq_release', function(c, args)
+  local m = args[2]
+  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, '') end
+  redis.call('ZREM', c.U, m)
+  redis.call('HSET', jk(c, m), 'p', args[4])
+  redis.call('HINCRBY', jk(c, m), 'rl', 1)
+  local d = nil
+  if args[5] ~= '' then d = tonumber(args[5]) elseif f[3] == '' then d = 0 end
+  return finish(c, come_back(c, m, d))
+end)
+
+topic_function('dq_bury', function(c, args)
+  local m = args[2]
+  local f = redis.call('HMGET', jk(c, m), 's', 'o')
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, 0) end
+  redis.call('ZREM', c.U, m)
+  redis.call('HSET', jk(c, m), 'p', args[4])
+  bury(c, m)
+  return finish(c, 1)
+end)
+
+topic_function('dq_touch', function(c, args)
+  local m = args[2]
+  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'ttr')
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, 0) end
+  local dl = c.now + tonumber(f[3])
+  redis.call('HSET', jk(c, m), 'due', s(dl))
+  redis.call('ZADD', c.U, s(dl), m)
+  return finish(c, dl)
+end)
+
+topic_function('dq_kick', function(c, args)
+  local bound = tonumber(args[2])
+  if bound <= 0 then return finish(c, 0) end
+  local from = c.B
+  local list = redis.call('ZRANGE', c.B, 0, bound - 1)
+  if #list == 0 then
+    from = c.D
+    list = redis.call('ZRANGE', c.D, 0, bound - 1)
+  end
+  for _, m in ipairs(list) do
+    redis.call('ZREM', from, m)
+    redis.call('HINCRBY', jk(c, m), 'ki', 1)
+    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+  end
+  return finish(c, #list)
+end)
+
+topic_function('dq_kick_job', function(c, args)
+  local m = args[2]
+  local st = redis.call('HGET', jk(c, m), 's')
+  if st ~= 'b' and st ~= 'd' then return finish(c, 0) end
+  unplace(c, m, st)
+  redis.call('HINCRBY', jk(c, m), 'ki', 1)
+  make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+  return finish(c, 1)
+end)
+
+topic_function('dq_return', function(c, args)
+  local m = args[2]
+  local f = redis.call('HMGET', jk(c, m), 's', 'o')
+  if f[1] ~= 'u' or f[2] ~= args[3] then return finish(c, 0) end
+  redis.call('ZREM', c.U, m)
+  if args[4] == '1' then
+    -- Handed to a wait that had ended: as if it had never been reserved.
+    redis.call('HINCRBY', jk(c, m), 'rs', -1)
+    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+  else
+    come_back(c, m, nil)
+  end
+  return finish(c, 1)
+end)
+
+topic_function('dq_peek', function(c, args)
+  local kind, m = args[2], nil
+  if kind == 'id' then m = args[3]
+  elseif kind == 'key' then m = redis.call('HGET', c.K, args[3])
+  else
+    local set = c.R
+    if kind == 'delayed' then set = c.D elseif kind == 'buried' then set = c.B end
+    m = redis.call('ZRANGE', set, 0, 0)[1]
+  end
+  if not m then return finish(c, {}) end
+  local f = redis.call('HMGET', jk(c, m), 'k', 'b', 's', 'p')
+  if not f[3] then return finish(c, {}) end
+  return finish(c, {m, f[1], f[2], f[3], f[4]})
+end)
+
+topic_function('dq_stats_job', function(c, args)
+  local all = redis.call('HGETALL', jk(c, args[2]))
+  if #all == 0 then return finish(c, {}) end
+  table.insert(all, 1, s(c.now))
+  return finish(c, all)
+end)
+
+topic_function('dq_stats_topic', function(c, args)
+  local f = redis.call('HMGET', c.M, 'total', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
+  return finish(c, {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
+    redis.call('ZCARD', c.U), redis.call('ZCARD', c.D), redis.call('ZCARD', c.B),
+    f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)})
+end)
+
+topic_function('dq_pause', function(c, args)
+  local d = tonumber(args[2])
+  redis.call('HINCRBY', c.M, 'cmd_pause', 1)
+  if d > 0 then
+    redis.call('HSET', c.M, 'pm', s(d), 'pu', s(c.now + d))
+  else
+    redis.call('HSET', c.M, 'pm', 0, 'pu', 0)
+    c.woke = true
+  end
+  return finish(c, 1)
+end)
+
+topic_function('dq_clear', function(c, args)
+  local mask, limit, n = tonumber(args[2]), tonumber(args[3]), 0
+  local sets = {}
+  if mask % 2 == 1 then sets[#sets + 1] = {c.R, 'r'} end
+  if math.floor(mask / 2) % 2 == 1 then sets[#sets + 1] = {c.D, 'd'} end
+  if math.floor(mask / 4) % 2 == 1 then sets[#sets + 1] = {c.B, 'b'} end
+  for _, set in ipairs(sets) do
+    if n >= limit then break end
+    for _, m in ipairs(redis.call('ZRANGE', set[1], 0, limit - n - 1)) do
+      destroy(c, m, redis.call('HGET', jk(c, m), 'k') or '', set[2])
+      n = n + 1
+    end
+  end
+  return finish(c, n)
+end)
+
+topic_function('dq_tick', function(c, args)
+  return finish(c, 0)
+end)
+
+-- The topic registry (keys: name -> number, number -> name; their own slot).
+-- The field ' next' (a space: no topic name has one) counts topics.
+redis.register_function('dq_register', function(keys, args)
+  local no = redis.call('HGET', keys[1], args[1])
+  if no then return tonumber(no) end
+  no = redis.call('HINCRBY', keys[1], ' next', 1)
+  redis.call('HSET', keys[1], args[1], no)
+  redis.call('HSET', keys[2], no, args[1])
+  return no
+end)
 )lua";
 
-constexpr std::string_view kTick = R"lua(
-return finish(0)
-)lua";
-
-// KEYS: the registry's name -> number and number -> name hashes (their own
-// slot). The field ' next' (a space: no topic name has one) counts topics.
-constexpr std::string_view kRegister = R"lua(
-local no = redis.call('HGET', KEYS[1], ARGV[1])
-if no then return tonumber(no) end
-no = redis.call('HINCRBY', KEYS[1], ' next', 1)
-redis.call('HSET', KEYS[1], ARGV[1], no)
-redis.call('HSET', KEYS[2], no, ARGV[1])
-return no
-)lua";
-
-std::string HexSha1(const std::string& text) {
-  boost::uuids::detail::sha1 h;
-  h.process_bytes(text.data(), text.size());
-  unsigned int d[5];
-  h.get_digest(d);
-  char buf[41];
-  for (int i = 0; i < 5; ++i) std::snprintf(buf + 8 * i, 9, "%08x", d[i]);
-  return std::string(buf, 40);
-}
-
-struct Table {
-  std::array<std::string, kScriptCount> source, sha;
-  Table() {
-    auto set = [this](Script s, std::string_view body, bool topic) {
-      std::string text = topic ? std::string(kPrelude) + std::string(body) : std::string(body);
-      sha[static_cast<size_t>(s)] = HexSha1(text);
-      source[static_cast<size_t>(s)] = std::move(text);
-    };
-    set(Script::kPut, kPut, true);
-    set(Script::kReserve, kReserve, true);
-    set(Script::kTop, kTop, true);
-    set(Script::kReserveJob, kReserveJob, true);
-    set(Script::kDelete, kDelete, true);
-    set(Script::kRelease, kRelease, true);
-    set(Script::kBury, kBury, true);
-    set(Script::kTouch, kTouch, true);
-    set(Script::kKick, kKick, true);
-    set(Script::kKickJob, kKickJob, true);
-    set(Script::kReturn, kReturn, true);
-    set(Script::kPeek, kPeek, true);
-    set(Script::kStatsJob, kStatsJob, true);
-    set(Script::kStatsTopic, kStatsTopic, true);
-    set(Script::kPause, kPause, true);
-    set(Script::kClear, kClear, true);
-    set(Script::kTick, kTick, true);
-    set(Script::kRegister, kRegister, false);
-  }
+constexpr std::array<std::string_view, kScriptCount> kNames = {
+    "dq_put",       "dq_reserve",     "dq_top",   "dq_reserve_job", "dq_delete", "dq_release",
+    "dq_bury",      "dq_touch",       "dq_kick",  "dq_kick_job",    "dq_return", "dq_peek",
+    "dq_stats_job", "dq_stats_topic", "dq_pause", "dq_clear",       "dq_tick",   "dq_register",
 };
-
-const Table& Scripts() {
-  static const Table t;
-  return t;
-}
 
 }  // namespace
 
-const std::string& Source(Script s) { return Scripts().source[static_cast<size_t>(s)]; }
-const std::string& Sha(Script s) { return Scripts().sha[static_cast<size_t>(s)]; }
+std::string_view Library() { return kLibrary.substr(1); }  // from "#!lua"
+std::string_view Name(Script s) { return kNames[static_cast<size_t>(s)]; }
 
 }  // namespace delayq::backend::redis

@@ -1,19 +1,17 @@
-// The Lua scripts of the Redis backend (docs/redis-backend.md, "Scripts").
-// Every state change of a job is one of these scripts, run atomically by
-// Redis; all keys a topic script touches carry the topic's `{topic}` hash
-// tag, so a script never crosses Redis Cluster slots.
+// The Lua functions of the Redis backend (docs/redis-backend.md, "Scripts"):
+// one library of Redis Functions. Every state change of a job is one call,
+// run atomically by Redis; all keys a topic function touches carry the
+// topic's `{topic}` hash tag, so a call never crosses Redis Cluster slots.
 #ifndef DELAYQ_BACKEND_REDIS_SCRIPTS_H_
 #define DELAYQ_BACKEND_REDIS_SCRIPTS_H_
 
-#include <array>
 #include <cstddef>
-#include <string>
 #include <string_view>
 
 namespace delayq::backend::redis {
 
-// Topic scripts take KEYS = the topic's six keys (TopicKeys) and ARGV[1] =
-// the topic's key prefix, then their own arguments. Each returns
+// Topic functions take keys = the topic's six keys and args[1] = the
+// topic's key prefix, then their own arguments. Each returns
 // {next_wake, result}: next_wake is the epoch ms at which the topic next
 // has something to do (a due job, a TTR, the end of a pause), or -1.
 enum class Script : size_t {
@@ -43,10 +41,10 @@ enum class Script : size_t {
 
 inline constexpr size_t kScriptCount = static_cast<size_t>(Script::kCount);
 
-// The full source of a script (the shared prelude included).
-const std::string& Source(Script s);
-// Its SHA-1, as EVALSHA wants it (40 lower-case hex digits).
-const std::string& Sha(Script s);
+// The library's source, for FUNCTION LOAD REPLACE.
+std::string_view Library();
+// The function's name, for FCALL.
+std::string_view Name(Script s);
 
 }  // namespace delayq::backend::redis
 

@@ -424,6 +424,17 @@ TEST_F(RedisBackendTest, PauseClearAndStats) {
   EXPECT_EQ(StatsTopic(*b, "nope").code(), Code::kNotFound);
 }
 
+TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  ASSERT_TRUE(Put(*b, s, "before").ok());
+  std::string cmd = "redis-cli -p " + std::to_string(redis_.port()) + " function flush >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto after = Put(*b, s, "after");
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(Reserve(*b, s, 0, 2).jobs.size(), 2u);
+}
+
 TEST_F(RedisBackendTest, SurvivesARedisRestart) {
   auto b = Make();
   SessionId s = b->OpenSession();
