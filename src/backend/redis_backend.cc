@@ -19,6 +19,8 @@ using redis::Script;
 constexpr JobId kSeqMask = (JobId{1} << RedisBackend::kSeqBits) - 1;
 // Topics served per reserve script when several sessions wait on one topic.
 constexpr size_t kWaitersPerScript = 32;
+// Calls of one topic sent to Redis as one batch, at most.
+constexpr size_t kCallsPerBatch = 64;
 // Jobs a clear script deletes at once.
 constexpr int kClearChunk = 1000;
 
@@ -381,15 +383,76 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
 }
 
 void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, ReplyFn done) {
-  args.insert(args.begin(), t.prefix);
+  t.batch.push_back(Topic::Call{sc, std::move(args), std::move(done)});
+  if (t.flush_posted || t.in_flight) return;
+  t.flush_posted = true;
+  std::weak_ptr<bool> alive = alive_;
   Topic* tp = &t;
-  RunRaw(sc, t.keys, std::move(args), false,
-         [this, tp, done = std::move(done)](Status st, const redisReply* r) {
-           if (!st.ok()) return done(st, nullptr);
-           if (Size(r) != 2) return done(Unexpected("a script"), nullptr);
-           int64_t w = Int(At(r, 0));
-           NoteWake(*tp, w < 0 ? kNever : w);
-           done(Status::Ok(), At(r, 1));
+  boost::asio::post(io_, [this, alive, tp] {
+    if (!alive.expired()) FlushBatch(*tp);
+  });
+}
+
+void RedisBackend::FlushBatch(Topic& t) {
+  t.flush_posted = false;
+  if (t.batch.empty() || t.in_flight) return;
+  std::vector<Topic::Call> calls;
+  if (t.batch.size() <= kCallsPerBatch) {
+    calls.swap(t.batch);
+  } else {
+    calls.assign(std::make_move_iterator(t.batch.begin()),
+                 std::make_move_iterator(t.batch.begin() + kCallsPerBatch));
+    t.batch.erase(t.batch.begin(), t.batch.begin() + kCallsPerBatch);
+  }
+  t.in_flight = true;
+  Topic* tp = &t;
+  // First thing on the reply: the calls queued meanwhile leave (posted, so
+  // after this batch's callbacks, which may queue more).
+  auto landed = [this, tp](const redisReply* r) {
+    tp->in_flight = false;
+    if (r != nullptr && Size(r) == 2) {
+      int64_t w = Int(At(r, 0));
+      NoteWake(*tp, w < 0 ? kNever : w);
+    }
+    if (!tp->batch.empty() && !tp->flush_posted) {
+      tp->flush_posted = true;
+      std::weak_ptr<bool> alive = alive_;
+      boost::asio::post(io_, [this, alive, tp] {
+        if (!alive.expired()) FlushBatch(*tp);
+      });
+    }
+  };
+  if (calls.size() == 1) {
+    Topic::Call call = std::move(calls.front());
+    call.args.insert(call.args.begin(), t.prefix);
+    RunRaw(call.script, t.keys, std::move(call.args), false,
+           [landed, done = std::move(call.done)](Status st, const redisReply* r) {
+             landed(st.ok() ? r : nullptr);
+             if (!st.ok()) return done(st, nullptr);
+             if (Size(r) != 2) return done(Unexpected("a function"), nullptr);
+             done(Status::Ok(), At(r, 1));
+           });
+    return;
+  }
+  std::vector<std::string> args{t.prefix};
+  std::vector<ReplyFn> dones;
+  dones.reserve(calls.size());
+  for (Topic::Call& c : calls) {
+    args.emplace_back(redis::Name(c.script));
+    args.push_back(std::to_string(c.args.size()));
+    for (std::string& a : c.args) args.push_back(std::move(a));
+    dones.push_back(std::move(c.done));
+  }
+  RunRaw(Script::kBatch, t.keys, std::move(args), false,
+         [landed, dones = std::move(dones)](Status st, const redisReply* r) {
+           landed(st.ok() ? r : nullptr);
+           if (st.ok() && (Size(r) != 2 || Size(At(r, 1)) != dones.size()))
+             st = Unexpected("a batch");
+           if (!st.ok()) {
+             for (const ReplyFn& d : dones) d(st, nullptr);
+             return;
+           }
+           for (size_t i = 0; i < dones.size(); ++i) dones[i](Status::Ok(), At(At(r, 1), i));
          });
 }
 

@@ -120,6 +120,16 @@ class RedisBackend final : public Backend {
     uint64_t using_count = 0, watching = 0;
     uint64_t timeouts = 0;  // TTR expiries, as the last stats read them
     std::vector<std::function<void(Status)>> on_registered;
+    // Calls waiting to go to Redis, and whether their flush is posted, and
+    // whether a batch of this topic awaits its reply.
+    struct Call {
+      redis::Script script;
+      std::vector<std::string> args;
+      std::function<void(Status, const redisReply*)> done;
+    };
+    std::vector<Call> batch;
+    bool flush_posted = false;
+    bool in_flight = false;
   };
   struct Held {
     std::string topic;
@@ -151,7 +161,12 @@ class RedisBackend final : public Backend {
   // Finds a registered topic by name without registering it.
   void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
   void ForJob(JobId id, std::function<void(Status, Topic*, std::string member)> then);
+  // Runs a topic function. A topic has one call to Redis in flight at a
+  // time; the calls made meanwhile go together when it returns, as one
+  // dq_batch (what is due applied once), in the order made: group commit,
+  // so batches grow with the load and an idle topic's call leaves at once.
   void Run(redis::Script sc, Topic& t, std::vector<std::string> args, ReplyFn done);
+  void FlushBatch(Topic& t);
   void RunRaw(redis::Script sc, std::vector<std::string> keys, std::vector<std::string> args,
               bool retried, std::function<void(Status, const redisReply*)> done);
   void NoteWake(Topic& t, TimeMs when);

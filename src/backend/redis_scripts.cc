@@ -1,7 +1,5 @@
 #include "backend/redis_scripts.h"
 
-#include <array>
-
 namespace delayq::backend::redis {
 
 namespace {
@@ -153,12 +151,16 @@ local function context(keys, args)
           woke = false}
 end
 
--- A topic function: applies what is due in the topic, then acts.
+local ops = {}
+
+-- A topic function: applies what is due in the topic, then acts. Its body
+-- is also an operation of dq_batch.
 local function topic_function(name, body)
+  ops[name] = body
   redis.register_function(name, function(keys, args)
     local c = context(keys, args)
     advance(c)
-    return body(c, args)
+    return finish(c, body(c, args))
   end)
 end
 
@@ -166,7 +168,7 @@ topic_function('dq_put', function(c, args)
   local key = args[8]
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
-    if ex then return finish(c, {0, ex, redis.call('HGET', jk(c, ex), 's')}) end
+    if ex then return {0, ex, redis.call('HGET', jk(c, ex), 's')} end
   end
   local m = string.format('%013d', redis.call('HINCRBY', c.M, 'seq', 1))
   local due
@@ -186,91 +188,91 @@ topic_function('dq_put', function(c, args)
     redis.call('ZADD', c.R, args[4], m)
     c.woke = true
   end
-  return finish(c, {1, m, st})
+  return {1, m, st}
 end)
 
 topic_function('dq_reserve', function(c, args)
-  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return finish(c, {'paused'}) end
+  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return {'paused'} end
   local out = {'ok'}
   local i = 2
   while i < #args do
     local owner, want = args[i], tonumber(args[i + 1])
     for _ = 1, want do
       local top = redis.call('ZRANGE', c.R, 0, 0)
-      if not top[1] then return finish(c, out) end
+      if not top[1] then return out end
       redis.call('ZREM', c.R, top[1])
       reserve_one(c, top[1], owner, out)
       out[#out + 1] = (i - 2) / 2
     end
     i = i + 2
   end
-  return finish(c, out)
+  return out
 end)
 
 topic_function('dq_top', function(c, args)
-  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return finish(c, {'paused'}) end
+  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return {'paused'} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
-  if not top[1] then return finish(c, {}) end
-  return finish(c, {top[2], top[1]})
+  if not top[1] then return {} end
+  return {top[2], top[1]}
 end)
 
 topic_function('dq_reserve_job', function(c, args)
   local m = args[2]
   local st = redis.call('HGET', jk(c, m), 's')
-  if not st or st == 'u' then return finish(c, {}) end
+  if not st or st == 'u' then return {} end
   unplace(c, m, st)
   local out = {}
   reserve_one(c, m, args[3], out)
-  return finish(c, out)
+  return out
 end)
 
 topic_function('dq_delete', function(c, args)
   local m = args[3]
   if args[2] == 'key' then m = redis.call('HGET', c.K, args[3]) end
-  if not m then return finish(c, 0) end
+  if not m then return 0 end
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'k')
-  if not f[1] then return finish(c, 0) end
-  if f[1] == 'u' and not may(f[2], args[4]) then return finish(c, 0) end
+  if not f[1] then return 0 end
+  if f[1] == 'u' and not may(f[2], args[4]) then return 0 end
   destroy(c, m, f[3], f[1])
   redis.call('HINCRBY', c.M, 'cmd_delete', 1)
-  return finish(c, 1)
+  return 1
 end)
 
 topic_function('dq_release', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, '') end
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return '' end
   redis.call('ZREM', c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   redis.call('HINCRBY', jk(c, m), 'rl', 1)
   local d = nil
   if args[5] ~= '' then d = tonumber(args[5]) elseif f[3] == '' then d = 0 end
-  return finish(c, come_back(c, m, d))
+  return come_back(c, m, d)
 end)
 
 topic_function('dq_bury', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, 0) end
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
   redis.call('ZREM', c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   bury(c, m)
-  return finish(c, 1)
+  return 1
 end)
 
 topic_function('dq_touch', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'ttr')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return finish(c, 0) end
+  if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
   local dl = c.now + tonumber(f[3])
   redis.call('HSET', jk(c, m), 'due', s(dl))
   redis.call('ZADD', c.U, s(dl), m)
-  return finish(c, dl)
+  return dl
 end)
 
 topic_function('dq_kick', function(c, args)
   local bound = tonumber(args[2])
-  if bound <= 0 then return finish(c, 0) end
+  if bound <= 0 then return 0 end
   local from = c.B
   local list = redis.call('ZRANGE', c.B, 0, bound - 1)
   if #list == 0 then
@@ -282,23 +284,23 @@ topic_function('dq_kick', function(c, args)
     redis.call('HINCRBY', jk(c, m), 'ki', 1)
     make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
   end
-  return finish(c, #list)
+  return #list
 end)
 
 topic_function('dq_kick_job', function(c, args)
   local m = args[2]
   local st = redis.call('HGET', jk(c, m), 's')
-  if st ~= 'b' and st ~= 'd' then return finish(c, 0) end
+  if st ~= 'b' and st ~= 'd' then return 0 end
   unplace(c, m, st)
   redis.call('HINCRBY', jk(c, m), 'ki', 1)
   make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
-  return finish(c, 1)
+  return 1
 end)
 
 topic_function('dq_return', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or f[2] ~= args[3] then return finish(c, 0) end
+  if f[1] ~= 'u' or f[2] ~= args[3] then return 0 end
   redis.call('ZREM', c.U, m)
   if args[4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
@@ -307,7 +309,7 @@ topic_function('dq_return', function(c, args)
   else
     come_back(c, m, nil)
   end
-  return finish(c, 1)
+  return 1
 end)
 
 topic_function('dq_peek', function(c, args)
@@ -319,24 +321,24 @@ topic_function('dq_peek', function(c, args)
     if kind == 'delayed' then set = c.D elseif kind == 'buried' then set = c.B end
     m = redis.call('ZRANGE', set, 0, 0)[1]
   end
-  if not m then return finish(c, {}) end
+  if not m then return {} end
   local f = redis.call('HMGET', jk(c, m), 'k', 'b', 's', 'p')
-  if not f[3] then return finish(c, {}) end
-  return finish(c, {m, f[1], f[2], f[3], f[4]})
+  if not f[3] then return {} end
+  return {m, f[1], f[2], f[3], f[4]}
 end)
 
 topic_function('dq_stats_job', function(c, args)
   local all = redis.call('HGETALL', jk(c, args[2]))
-  if #all == 0 then return finish(c, {}) end
+  if #all == 0 then return {} end
   table.insert(all, 1, s(c.now))
-  return finish(c, all)
+  return all
 end)
 
 topic_function('dq_stats_topic', function(c, args)
   local f = redis.call('HMGET', c.M, 'total', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
-  return finish(c, {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
+  return {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     redis.call('ZCARD', c.U), redis.call('ZCARD', c.D), redis.call('ZCARD', c.B),
-    f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)})
+    f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)}
 end)
 
 topic_function('dq_pause', function(c, args)
@@ -348,7 +350,7 @@ topic_function('dq_pause', function(c, args)
     redis.call('HSET', c.M, 'pm', 0, 'pu', 0)
     c.woke = true
   end
-  return finish(c, 1)
+  return 1
 end)
 
 topic_function('dq_clear', function(c, args)
@@ -364,11 +366,30 @@ topic_function('dq_clear', function(c, args)
       n = n + 1
     end
   end
-  return finish(c, n)
+  return n
 end)
 
 topic_function('dq_tick', function(c, args)
-  return finish(c, 0)
+  return 0
+end)
+
+-- Several operations on one topic in one call: args = prefix, then for
+-- each operation its function name, its argument count and its arguments.
+-- Applies what is due once, runs them in order, and answers
+-- {next_wake, {result, ...}}.
+redis.register_function('dq_batch', function(keys, args)
+  local c = context(keys, args)
+  advance(c)
+  local results = {}
+  local i = 2
+  while i <= #args do
+    local body, n = ops[args[i]], tonumber(args[i + 1])
+    local a = {args[1]}
+    for j = 1, n do a[j + 1] = args[i + 1 + j] end
+    results[#results + 1] = body(c, a)
+    i = i + 2 + n
+  end
+  return finish(c, results)
 end)
 
 -- The topic registry (keys: name -> number, number -> name; their own slot).
@@ -383,15 +404,53 @@ redis.register_function('dq_register', function(keys, args)
 end)
 )lua";
 
-constexpr std::array<std::string_view, kScriptCount> kNames = {
-    "dq_put",       "dq_reserve",     "dq_top",   "dq_reserve_job", "dq_delete", "dq_release",
-    "dq_bury",      "dq_touch",       "dq_kick",  "dq_kick_job",    "dq_return", "dq_peek",
-    "dq_stats_job", "dq_stats_topic", "dq_pause", "dq_clear",       "dq_tick",   "dq_register",
-};
-
 }  // namespace
 
 std::string_view Library() { return kLibrary.substr(1); }  // from "#!lua"
-std::string_view Name(Script s) { return kNames[static_cast<size_t>(s)]; }
+std::string_view Name(Script s) {
+  switch (s) {
+    case Script::kPut:
+      return "dq_put";
+    case Script::kReserve:
+      return "dq_reserve";
+    case Script::kTop:
+      return "dq_top";
+    case Script::kReserveJob:
+      return "dq_reserve_job";
+    case Script::kDelete:
+      return "dq_delete";
+    case Script::kRelease:
+      return "dq_release";
+    case Script::kBury:
+      return "dq_bury";
+    case Script::kTouch:
+      return "dq_touch";
+    case Script::kKick:
+      return "dq_kick";
+    case Script::kKickJob:
+      return "dq_kick_job";
+    case Script::kReturn:
+      return "dq_return";
+    case Script::kPeek:
+      return "dq_peek";
+    case Script::kStatsJob:
+      return "dq_stats_job";
+    case Script::kStatsTopic:
+      return "dq_stats_topic";
+    case Script::kPause:
+      return "dq_pause";
+    case Script::kClear:
+      return "dq_clear";
+    case Script::kTick:
+      return "dq_tick";
+    case Script::kBatch:
+      return "dq_batch";
+    case Script::kRegister:
+      return "dq_register";
+    case Script::kCount:
+      break;
+  }
+  return {};
+}
 
 }  // namespace delayq::backend::redis

@@ -35,6 +35,7 @@ enum class Script : size_t {
   kPause,       // delay_ms -> 1
   kClear,       // mask, limit -> count
   kTick,        // -> 0 (applies what is due)
+  kBatch,       // (name, argc, args...)... -> {result, ...}: several operations at once
   kRegister,    // (registry keys) name -> topic number
   kCount
 };

@@ -214,7 +214,7 @@ TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
     r.body = "p" + std::to_string(pri);
     r.priority = pri;
     auto res = Get<PutResult>([&](Callback<PutResult> cb) { b->Put(s, r, cb); });
-    ASSERT_TRUE(res.ok());
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
     ids.push_back(res->id);
   }
   std::vector<JobId> order;
