@@ -21,6 +21,8 @@ constexpr JobId kSeqMask = (JobId{1} << RedisBackend::kSeqBits) - 1;
 constexpr size_t kWaitersPerScript = 32;
 // Calls of one topic sent to Redis as one batch, at most.
 constexpr size_t kCallsPerBatch = 64;
+// Batches of one topic awaiting their replies, at most.
+constexpr int kMaxInFlight = 2;
 // Jobs a clear script deletes at once.
 constexpr int kClearChunk = 1000;
 
@@ -384,7 +386,7 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
 
 void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, ReplyFn done) {
   t.batch.push_back(Topic::Call{sc, std::move(args), std::move(done)});
-  if (t.flush_posted || t.in_flight) return;
+  if (t.flush_posted || t.in_flight >= kMaxInFlight) return;
   t.flush_posted = true;
   std::weak_ptr<bool> alive = alive_;
   Topic* tp = &t;
@@ -395,7 +397,7 @@ void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, Reply
 
 void RedisBackend::FlushBatch(Topic& t) {
   t.flush_posted = false;
-  if (t.batch.empty() || t.in_flight) return;
+  if (t.batch.empty() || t.in_flight >= kMaxInFlight) return;
   std::vector<Topic::Call> calls;
   if (t.batch.size() <= kCallsPerBatch) {
     calls.swap(t.batch);
@@ -404,12 +406,12 @@ void RedisBackend::FlushBatch(Topic& t) {
                  std::make_move_iterator(t.batch.begin() + kCallsPerBatch));
     t.batch.erase(t.batch.begin(), t.batch.begin() + kCallsPerBatch);
   }
-  t.in_flight = true;
+  t.in_flight++;
   Topic* tp = &t;
   // First thing on the reply: the calls queued meanwhile leave (posted, so
   // after this batch's callbacks, which may queue more).
   auto landed = [this, tp](const redisReply* r) {
-    tp->in_flight = false;
+    tp->in_flight--;
     if (r != nullptr && Size(r) == 2) {
       int64_t w = Int(At(r, 0));
       NoteWake(*tp, w < 0 ? kNever : w);

@@ -129,7 +129,7 @@ class RedisBackend final : public Backend {
     };
     std::vector<Call> batch;
     bool flush_posted = false;
-    bool in_flight = false;
+    int in_flight = 0;
   };
   struct Held {
     std::string topic;
@@ -161,10 +161,11 @@ class RedisBackend final : public Backend {
   // Finds a registered topic by name without registering it.
   void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
   void ForJob(JobId id, std::function<void(Status, Topic*, std::string member)> then);
-  // Runs a topic function. A topic has one call to Redis in flight at a
-  // time; the calls made meanwhile go together when it returns, as one
-  // dq_batch (what is due applied once), in the order made: group commit,
-  // so batches grow with the load and an idle topic's call leaves at once.
+  // Runs a topic function. A topic has at most kMaxInFlight calls to Redis
+  // in flight; the calls made meanwhile go together when one returns, as
+  // one dq_batch (what is due applied once), in the order made: group
+  // commit, so batches grow with the load and an idle topic's call leaves
+  // at once. (One connection: Redis applies them in the order sent.)
   void Run(redis::Script sc, Topic& t, std::vector<std::string> args, ReplyFn done);
   void FlushBatch(Topic& t);
   void RunRaw(redis::Script sc, std::vector<std::string> keys, std::vector<std::string> args,

@@ -12,7 +12,8 @@ namespace {
 //   U  P.."reserved"  zset  member -> TTR deadline (epoch ms)
 //   B  P.."buried"    zset  member -> burial sequence (oldest first)
 //   K  P.."keys"      hash  user key -> member
-//   M  P.."meta"      hash  seq, bseq, total, cmd_delete, cmd_pause, pm, pu, timeouts
+//   M  P.."meta"      hash  seq (also the count of puts), bseq, cmd_delete, cmd_pause, pm, pu,
+//                           timeouts
 //   P.."j:"..member   hash  the job (docs/redis-backend.md, "Layout")
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
 // Time is Redis's own clock (TIME), the same for every instance. Numbers
@@ -23,6 +24,54 @@ constexpr std::string_view kLibrary = R"lua(
 
 local function s(n) return string.format('%d', n) end
 local function jk(c, m) return c.P .. 'j:' .. m end
+
+-- The lowest score of a set, or -1 when it is empty.
+local function head(set)
+  local h = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
+  if h[2] then return tonumber(h[2]) end
+  return -1
+end
+
+-- The delayed (D) and reserved (U) sets' lowest scores as the call knows
+-- them (c.dh, c.uh): a number, -1 for an empty set, or nil once unknown
+-- (after a removal). next_wake asks Redis only for an unknown one.
+local function zadd_timed(c, set, score, m)
+  redis.call('ZADD', set, s(score), m)
+  local h = set == c.D and 'dh' or 'uh'
+  if c[h] ~= nil and (c[h] < 0 or score < c[h]) then c[h] = score end
+end
+
+local function zrem_timed(c, set, m)
+  redis.call('ZREM', set, m)
+  if set == c.D then c.dh = nil else c.uh = nil end
+end
+
+-- Adds to a counter of the meta hash; finish writes it once per call.
+local function count(c, field)
+  c.counts[field] = (c.counts[field] or 0) + 1
+end
+
+-- The topic's job sequence: read once per call, written once by finish.
+local function next_seq(c)
+  if c.seq == nil then c.seq = tonumber(redis.call('HGET', c.M, 'seq') or '0') end
+  c.seq = c.seq + 1
+  c.seq_dirty = true
+  return c.seq
+end
+
+-- Writes what the call kept for the end (see count and next_seq).
+local function flush_meta(c)
+  local set = {}
+  if c.seq_dirty then
+    set[#set + 1] = 'seq'
+    set[#set + 1] = s(c.seq)
+    c.seq_dirty = false
+  end
+  if #set > 0 then redis.call('HSET', c.M, unpack(set)) end
+  for field, n in pairs(c.counts) do redis.call('HINCRBY', c.M, field, n) end
+  c.counts = {}
+end
+
 local function may(owner, caller) return caller == '*' or owner == '' or owner == caller end
 
 local function delay_for(bo, n)
@@ -72,7 +121,7 @@ local function come_back(c, m, explicit)
   end
   if d > 0 then
     redis.call('HSET', jk(c, m), 's', 'd', 'due', s(c.now + d), 'o', '')
-    redis.call('ZADD', c.D, s(c.now + d), m)
+    zadd_timed(c, c.D, c.now + d, m)
     return 'delayed'
   end
   make_ready(c, m, f[4])
@@ -81,17 +130,16 @@ end
 
 local function unplace(c, m, st)
   if st == 'r' then redis.call('ZREM', c.R, m)
-  elseif st == 'd' then redis.call('ZREM', c.D, m)
-  elseif st == 'u' then redis.call('ZREM', c.U, m)
+  elseif st == 'd' then zrem_timed(c, c.D, m)
+  elseif st == 'u' then zrem_timed(c, c.U, m)
   else redis.call('ZREM', c.B, m) end
 end
 
 local function reserve_one(c, m, owner, out)
-  local f = redis.call('HMGET', jk(c, m), 'ttr', 'k', 'b', 'p')
+  local f = redis.call('HMGET', jk(c, m), 'ttr', 'k', 'b', 'p', 'rs')
   local dl = c.now + tonumber(f[1])
-  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl))
-  redis.call('HINCRBY', jk(c, m), 'rs', 1)
-  redis.call('ZADD', c.U, s(dl), m)
+  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl), 'rs', tonumber(f[5]) + 1)
+  zadd_timed(c, c.U, dl, m)
   out[#out + 1] = m
   out[#out + 1] = f[2]
   out[#out + 1] = f[3]
@@ -108,37 +156,43 @@ end
 -- Everything due up to c.now: delayed jobs become ready, TTRs expire, a
 -- pause ends. Bounded per call; the rest waits for the next call.
 local function advance(c)
-  local due = redis.call('ZRANGEBYSCORE', c.D, '-inf', s(c.now), 'LIMIT', 0, 1000)
-  for _, m in ipairs(due) do
-    redis.call('ZREM', c.D, m)
-    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+  c.dh = head(c.D)
+  if c.dh >= 0 and c.dh <= c.now then
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.D, '-inf', s(c.now), 'LIMIT', 0, 1000)) do
+      redis.call('ZREM', c.D, m)
+      make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+    end
+    c.dh = nil
   end
-  local exp = redis.call('ZRANGEBYSCORE', c.U, '-inf', s(c.now), 'LIMIT', 0, 1000)
-  for _, m in ipairs(exp) do
-    redis.call('ZREM', c.U, m)
-    redis.call('HINCRBY', jk(c, m), 'to', 1)
-    redis.call('HINCRBY', c.M, 'timeouts', 1)
-    come_back(c, m, nil)
+  c.uh = head(c.U)
+  if c.uh >= 0 and c.uh <= c.now then
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.U, '-inf', s(c.now), 'LIMIT', 0, 1000)) do
+      zrem_timed(c, c.U, m)
+      redis.call('HINCRBY', jk(c, m), 'to', 1)
+      count(c, 'timeouts')
+      come_back(c, m, nil)
+    end
+    c.uh = nil
   end
-  local pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
-  if pu > 0 and pu <= c.now then
+  c.pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
+  if c.pu > 0 and c.pu <= c.now then
     redis.call('HSET', c.M, 'pu', 0, 'pm', 0)
+    c.pu = 0
     c.woke = true
   end
 end
 
 local function next_wake(c)
-  local w = -1
-  local a = redis.call('ZRANGE', c.D, 0, 0, 'WITHSCORES')
-  if a[2] then w = tonumber(a[2]) end
-  local b = redis.call('ZRANGE', c.U, 0, 0, 'WITHSCORES')
-  if b[2] and (w < 0 or tonumber(b[2]) < w) then w = tonumber(b[2]) end
-  local pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
-  if pu > c.now and (w < 0 or pu < w) then w = pu end
+  if c.dh == nil then c.dh = head(c.D) end
+  if c.uh == nil then c.uh = head(c.U) end
+  local w = c.dh
+  if c.uh >= 0 and (w < 0 or c.uh < w) then w = c.uh end
+  if c.pu > c.now and (w < 0 or c.pu < w) then w = c.pu end
   return w
 end
 
 local function finish(c, result)
+  flush_meta(c)
   if c.woke then redis.call('PUBLISH', c.P .. 'wake', '1') end
   return {next_wake(c), result}
 end
@@ -148,7 +202,7 @@ local function context(keys, args)
   local tm = redis.call('TIME')
   return {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
           P = args[1], now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000),
-          woke = false}
+          woke = false, counts = {}}
 end
 
 local ops = {}
@@ -170,7 +224,7 @@ topic_function('dq_put', function(c, args)
     local ex = redis.call('HGET', c.K, key)
     if ex then return {0, ex, redis.call('HGET', jk(c, ex), 's')} end
   end
-  local m = string.format('%013d', redis.call('HINCRBY', c.M, 'seq', 1))
+  local m = string.format('%013d', next_seq(c))
   local due
   if args[6] ~= '' then due = tonumber(args[6]) else due = c.now + tonumber(args[5]) end
   local delay = due - c.now
@@ -181,9 +235,8 @@ topic_function('dq_put', function(c, args)
     'due', s(due), 'c', s(c.now), 'dl', s(delay), 'ttr', args[7], 'rs', 0, 'to', 0, 'rl', 0,
     'bu', 0, 'ki', 0, 'mt', args[9], 'bo', args[10], 'o', '')
   if key ~= '' then redis.call('HSET', c.K, key, m) end
-  redis.call('HINCRBY', c.M, 'total', 1)
   if st == 'd' then
-    redis.call('ZADD', c.D, s(due), m)
+    zadd_timed(c, c.D, due, m)
   else
     redis.call('ZADD', c.R, args[4], m)
     c.woke = true
@@ -192,15 +245,14 @@ topic_function('dq_put', function(c, args)
 end)
 
 topic_function('dq_reserve', function(c, args)
-  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return {'paused'} end
+  if c.pu > c.now then return {'paused'} end
   local out = {'ok'}
   local i = 2
   while i < #args do
     local owner, want = args[i], tonumber(args[i + 1])
     for _ = 1, want do
-      local top = redis.call('ZRANGE', c.R, 0, 0)
+      local top = redis.call('ZPOPMIN', c.R)
       if not top[1] then return out end
-      redis.call('ZREM', c.R, top[1])
       reserve_one(c, top[1], owner, out)
       out[#out + 1] = (i - 2) / 2
     end
@@ -210,7 +262,7 @@ topic_function('dq_reserve', function(c, args)
 end)
 
 topic_function('dq_top', function(c, args)
-  if tonumber(redis.call('HGET', c.M, 'pu') or '0') > c.now then return {'paused'} end
+  if c.pu > c.now then return {'paused'} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
   if not top[1] then return {} end
   return {top[2], top[1]}
@@ -234,7 +286,7 @@ topic_function('dq_delete', function(c, args)
   if not f[1] then return 0 end
   if f[1] == 'u' and not may(f[2], args[4]) then return 0 end
   destroy(c, m, f[3], f[1])
-  redis.call('HINCRBY', c.M, 'cmd_delete', 1)
+  count(c, 'cmd_delete')
   return 1
 end)
 
@@ -242,7 +294,7 @@ topic_function('dq_release', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
   if f[1] ~= 'u' or not may(f[2], args[3]) then return '' end
-  redis.call('ZREM', c.U, m)
+  zrem_timed(c, c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   redis.call('HINCRBY', jk(c, m), 'rl', 1)
   local d = nil
@@ -254,7 +306,7 @@ topic_function('dq_bury', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
   if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
-  redis.call('ZREM', c.U, m)
+  zrem_timed(c, c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   bury(c, m)
   return 1
@@ -266,7 +318,7 @@ topic_function('dq_touch', function(c, args)
   if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
   local dl = c.now + tonumber(f[3])
   redis.call('HSET', jk(c, m), 'due', s(dl))
-  redis.call('ZADD', c.U, s(dl), m)
+  zadd_timed(c, c.U, dl, m)
   return dl
 end)
 
@@ -280,7 +332,7 @@ topic_function('dq_kick', function(c, args)
     list = redis.call('ZRANGE', c.D, 0, bound - 1)
   end
   for _, m in ipairs(list) do
-    redis.call('ZREM', from, m)
+    if from == c.D then zrem_timed(c, c.D, m) else redis.call('ZREM', from, m) end
     redis.call('HINCRBY', jk(c, m), 'ki', 1)
     make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
   end
@@ -301,7 +353,7 @@ topic_function('dq_return', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
   if f[1] ~= 'u' or f[2] ~= args[3] then return 0 end
-  redis.call('ZREM', c.U, m)
+  zrem_timed(c, c.U, m)
   if args[4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
     redis.call('HINCRBY', jk(c, m), 'rs', -1)
@@ -335,7 +387,8 @@ topic_function('dq_stats_job', function(c, args)
 end)
 
 topic_function('dq_stats_topic', function(c, args)
-  local f = redis.call('HMGET', c.M, 'total', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
+  flush_meta(c)
+  local f = redis.call('HMGET', c.M, 'seq', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
   return {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     redis.call('ZCARD', c.U), redis.call('ZCARD', c.D), redis.call('ZCARD', c.B),
     f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)}
@@ -346,8 +399,10 @@ topic_function('dq_pause', function(c, args)
   redis.call('HINCRBY', c.M, 'cmd_pause', 1)
   if d > 0 then
     redis.call('HSET', c.M, 'pm', s(d), 'pu', s(c.now + d))
+    c.pu = c.now + d
   else
     redis.call('HSET', c.M, 'pm', 0, 'pu', 0)
+    c.pu = 0
     c.woke = true
   end
   return 1
