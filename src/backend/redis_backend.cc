@@ -413,8 +413,8 @@ void RedisBackend::FlushBatch(Topic& t) {
   auto landed = [this, tp](const redisReply* r) {
     tp->in_flight--;
     if (r != nullptr && Size(r) == 2) {
-      int64_t w = Int(At(r, 0));
-      NoteWake(*tp, w < 0 ? kNever : w);
+      int64_t w = Int(At(r, 0));  // ms from now, as Redis's clock sees it
+      NoteWake(*tp, w < 0 ? kNever : Now() + w);
     }
     if (!tp->batch.empty() && !tp->flush_posted) {
       tp->flush_posted = true;

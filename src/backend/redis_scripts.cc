@@ -194,7 +194,13 @@ end
 local function finish(c, result)
   flush_meta(c)
   if c.woke then redis.call('PUBLISH', c.P .. 'wake', '1') end
-  return {next_wake(c), result}
+  -- Relative: the instances' clocks need not agree with Redis's.
+  local w = next_wake(c)
+  if w >= 0 then
+    w = w - c.now
+    if w < 0 then w = 0 end
+  end
+  return {w, result}
 end
 
 -- The state of one call of a topic function.

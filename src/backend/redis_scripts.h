@@ -12,8 +12,8 @@ namespace delayq::backend::redis {
 
 // Topic functions take keys = the topic's six keys and args[1] = the
 // topic's key prefix, then their own arguments. Each returns
-// {next_wake, result}: next_wake is the epoch ms at which the topic next
-// has something to do (a due job, a TTR, the end of a pause), or -1.
+// {next_wake, result}: next_wake is in how many ms the topic next has
+// something to do (a due job, a TTR, the end of a pause), or -1 for never.
 enum class Script : size_t {
   kPut,      // topic, body, priority, delay_ms, run_at|'', ttr_ms, key, max_tries, backoff
   kReserve,  // (owner, count)...  -> {'ok', member, key, body, priority, deadline, owner-index...}
