@@ -665,12 +665,20 @@ void RedisBackend::TryReserve(
                           Topic* tp, std::function<void(Status, std::vector<Got>)> then) {
     std::string owner = detach ? std::string() : Owner(sid);
     Run(Script::kReserve, *tp, {owner, std::to_string(count)},
-        [this, tp, sid, detach, then](Status st, const redisReply* r) {
+        [this, tp, sid, owner, detach, then](Status st, const redisReply* r) {
           std::vector<Got> got;
           if (!st.ok()) return then(st, got);
           if (Size(r) == 0) return then(Unexpected("reserve"), got);
+          bool gone = sessions_.count(sid) == 0;
           for (size_t i = 1; i + 5 < Size(r); i += 6) {
             Got g = GotAt(tp->no, tp->name, r, i);
+            if (gone) {
+              // The session closed while the call ran: nobody will get the
+              // job, so it goes back, as if never reserved.
+              Run(Script::kReturn, *tp, {Member(g.id & kSeqMask), owner, "1"},
+                  [](Status, const redisReply*) {});
+              continue;
+            }
             if (!detach) NoteHeld(sid, tp->name, g.id, g.deadline);
             got.push_back(std::move(g));
           }
