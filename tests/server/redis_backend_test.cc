@@ -210,8 +210,9 @@ TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
   ASSERT_TRUE(b->Ignore(s, "default").ok());
   std::vector<JobId> ids;
   for (uint32_t pri : {5u, 1u, 5u, 0u}) {
+    std::string body = "p" + std::to_string(pri);  // outlives the put (it holds a view)
     PutRequest r;
-    r.body = "p" + std::to_string(pri);
+    r.body = body;
     r.priority = pri;
     auto res = Get<PutResult>([&](Callback<PutResult> cb) { b->Put(s, r, cb); });
     ASSERT_TRUE(res.ok()) << res.status().ToString();
