@@ -70,17 +70,25 @@ test: build
 	$(ctest_asan)
 	$(run_fuzzers)
 
-# libFuzzer targets (clang), each run for FUZZ_SECONDS on a scratch copy of
-# its seed corpus; a crash or a failed check fails the run.
+# libFuzzer targets (clang), run on scratch copies of their seed corpora for
+# FUZZ_SECONDS in all (split between the targets); a crash or a failed check
+# fails the run.
 FUZZ_SECONDS ?= 60
 FUZZ_DIR ?= build-fuzz
 FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 2 + 1)
+# The HTTP API target runs over the engine and the Local backend in memory.
+FUZZ_HTTP_SOURCES = src/server/http_api.cc src/backend/local_backend.cc src/store/writer.cc \
+	src/store/record_codec.cc $(filter-out %_test.cc,$(wildcard src/core/*.cc))
 define run_fuzzers
-	mkdir -p $(FUZZ_DIR)/corpus-beanstalk
+	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http
 	clang++ $(FUZZ_FLAGS) fuzz/beanstalk_decoder_fuzz.cc src/server/beanstalk_decoder.cc \
 	  -o $(FUZZ_DIR)/beanstalk_decoder_fuzz
-	$(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	$(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
 	  -dict=fuzz/beanstalk_decoder.dict $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
+	clang++ $(FUZZ_FLAGS) fuzz/http_api_fuzz.cc $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_api_fuzz
+	$(FUZZ_DIR)/http_api_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
+	  -dict=fuzz/http_api.dict $(FUZZ_DIR)/corpus-http fuzz/corpus/http
 endef
 
 fuzz: setup
@@ -112,6 +120,8 @@ bench: build
 	$(BUILD_DIR)/engine_bench
 	bash bench/server_bench.sh $(BUILD_DIR)
 	$(run_horizon_bench)
+	bash bench/http_bench.sh $(BUILD_DIR)
+	bash bench/redis_bench.sh $(BUILD_DIR)
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
 # e.g. make run ARGS="-p 11301 -V".

@@ -99,7 +99,7 @@ exec_server() {
   if [[ $which == beanstalkd ]]; then
     "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" >>"$log" 2>&1 &
   else
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" -b "$dir" --log-level info \
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --no-http -b "$dir" --log-level info \
       $DELAYQD_ARGS >>"$log" 2>&1 &
   fi
   SERVER_PID=$!

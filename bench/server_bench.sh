@@ -81,7 +81,7 @@ start_server() {
   if [[ $which == beanstalkd ]]; then
     "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" $bargs >"$log" 2>&1 &
   else
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --no-http --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
   fi
   SERVER_PID=$!
   for _ in $(seq 250); do

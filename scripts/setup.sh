@@ -24,6 +24,7 @@ PACKAGES=(
   libfmt-dev
   libtomlplusplus-dev # config file
   libcli11-dev        # command-line flags
+  rapidjson-dev       # JSON of the HTTP API
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
   # tests and benchmarks
@@ -31,6 +32,7 @@ PACKAGES=(
   libgmock-dev
   libbenchmark-dev
   beanstalkd          # the peer the load benchmark compares against
+  curl                # runs the examples of docs/http-api.md in their test
   ruby-beaneater      # a real beanstalkd client for the black-box tests
   ruby                # runs it (ruby-beaneater does not depend on ruby)
   redis-server        # the Redis the Redis backend's tests start

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "backend/redis_backend.h"
 #include "delayq/duration.h"
 #include "server/server_context.h"
 
@@ -26,6 +27,17 @@ Status ParseHorizon(const std::string& text, TimeMs* out) {
   if (!d.ok() || (*d > 0 && *d < 1'000))
     return Status::InvalidArgument(
         "horizon must be a duration of at least 1s (like 5m), or off (not '" + text + "')");
+  *out = *d;
+  return Status::Ok();
+}
+
+// "60s", "5m", ... or "0" / "off": never close an idle HTTP connection.
+Status ParseIdleTimeout(const std::string& text, TimeMs* out) {
+  if (text == "off") return *out = 0, Status::Ok();
+  auto d = ParseDuration(text);
+  if (!d.ok())
+    return Status::InvalidArgument(
+        "http idle timeout must be a duration (like 60s), or off (not '" + text + "')");
   *out = *d;
   return Status::Ok();
 }
@@ -83,6 +95,10 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
       c->data_dir = *v;
+    } else if (k == "backend") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->backend = *v;
     } else if (k == "in_memory") {
       auto v = node.value<bool>();
       if (!v) return bad("true or false");
@@ -100,6 +116,28 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<int64_t>();
       if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
       c->busy_poll_us = static_cast<uint32_t>(*v);
+    } else if (k == "http") {
+      auto v = node.value<bool>();
+      if (!v) return bad("true or false");
+      c->http = *v;
+    } else if (k == "http_listen") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      c->http_listen = *v;
+    } else if (k == "http_port") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > 65535) return bad("an integer 0..65535");
+      c->http_port = static_cast<uint16_t>(*v);
+    } else if (k == "http_max_body") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
+        return bad("an integer 1024..4294967295");
+      c->http_max_body = static_cast<uint64_t>(*v);
+    } else if (k == "http_idle_timeout") {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string (like \"60s\", or \"off\")");
+      if (Status st = ParseIdleTimeout(*v, &c->http_idle_timeout_ms); !st.ok())
+        return Status::InvalidArgument("config file " + path + ": " + st.message());
     } else if (k == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
@@ -148,6 +186,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "ahead of time (default 5m; off: every job in memory)")
       ->option_text("DURATION");
   app.add_flag("--in-memory", in_memory, "Keep no store: jobs are lost when delayqd stops");
+  std::string backend_url;
+  app.add_option(
+         "--backend", backend_url,
+         "Keep the queue in Redis instead: redis://HOST[:PORT][/DB] or\n"
+         "redis-cluster://HOST[:PORT],... (many delayqd may share it; docs/redis-backend.md)")
+      ->option_text("URL");
   app.add_option("-c,--config", config_file, "Read settings from TOML file FILE")
       ->option_text("FILE");
   app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
@@ -156,12 +200,32 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "Poll this long for more work before sleeping (default 0: never)")
       ->option_text("MICROSECONDS")
       ->check(CLI::Range(0, 1'000'000));
+  std::string http_listen, http_idle;
+  int64_t http_port = -1, http_max_body = -1;
+  bool no_http = false;
+  app.add_option("--http-listen", http_listen,
+                 "Serve the HTTP/JSON API on address ADDR (default: the --listen address)")
+      ->option_text("ADDR");
+  app.add_option("--http-port", http_port,
+                 "Serve the HTTP/JSON API on TCP port PORT (default 11380)")
+      ->option_text("PORT")
+      ->check(CLI::Range(0, 65535));
+  app.add_flag("--no-http", no_http, "Serve no HTTP/JSON API");
+  app.add_option("--http-max-body", http_max_body,
+                 "Largest HTTP request body in bytes (default 8388608); larger: 413")
+      ->option_text("BYTES")
+      ->check(CLI::Range(int64_t{1024}, static_cast<int64_t>(kMaxHttpBodyLimit)));
+  app.add_option("--http-idle-timeout", http_idle,
+                 "Close an HTTP connection idle this long (default 60s; off: never)")
+      ->option_text("DURATION");
   app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
       "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
-      "DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, DELAYQ_LOG_LEVEL,\n"
-      "DELAYQ_BUSY_POLL_US. Documentation: "
+      "DELAYQ_BACKEND, DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, "
+      "DELAYQ_LOG_LEVEL,\n"
+      "DELAYQ_BUSY_POLL_US, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
+      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT. Documentation: "
       "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -213,6 +277,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
     if (Status st = ParseHorizon(v, &c->horizon_ms); !st.ok())
       return fail(Status::InvalidArgument("DELAYQ_HORIZON: " + st.message()));
   }
+  if (auto v = EnvValue(env, "DELAYQ_BACKEND"); !v.empty()) c->backend = v;
   if (auto v = EnvValue(env, "DELAYQ_IN_MEMORY"); !v.empty()) {
     if (!ParseBool(v, &c->in_memory))
       return fail(
@@ -226,6 +291,29 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_BUSY_POLL_US must be 0..1000000"));
     c->busy_poll_us = static_cast<uint32_t>(b);
   }
+  if (auto v = EnvValue(env, "DELAYQ_HTTP"); !v.empty()) {
+    if (!ParseBool(v, &c->http))
+      return fail(Status::InvalidArgument("DELAYQ_HTTP must be 1/0, true/false, yes/no or on/off"));
+  }
+  if (auto v = EnvValue(env, "DELAYQ_HTTP_LISTEN"); !v.empty()) c->http_listen = v;
+  if (auto v = EnvValue(env, "DELAYQ_HTTP_PORT"); !v.empty()) {
+    char* end = nullptr;
+    long p = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || p < 0 || p > 65535)
+      return fail(Status::InvalidArgument("DELAYQ_HTTP_PORT must be 0..65535"));
+    c->http_port = static_cast<uint16_t>(p);
+  }
+  if (auto v = EnvValue(env, "DELAYQ_HTTP_MAX_BODY"); !v.empty()) {
+    char* end = nullptr;
+    unsigned long long z = std::strtoull(v.c_str(), &end, 10);
+    if (*end != '\0' || z < 1024 || z > kMaxHttpBodyLimit)
+      return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
+    c->http_max_body = z;
+  }
+  if (auto v = EnvValue(env, "DELAYQ_HTTP_IDLE_TIMEOUT"); !v.empty()) {
+    if (Status st = ParseIdleTimeout(v, &c->http_idle_timeout_ms); !st.ok())
+      return fail(Status::InvalidArgument("DELAYQ_HTTP_IDLE_TIMEOUT: " + st.message()));
+  }
   // 3. The flags.
   if (!listen.empty()) c->listen = listen;
   if (port >= 0) c->port = static_cast<uint16_t>(port);
@@ -237,11 +325,24 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
     if (Status st = ParseHorizon(horizon, &c->horizon_ms); !st.ok()) return fail(st);
   }
   if (in_memory) c->in_memory = true;
+  if (!backend_url.empty()) c->backend = backend_url == "local" ? std::string() : backend_url;
   if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
+  if (!http_listen.empty()) c->http_listen = http_listen;
+  if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
+  if (no_http) c->http = false;
+  if (http_max_body >= 0) c->http_max_body = static_cast<uint64_t>(http_max_body);
+  if (!http_idle.empty()) {
+    if (Status st = ParseIdleTimeout(http_idle, &c->http_idle_timeout_ms); !st.ok())
+      return fail(st);
+  }
   if (c->verbose && log_level.empty()) c->log_level = "debug";
   if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
   if (Status st = CheckFsync(c->fsync); !st.ok()) return fail(st);
-  if (!c->in_memory && c->data_dir.empty())
+  if (c->backend == "local") c->backend.clear();
+  if (!c->backend.empty()) {
+    if (auto a = backend::ParseRedisUrl(c->backend); !a.ok()) return fail(a.status());
+  }
+  if (!c->in_memory && c->backend.empty() && c->data_dir.empty())
     return fail(
         Status::InvalidArgument("the data directory is empty (use --in-memory to keep no store)"));
   out.run = true;

@@ -19,8 +19,11 @@ struct Config {
   uint16_t port = 11300;                 // -p
   uint64_t max_job_size = 65535;         // -z, bytes
   std::string data_dir = "delayq-data";  // -b; relative to the working directory
-  bool in_memory = false;                // --in-memory: no store, nothing survives a restart
-  std::string fsync = "everysec";        // always | everysec | no
+  // Empty (or "local"): the Local backend (the engine, over the store).
+  // redis://... or redis-cluster://...: the Redis backend (docs/redis-backend.md).
+  std::string backend;
+  bool in_memory = false;          // --in-memory: no store, nothing survives a restart
+  std::string fsync = "everysec";  // always | everysec | no
   // Delayed jobs due later than this are kept on disk only, and loaded
   // ahead of their time (docs/storage.md, "The horizon"); 0: all in memory.
   TimeMs horizon_ms = 300'000;
@@ -30,6 +33,12 @@ struct Config {
   // After the loop has had work, keep polling for this long before
   // sleeping in the kernel (trades CPU for latency); 0: never.
   uint32_t busy_poll_us = 0;
+  // The HTTP/JSON API (docs/http-api.md).
+  bool http = true;                      // --no-http: no HTTP listener
+  std::string http_listen;               // empty: the beanstalkd listener's address
+  uint16_t http_port = 11380;            // 0: any free port (logged at start)
+  uint64_t http_max_body = 8u << 20;     // bytes of one request body
+  TimeMs http_idle_timeout_ms = 60'000;  // 0: never close idle connections
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed
@@ -47,6 +56,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
 
 // Largest -z accepted, as beanstalkd: 1 GiB.
 inline constexpr uint64_t kMaxJobSizeLimit = 1u << 30;
+// Largest --http-max-body accepted.
+inline constexpr uint64_t kMaxHttpBodyLimit = 0xffffffffu;
 
 }  // namespace delayq::app
 

@@ -117,3 +117,57 @@ TEST(Config, HelpAndVersionExitZero) {
 
 }  // namespace
 }  // namespace delayq::app
+
+namespace delayq::app {
+namespace {
+
+TEST(Config, Backend) {
+  Config c;
+  EXPECT_TRUE(c.backend.empty());
+  ASSERT_TRUE(Parse({"--backend", "redis://10.0.0.1:6380/2"}, {}, &c).run);
+  EXPECT_EQ(c.backend, "redis://10.0.0.1:6380/2");
+  Config d;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_BACKEND=redis-cluster://a:7000,b:7001"}, &d).run);
+  EXPECT_EQ(d.backend, "redis-cluster://a:7000,b:7001");
+  Config e;  // "local" names the default
+  ASSERT_TRUE(Parse({"--backend", "local"}, {"DELAYQ_BACKEND=redis://x"}, &e).run);
+  EXPECT_TRUE(e.backend.empty());
+  Config f;
+  ParseOutcome bad = Parse({"--backend", "memcached://x"}, {}, &f);
+  EXPECT_FALSE(bad.run);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.text.find("redis://"), std::string::npos) << bad.text;
+  Config g;
+  std::string path = WriteToml("backend = \"redis://127.0.0.1:6390\"\n");
+  ASSERT_TRUE(Parse({"-c", path}, {}, &g).run);
+  EXPECT_EQ(g.backend, "redis://127.0.0.1:6390");
+}
+
+TEST(Config, Http) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_TRUE(c.http);
+  EXPECT_EQ(c.http_port, 11380);
+  Config d;
+  ASSERT_TRUE(Parse({"--http-port", "8080", "--http-listen", "127.0.0.1", "--http-idle-timeout",
+                     "off", "--http-max-body", "2048"},
+                    {}, &d)
+                  .run);
+  EXPECT_EQ(d.http_port, 8080);
+  EXPECT_EQ(d.http_listen, "127.0.0.1");
+  EXPECT_EQ(d.http_idle_timeout_ms, 0);
+  EXPECT_EQ(d.http_max_body, 2048u);
+  Config e;
+  ASSERT_TRUE(Parse({"--no-http"}, {"DELAYQ_HTTP_PORT=9000"}, &e).run);
+  EXPECT_FALSE(e.http);
+  EXPECT_EQ(e.http_port, 9000);
+  Config f;
+  EXPECT_FALSE(Parse({"--http-port", "70000"}, {}, &f).run);
+  Config g;
+  EXPECT_FALSE(Parse({"--http-idle-timeout", "soon"}, {}, &g).run);
+  Config h;
+  EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP=maybe"}, &h).run);
+}
+
+}  // namespace
+}  // namespace delayq::app

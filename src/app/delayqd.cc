@@ -1,5 +1,6 @@
 // delayqd: the delay-queue server. Parses its settings, opens the backend,
-// serves the beanstalkd protocol on one loop thread until SIGTERM/SIGINT;
+// serves the beanstalkd protocol and the HTTP/JSON API on one loop thread
+// until SIGTERM/SIGINT;
 // SIGUSR1 enters drain mode (puts answer DRAINING), as in beanstalkd.
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -16,8 +17,10 @@
 #include "app/config.h"
 #include "backend/clock.h"
 #include "backend/local_backend.h"
+#include "backend/redis_backend.h"
 #include "delayq/duration.h"
 #include "server/beanstalk_server.h"
+#include "server/http_server.h"
 #include "server/server_context.h"
 #include "store/rocks_store.h"
 
@@ -46,15 +49,102 @@ void SetUpLogging(const app::Config& c) {
 
 // Waits for every connection to finish its last reply, then stops the loop.
 void StopWhenIdle(boost::asio::io_context& io, server::BeanstalkServer& srv,
-                  std::shared_ptr<boost::asio::steady_timer> t, int rounds) {
-  if (srv.connections() == 0 || rounds <= 0) {
+                  server::HttpServer* http, std::shared_ptr<boost::asio::steady_timer> t,
+                  int rounds) {
+  size_t open = srv.connections() + (http != nullptr ? http->connections() : 0);
+  if (open == 0 || rounds <= 0) {
     io.stop();
     return;
   }
   t->expires_after(std::chrono::milliseconds(10));
-  t->async_wait([&io, &srv, t, rounds](const boost::system::error_code&) {
-    StopWhenIdle(io, srv, t, rounds - 1);
+  t->async_wait([&io, &srv, http, t, rounds](const boost::system::error_code&) {
+    StopWhenIdle(io, srv, http, t, rounds - 1);
   });
+}
+
+// The Local backend: the engine in this process, over the store (none:
+// in memory), with every stored job recovered. nullptr (logged) on failure.
+std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
+                                            const backend::Clock& clock, const app::Config& config,
+                                            store::RocksStore* rocks) {
+  backend::LocalBackend::Options bo;
+  bo.max_job_size = config.max_job_size;
+  bo.store = rocks;
+  bo.horizon_ms = config.horizon_ms;
+  bo.on_store_health = [](bool ok, const Status& error) {
+    if (ok) {
+      spdlog::info("event=store_recovered note=\"writes are accepted again\"");
+    } else {
+      spdlog::error(
+          "event=store_failing error=\"{}\" note=\"changes are refused with "
+          "INTERNAL_ERROR until the store takes writes again\"",
+          error.message());
+    }
+  };
+  auto backend = std::make_unique<backend::LocalBackend>(io, bo, clock);
+  if (rocks != nullptr) {
+    const uint64_t total = rocks->ApproximateJobs();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto last_log = t0;
+    auto rate = [&](uint64_t n) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return s > 0 ? static_cast<uint64_t>(n / s) : n;
+    };
+    spdlog::info("event=recovery_started data_dir={} fsync={} jobs_estimated={}", config.data_dir,
+                 config.fsync, total);
+    uint64_t recovered = 0;
+    Status st = backend->Recover(
+        [&](uint64_t loaded) {
+          recovered = loaded;
+          auto now = std::chrono::steady_clock::now();
+          if (now - last_log < std::chrono::seconds(1)) return;
+          last_log = now;
+          spdlog::info("event=recovery_progress loaded={} total_estimated={} jobs_per_s={}", loaded,
+                       total, rate(loaded));
+        },
+        1u << 16);
+    if (!st.ok()) {
+      spdlog::error("event=recovery_failed data_dir={} code={} error=\"{}\"", config.data_dir,
+                    CodeName(st.code()), st.message());
+      return nullptr;
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info(
+        "event=recovery_done jobs={} on_disk_only={} seconds={:.3f} jobs_per_s={} next_id={}",
+        recovered, backend->engine().ColdJobs(), secs, rate(recovered),
+        backend->engine().next_id());
+  }
+  return backend;
+}
+
+// The Redis backend; waits up to 5 s for its connection (it keeps trying
+// after that: operations fail until it is up).
+std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
+                                            const backend::Clock& clock,
+                                            const app::Config& config) {
+  auto address = backend::ParseRedisUrl(config.backend);
+  if (!address.ok()) {
+    spdlog::error("event=bad_backend backend={} error=\"{}\"", config.backend,
+                  address.status().message());
+    return nullptr;
+  }
+  backend::RedisBackend::Options ro;
+  ro.address = *address;
+  ro.max_job_size = config.max_job_size;
+  auto backend = std::make_unique<backend::RedisBackend>(io, ro, clock);
+  backend->Start();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!backend->connected() && std::chrono::steady_clock::now() < deadline)
+    io.run_one_for(std::chrono::milliseconds(10));
+  if (backend->connected()) {
+    spdlog::info("event=redis_connected backend={}", config.backend);
+  } else {
+    spdlog::warn(
+        "event=redis_unreachable backend={} note=\"serving anyway: operations fail with "
+        "INTERNAL_ERROR until Redis answers\"",
+        config.backend);
+  }
+  return backend;
 }
 
 }  // namespace
@@ -72,7 +162,8 @@ int main(int argc, char** argv) {
 
   // The store first: a damaged or foreign data directory stops the start.
   std::unique_ptr<store::RocksStore> rocks;
-  if (!config.in_memory) {
+  const bool on_redis = !config.backend.empty();
+  if (!config.in_memory && !on_redis) {
     store::RocksStoreOptions so;
     so.dir = config.data_dir;
     so.fsync = config.fsync == "always" ? store::FsyncPolicy::kAlways
@@ -91,52 +182,10 @@ int main(int argc, char** argv) {
   // may still post work to the loop).
   boost::asio::io_context io(BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO);
   backend::Clock clock;
-  backend::LocalBackend::Options bo;
-  bo.max_job_size = config.max_job_size;
-  bo.store = rocks.get();
-  bo.horizon_ms = config.horizon_ms;
-  bo.on_store_health = [](bool ok, const Status& error) {
-    if (ok) {
-      spdlog::info("event=store_recovered note=\"writes are accepted again\"");
-    } else {
-      spdlog::error(
-          "event=store_failing error=\"{}\" note=\"changes are refused with "
-          "INTERNAL_ERROR until the store takes writes again\"",
-          error.message());
-    }
-  };
-  backend::LocalBackend backend(io, bo, clock);
-  if (rocks != nullptr) {
-    const uint64_t total = rocks->ApproximateJobs();
-    const auto t0 = std::chrono::steady_clock::now();
-    auto last_log = t0;
-    auto rate = [&](uint64_t n) {
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      return s > 0 ? static_cast<uint64_t>(n / s) : n;
-    };
-    spdlog::info("event=recovery_started data_dir={} fsync={} jobs_estimated={}", config.data_dir,
-                 config.fsync, total);
-    uint64_t recovered = 0;
-    Status st = backend.Recover(
-        [&](uint64_t loaded) {
-          recovered = loaded;
-          auto now = std::chrono::steady_clock::now();
-          if (now - last_log < std::chrono::seconds(1)) return;
-          last_log = now;
-          spdlog::info("event=recovery_progress loaded={} total_estimated={} jobs_per_s={}", loaded,
-                       total, rate(loaded));
-        },
-        1u << 16);
-    if (!st.ok()) {
-      spdlog::error("event=recovery_failed data_dir={} code={} error=\"{}\"", config.data_dir,
-                    CodeName(st.code()), st.message());
-      return 1;
-    }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info(
-        "event=recovery_done jobs={} on_disk_only={} seconds={:.3f} jobs_per_s={} next_id={}",
-        recovered, backend.engine().ColdJobs(), secs, rate(recovered), backend.engine().next_id());
-  }
+  std::unique_ptr<backend::Backend> owned =
+      on_redis ? OpenRedis(io, clock, config) : OpenLocal(io, clock, config, rocks.get());
+  if (owned == nullptr) return 1;
+  backend::Backend& backend = *owned;
   server::ServerContext ctx(backend);
   ctx.started_ms = clock.Now();
   ctx.instance_id = RandomId();
@@ -149,14 +198,23 @@ int main(int argc, char** argv) {
   }
 
   server::BeanstalkServer beanstalk(io, ctx);
+  std::unique_ptr<server::HttpServer> http;
+  if (config.http) {
+    server::HttpServerOptions ho;
+    ho.max_body_bytes = config.http_max_body;
+    ho.idle_timeout = std::chrono::milliseconds(config.http_idle_timeout_ms);
+    http = std::make_unique<server::HttpServer>(io, ctx, ho);
+  }
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
-    spdlog::info("event=stopping signal={} connections={}", sig, beanstalk.connections());
+    spdlog::info("event=stopping signal={} connections={} http_connections={}", sig,
+                 beanstalk.connections(), http ? http->connections() : 0);
     beanstalk.Stop();
+    if (http) http->Stop();  // waiting long-polls are answered now
     // Give in-flight replies up to 5 s to leave.
-    StopWhenIdle(io, beanstalk, std::make_shared<boost::asio::steady_timer>(io), 500);
+    StopWhenIdle(io, beanstalk, http.get(), std::make_shared<boost::asio::steady_timer>(io), 500);
   });
   boost::asio::signal_set drain_signal(io, SIGUSR1);
   std::function<void(const boost::system::error_code&, int)> on_drain =
@@ -172,14 +230,27 @@ int main(int argc, char** argv) {
     spdlog::error("event=listen_failed error=\"{}\"", st.message());
     return 1;
   }
+  const std::string http_listen = config.http_listen.empty() ? config.listen : config.http_listen;
+  if (http) {
+    if (Status st = http->Listen(http_listen, config.http_port); !st.ok()) {
+      spdlog::error("event=listen_failed error=\"{}\"", st.message());
+      return 1;
+    }
+  }
   beanstalk.Start();
+  if (http) http->Start();
   spdlog::info(
-      "event=started version={} listen={}:{} backend={} store={} fsync={} horizon={} "
+      "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
       "max_job_size={} busy_poll_us={} pid={}",
-      server::kVersion, config.listen, beanstalk.port(), backend.info().name,
-      config.in_memory ? std::string("none") : config.data_dir,
-      config.in_memory ? "-" : config.fsync.c_str(),
-      config.in_memory || config.horizon_ms == 0 ? "off" : FormatDuration(config.horizon_ms),
+      server::kVersion, config.listen, beanstalk.port(),
+      http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
+      backend.info().name,
+      on_redis           ? config.backend
+      : config.in_memory ? std::string("none")
+                         : config.data_dir,
+      config.in_memory || on_redis ? "-" : config.fsync.c_str(),
+      config.in_memory || on_redis || config.horizon_ms == 0 ? "off"
+                                                             : FormatDuration(config.horizon_ms),
       config.max_job_size, config.busy_poll_us, static_cast<long>(getpid()));
 
   if (config.busy_poll_us == 0) {
@@ -202,8 +273,10 @@ int main(int argc, char** argv) {
   // Connections still open after the grace period are closed; their
   // handlers run now, while the backend they point to still exists.
   beanstalk.CloseAll();
+  if (http) http->CloseAll();
   io.restart();
   io.poll();
+  http.reset();  // its API's sessions go before the backend
   spdlog::info("event=stopped");
   return 0;
 }

@@ -6,6 +6,7 @@
 #ifndef DELAYQ_BACKEND_CLOCK_H_
 #define DELAYQ_BACKEND_CLOCK_H_
 
+#include <algorithm>
 #include <chrono>
 
 #include "delayq/types.h"
@@ -26,9 +27,12 @@ class Clock {
                              std::chrono::steady_clock::now() - steady_base_)
                              .count();
   }
-  // The steady-clock instant at which Now() reaches `t`.
+  // The steady-clock instant at which Now() reaches `t`; at most a century
+  // ahead (a due time may lie 4,400 years ahead, but a steady-clock time
+  // point overflows its nanoseconds after 292 years).
   std::chrono::steady_clock::time_point SteadyAt(TimeMs t) const {
-    return steady_base_ + std::chrono::milliseconds(t - epoch_base_);
+    constexpr TimeMs kCentury = TimeMs{100} * 365 * 24 * 3600 * 1000;
+    return steady_base_ + std::chrono::milliseconds(std::min(t - epoch_base_, kCentury));
   }
 
  private:

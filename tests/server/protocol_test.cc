@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/redis_process.h"
 #include "server/server_process.h"
 
 namespace delayq::testing {
@@ -56,6 +57,13 @@ using Clock = std::chrono::steady_clock;
 bool AgainstBeanstalkd() {
   const char* e = std::getenv("DELAYQ_TEST_AGAINST");
   return e != nullptr && std::string_view(e) == "beanstalkd";
+}
+
+// DELAYQ_TEST_AGAINST=redis: delayqd on the Redis backend, with a
+// redis-server of its own for each test.
+bool AgainstRedis() {
+  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
+  return e != nullptr && std::string_view(e) == "redis";
 }
 
 std::string TargetBinary() { return AgainstBeanstalkd() ? kBeanstalkdPath : DelayqdPath(); }
@@ -237,7 +245,13 @@ class ServerTest : public ::testing::Test {
   void StartServer(const std::vector<std::string>& args) {
     server_.Stop();
     std::string error;
-    ASSERT_TRUE(server_.Start(TargetBinary(), args, &error)) << error;
+    std::vector<std::string> full = args;
+    if (AgainstRedis()) {
+      if (!redis_.running()) ASSERT_TRUE(redis_.Start(&error)) << error;
+      full.push_back("--backend");
+      full.push_back(redis_.url());
+    }
+    ASSERT_TRUE(server_.Start(TargetBinary(), full, &error)) << error;
   }
 
   RawClient Connect() {
@@ -266,6 +280,7 @@ class ServerTest : public ::testing::Test {
     }
   }
 
+  RedisProcess redis_;  // started only against Redis; declared first, stopped last
   ServerProcess server_;
 };
 

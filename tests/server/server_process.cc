@@ -101,6 +101,15 @@ bool ServerProcess::Spawn(const std::string& binary, const std::vector<std::stri
     log_path_ = tmpl;
   }
   std::vector<std::string> argv_s = {binary, "-l", "127.0.0.1", "-p", std::to_string(port)};
+  // delayqd's HTTP listener on a free port too (its default port would
+  // collide between tests running in parallel), unless the test says.
+  bool http_given = false;
+  for (const std::string& a : args)
+    http_given |= a.rfind("--http-port", 0) == 0 || a == "--no-http";
+  if (binary != kBeanstalkdPath && !http_given) {
+    argv_s.push_back("--http-port");
+    argv_s.push_back("0");
+  }
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (std::string& s : argv_s) argv.push_back(s.data());

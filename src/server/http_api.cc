@@ -1,0 +1,1791 @@
+#include "server/http_api.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "delayq/duration.h"
+#include "delayq/engine.h"
+
+namespace delayq::server {
+
+namespace {
+
+using backend::Backend;
+using backend::Jobs;
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// ---- errors -------------------------------------------------------------------
+
+// The HTTP status of a backend error (docs/http-api.md, "Errors").
+int HttpStatusFor(Code code) {
+  switch (code) {
+    case Code::kOk:
+      return 200;
+    case Code::kNotFound:
+      return 404;
+    case Code::kInvalidArgument:
+    case Code::kNotIgnored:
+      return 400;
+    case Code::kConflict:
+    case Code::kDeadlineSoon:
+      return 409;
+    case Code::kJobTooBig:
+      return 413;
+    case Code::kTimedOut:
+      return 408;
+    case Code::kDraining:
+    case Code::kResourceExhausted:
+    case Code::kUnavailable:
+      return 503;
+    case Code::kInternal:
+    case Code::kCorruption:
+      break;
+  }
+  return 500;
+}
+
+// Messages may quote what the client sent: keep them printable ASCII.
+std::string Printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out;
+}
+
+HttpReply ErrorReply(int status, std::string_view code, std::string_view message) {
+  return HttpReply{status, HttpErrorBody(code, message), {}};
+}
+
+HttpReply StatusReply(const Status& st) {
+  std::string msg = st.message();
+  if (msg.empty()) {
+    switch (st.code()) {
+      case Code::kNotFound:
+        msg = "not found";
+        break;
+      case Code::kJobTooBig:
+        msg = "the job body is larger than the maximum job size";
+        break;
+      case Code::kDraining:
+        msg = "the server is draining: it takes no new jobs";
+        break;
+      default:
+        msg = std::string(CodeName(st.code()));
+    }
+  }
+  return ErrorReply(HttpStatusFor(st.code()), CodeName(st.code()), msg);
+}
+
+// ---- text helpers -------------------------------------------------------------
+
+// Text: valid UTF-8 without control characters other than tab, CR, LF.
+bool IsText(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2, cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3, cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates, beyond U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= in.size(); i += 3) {
+    uint32_t v = (static_cast<uint8_t>(in[i]) << 16) | (static_cast<uint8_t>(in[i + 1]) << 8) |
+                 static_cast<uint8_t>(in[i + 2]);
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (size_t rest = in.size() - i; rest > 0) {
+    uint32_t v = static_cast<uint8_t>(in[i]) << 16;
+    if (rest == 2) v |= static_cast<uint8_t>(in[i + 1]) << 8;
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += rest == 2 ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// Standard alphabet; the padding may be left out. False on anything else.
+bool Base64Decode(std::string_view in, std::string* out) {
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return false;
+  out->clear();
+  out->reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+') {
+      v = 62;
+    } else if (c == '/') {
+      v = 63;
+    } else {
+      return false;
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return true;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes one path segment. False on a malformed escape.
+bool PercentDecode(std::string_view in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// Days from 1970-01-01 to the civil date (proleptic Gregorian).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const auto yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+// RFC 3339 date-time ("2026-01-02T03:04:05.250Z", "...+02:00") to epoch ms.
+// Fractions beyond milliseconds are truncated.
+std::optional<TimeMs> ParseRfc3339(std::string_view s) {
+  int y, mo, d, h, mi, se;
+  if (!Digits(s, 0, 4, &y) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &mo) ||
+      s[7] != '-' || !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
+      !Digits(s, 11, 2, &h) || s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' ||
+      !Digits(s, 17, 2, &se))
+    return std::nullopt;
+  static constexpr int kDays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] || (mo == 2 && d == 29 && !leap) || h > 23 ||
+      mi > 59 || se > 60)
+    return std::nullopt;
+  size_t i = 19;
+  int64_t ms = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    size_t start = i;
+    int64_t scale = 100;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      ms += (s[i] - '0') * scale;
+      scale /= 10;
+      ++i;
+    }
+    if (i == start) return std::nullopt;
+  }
+  int64_t offset_min = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh, om;
+    if (!Digits(s, i + 1, 2, &oh) || i + 3 >= s.size() || s[i + 3] != ':' ||
+        !Digits(s, i + 4, 2, &om) || oh > 23 || om > 59)
+      return std::nullopt;
+    offset_min = (s[i] == '-' ? -1 : 1) * (oh * 60 + om);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  int64_t secs = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 +
+                 h * 3600 + mi * 60 + std::min(se, 59) - offset_min * 60;
+  return secs * 1000 + ms;
+}
+
+std::string_view HttpReasonPhrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 201:
+      return "Created";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string HttpErrorBody(std::string_view code, std::string_view message) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  std::string msg = Printable(message);
+  w.StartObject();
+  w.Key("error");
+  w.StartObject();
+  w.Key("code");
+  w.String(code.data(), static_cast<rapidjson::SizeType>(code.size()));
+  w.Key("message");
+  w.String(msg.data(), static_cast<rapidjson::SizeType>(msg.size()));
+  w.EndObject();
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+namespace {
+
+// ---- JSON output --------------------------------------------------------------
+
+void Str(JsonWriter& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+// {"urgent":..,"ready":..,"reserved":..,"delayed":..,"buried":..} of server
+// or topic stats.
+template <typename Writer, typename Counts>
+void JobCounts(Writer& w, const Counts& c) {
+  w.StartObject();
+  w.Key("urgent");
+  w.Uint64(c.urgent);
+  w.Key("ready");
+  w.Uint64(c.ready);
+  w.Key("reserved");
+  w.Uint64(c.reserved);
+  w.Key("delayed");
+  w.Uint64(c.delayed);
+  w.Key("buried");
+  w.Uint64(c.buried);
+  w.EndObject();
+}
+
+void Body(JsonWriter& w, std::string_view body) {
+  if (IsText(body)) {
+    w.Key("body");
+    Str(w, body);
+  } else {
+    w.Key("body_base64");
+    Str(w, Base64Encode(body));
+  }
+}
+
+// A job that was handed out (reserve, peek): owned copies of its view.
+struct OwnedJob {
+  JobId id = 0;
+  std::string topic, key, body;
+  JobState state = JobState::kReady;
+  uint32_t priority = 0;
+};
+
+OwnedJob Own(const JobView& v) {
+  return OwnedJob{v.id,      std::string(v.topic), std::string(v.key), std::string(v.body), v.state,
+                  v.priority};
+}
+
+// The fields of a job: the view's, and its stats when there are any.
+void JobObject(JsonWriter& w, const OwnedJob& j, const JobStats* s, bool with_body) {
+  w.StartObject();
+  w.Key("id");
+  w.Uint64(j.id);
+  w.Key("topic");
+  Str(w, j.topic);
+  if (!j.key.empty()) {
+    w.Key("key");
+    Str(w, j.key);
+  }
+  JobState state = s != nullptr ? s->state : j.state;
+  w.Key("state");
+  Str(w, JobStateName(state));
+  w.Key("priority");
+  w.Uint(s != nullptr ? s->priority : j.priority);
+  if (s != nullptr) {
+    if (state == JobState::kDelayed) {
+      w.Key("due_ms");
+      w.Int64(s->due_ms);
+    } else if (state == JobState::kReserved) {
+      w.Key("deadline_ms");
+      w.Int64(s->due_ms);
+    }
+    w.Key("created_ms");
+    w.Int64(s->created_ms);
+    w.Key("ttr_ms");
+    w.Int64(s->ttr_ms);
+    w.Key("delay_ms");
+    w.Int64(s->delay_ms);
+    w.Key("max_tries");
+    w.Uint(s->max_tries);
+    w.Key("reserves");
+    w.Uint(s->reserves);
+    w.Key("timeouts");
+    w.Uint(s->timeouts);
+    w.Key("releases");
+    w.Uint(s->releases);
+    w.Key("buries");
+    w.Uint(s->buries);
+    w.Key("kicks");
+    w.Uint(s->kicks);
+  }
+  if (with_body) Body(w, j.body);
+  w.EndObject();
+}
+
+std::string Done(rapidjson::StringBuffer& sb) { return std::string(sb.GetString(), sb.GetSize()); }
+
+// {"id":N,"state":"..."} (+ due/deadline from stats when given).
+std::string IdState(JobId id, JobState state, const JobStats* s) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("id");
+  w.Uint64(id);
+  w.Key("state");
+  Str(w, JobStateName(state));
+  if (s != nullptr && state == JobState::kDelayed) {
+    w.Key("due_ms");
+    w.Int64(s->due_ms);
+  } else if (s != nullptr && state == JobState::kReserved) {
+    w.Key("deadline_ms");
+    w.Int64(s->due_ms);
+  }
+  w.EndObject();
+  return Done(sb);
+}
+
+// ---- JSON input ---------------------------------------------------------------
+
+// Parses a request body: an object, or {} for an empty body when allowed.
+Status ParseObject(std::string_view body, rapidjson::Document* d, bool empty_ok) {
+  if (body.empty() && empty_ok) {
+    d->SetObject();
+    return Status::Ok();
+  }
+  d->Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
+  if (d->HasParseError()) {
+    return Status::InvalidArgument(std::string("bad_json:") +
+                                   rapidjson::GetParseError_En(d->GetParseError()) + " (at byte " +
+                                   std::to_string(d->GetErrorOffset()) + ")");
+  }
+  if (!d->IsObject()) return Status::InvalidArgument("the request body must be a JSON object");
+  return Status::Ok();
+}
+
+// Reads the members of one JSON object by name, remembering which were
+// asked for, so that Unknown() can name a member nobody reads (a typo).
+class Fields {
+ public:
+  Fields(const rapidjson::Value& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  const rapidjson::Value* Get(const char* name) {
+    known_.push_back(name);
+    auto it = obj_.FindMember(name);
+    return it == obj_.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
+  }
+  bool Has(const char* name) const {
+    auto it = obj_.FindMember(name);
+    return it != obj_.MemberEnd() && !it->value.IsNull();
+  }
+
+  Status Int(const char* name, int64_t lo, int64_t hi, int64_t* out) {
+    const rapidjson::Value* v = Get(name);
+    if (v == nullptr) return Status::Ok();
+    if (!v->IsInt64() || v->GetInt64() < lo || v->GetInt64() > hi)
+      return Bad(name, "an integer " + std::to_string(lo) + ".." + std::to_string(hi));
+    *out = v->GetInt64();
+    return Status::Ok();
+  }
+  template <typename T>
+  Status Num(const char* name, int64_t lo, int64_t hi, T* out) {
+    int64_t v = static_cast<int64_t>(*out);
+    if (Status st = Int(name, lo, hi, &v); !st.ok()) return st;
+    *out = static_cast<T>(v);
+    return Status::Ok();
+  }
+  Status String(const char* name, std::string_view* out) {
+    const rapidjson::Value* v = Get(name);
+    if (v == nullptr) return Status::Ok();
+    if (!v->IsString()) return Bad(name, "a string");
+    *out = std::string_view(v->GetString(), v->GetStringLength());
+    return Status::Ok();
+  }
+  Status Unknown() const {
+    for (auto it = obj_.MemberBegin(); it != obj_.MemberEnd(); ++it) {
+      std::string_view n(it->name.GetString(), it->name.GetStringLength());
+      if (std::find(known_.begin(), known_.end(), n) == known_.end())
+        return Status::InvalidArgument(prefix_ + "unknown field '" + std::string(n) + "'");
+    }
+    return Status::Ok();
+  }
+  Status Bad(std::string_view name, std::string_view want) const {
+    return Status::InvalidArgument(prefix_ + "'" + std::string(name) + "' must be " +
+                                   std::string(want));
+  }
+
+ private:
+  const rapidjson::Value& obj_;
+  std::string prefix_;
+  std::vector<std::string_view> known_;
+};
+
+bool IsValidKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyLength) return false;
+  for (char c : key)
+    if (c <= 0x20 || c >= 0x7f) return false;
+  return true;
+}
+
+Status CheckTopic(std::string_view topic) {
+  if (IsValidTopicName(topic)) return Status::Ok();
+  return Status::InvalidArgument("bad topic name '" + std::string(topic) +
+                                 "': 1-200 bytes of A-Za-z0-9-+/;.$_() not starting with '-'");
+}
+
+Status CheckKey(std::string_view key) {
+  if (IsValidKey(key)) return Status::Ok();
+  return Status::InvalidArgument("bad key '" + std::string(key) +
+                                 "': 1-200 bytes of printable ASCII without spaces");
+}
+
+// A duration in a back-off list: a number of ms or a string like "4m".
+Result<TimeMs> DurationValue(const rapidjson::Value& v) {
+  if (v.IsInt64() && v.GetInt64() >= 0 && v.GetInt64() <= kMaxDelayMs) return v.GetInt64();
+  if (v.IsString()) return ParseDuration(std::string_view(v.GetString(), v.GetStringLength()));
+  return Status::InvalidArgument("a back-off delay must be ms or a duration like \"4m\"");
+}
+
+Result<Backoff> ParseBackoffValue(const rapidjson::Value& v) {
+  if (v.IsString()) return ParseBackoff(std::string_view(v.GetString(), v.GetStringLength()));
+  if (v.IsArray()) {
+    if (v.Empty() || v.Size() > 64)
+      return Status::InvalidArgument("'backoff' as a list takes 1 to 64 delays");
+    std::vector<TimeMs> delays;
+    for (const auto& e : v.GetArray()) {
+      auto d = DurationValue(e);
+      if (!d.ok()) return d.status();
+      delays.push_back(*d);
+    }
+    return Backoff::List(std::move(delays));
+  }
+  if (v.IsObject()) {
+    Fields f(v, "backoff: ");
+    int64_t base = -1, cap = -1;
+    if (Status st = f.Int("base_ms", 1, kMaxDelayMs, &base); !st.ok()) return st;
+    if (Status st = f.Int("cap_ms", 1, kMaxDelayMs, &cap); !st.ok()) return st;
+    if (Status st = f.Unknown(); !st.ok()) return st;
+    if (base < 0 || cap < 0 || cap < base)
+      return Status::InvalidArgument("'backoff' as an object needs base_ms <= cap_ms");
+    return Backoff::Exponential(base, cap);
+  }
+  return Status::InvalidArgument(
+      "'backoff' must be a list of delays, {\"base_ms\":..,\"cap_ms\":..}, or a spec string");
+}
+
+// One job of a put: the request points into the JSON document and `body`.
+struct PutSpec {
+  PutRequest req;
+  std::string decoded;  // body_base64, decoded
+  bool has_run_at = false;
+};
+
+Status ParsePut(const rapidjson::Value& v, std::string_view prefix, TimeMs now, PutSpec* p) {
+  if (!v.IsObject())
+    return Status::InvalidArgument(std::string(prefix) + "a job must be an object");
+  Fields f(v, std::string(prefix));
+  PutRequest& r = p->req;
+  if (Status st = f.String("body", &r.body); !st.ok()) return st;
+  std::string_view b64;
+  if (Status st = f.String("body_base64", &b64); !st.ok()) return st;
+  if (f.Has("body") && f.Has("body_base64"))
+    return Status::InvalidArgument(std::string(prefix) + "give 'body' or 'body_base64', not both");
+  if (f.Has("body_base64")) {
+    if (!Base64Decode(b64, &p->decoded)) return f.Bad("body_base64", "base64");
+    r.body = p->decoded;
+  }
+  if (Status st = f.Num("priority", 0, UINT32_MAX, &r.priority); !st.ok()) return st;
+  if (Status st = f.Num("delay_ms", 0, kMaxDelayMs, &r.delay_ms); !st.ok()) return st;
+  if (Status st = f.Num("ttr_ms", 1, kMaxDelayMs, &r.ttr_ms); !st.ok()) return st;
+  if (Status st = f.Num("max_tries", 0, UINT32_MAX, &r.max_tries); !st.ok()) return st;
+  if (Status st = f.String("key", &r.key); !st.ok()) return st;
+  if (f.Has("key")) {
+    if (Status st = CheckKey(r.key); !st.ok())
+      return Status::InvalidArgument(std::string(prefix) + st.message());
+  }
+  if (const rapidjson::Value* at = f.Get("run_at"); at != nullptr) {
+    if (f.Has("delay_ms"))
+      return Status::InvalidArgument(std::string(prefix) + "give 'delay_ms' or 'run_at', not both");
+    if (at->IsInt64() && at->GetInt64() >= 0 && at->GetInt64() <= now + kMaxDelayMs) {
+      r.run_at = at->GetInt64();
+    } else if (at->IsString()) {
+      auto t = ParseRfc3339(std::string_view(at->GetString(), at->GetStringLength()));
+      if (!t || *t > now + kMaxDelayMs)
+        return f.Bad("run_at", "epoch milliseconds or an RFC 3339 time");
+      r.run_at = std::max<TimeMs>(*t, 0);
+    } else {
+      return f.Bad("run_at", "epoch milliseconds or an RFC 3339 time");
+    }
+    p->has_run_at = true;
+  }
+  if (const rapidjson::Value* b = f.Get("backoff"); b != nullptr) {
+    auto bo = ParseBackoffValue(*b);
+    if (!bo.ok()) return Status::InvalidArgument(std::string(prefix) + bo.status().message());
+    r.backoff = std::move(bo).value();
+  }
+  return f.Unknown();
+}
+
+// "ready", "delayed", "buried" names to a ClearMask.
+Result<uint8_t> ParseStates(const rapidjson::Value* v) {
+  if (v == nullptr) return static_cast<uint8_t>(kClearAll);
+  if (!v->IsArray() || v->Empty())
+    return Status::InvalidArgument("'states' must be a list of ready, delayed, buried");
+  uint8_t mask = 0;
+  for (const auto& e : v->GetArray()) {
+    std::string_view s = e.IsString() ? std::string_view(e.GetString(), e.GetStringLength()) : "";
+    if (s == "ready") {
+      mask |= kClearReady;
+    } else if (s == "delayed") {
+      mask |= kClearDelayed;
+    } else if (s == "buried") {
+      mask |= kClearBuried;
+    } else {
+      return Status::InvalidArgument("'states' must be a list of ready, delayed, buried");
+    }
+  }
+  return mask;
+}
+
+Result<JobId> ParseId(std::string_view s) {
+  JobId id = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+  if (ec != std::errc() || p != s.data() + s.size() || id == 0)
+    return Status::InvalidArgument("bad job id '" + std::string(s) + "'");
+  return id;
+}
+
+// Splits "a,b" (Youzan) into names.
+std::vector<std::string> SplitTopics(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    size_t c = s.find(',');
+    std::string_view t = s.substr(0, c);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (!t.empty()) out.emplace_back(t);
+    if (c == std::string_view::npos) break;
+    s.remove_prefix(c + 1);
+  }
+  return out;
+}
+
+std::string YouzanBody(int code, std::string_view message,
+                       const std::function<void(JsonWriter&)>& data = nullptr) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  std::string msg = Printable(message);
+  w.StartObject();
+  w.Key("code");
+  w.Int(code);
+  w.Key("message");
+  Str(w, msg);
+  w.Key("data");
+  if (data) {
+    data(w);
+  } else {
+    w.Null();
+  }
+  w.EndObject();
+  return Done(sb);
+}
+
+HttpReply YouzanFail(std::string_view message) {
+  return HttpReply{200, YouzanBody(1, message), {}};
+}
+
+}  // namespace
+
+// ---- the API ---------------------------------------------------------------------
+
+// A reserve in progress.
+struct HttpApi::Wait {
+  CallId id = 0;
+  SessionId session = 0;
+  std::vector<std::string> topics;
+  std::function<void(Status, std::vector<OwnedJob>)> finish;
+  bool finished = false;
+};
+
+// The route handlers, with access to the API's state.
+struct HttpApiRoutes {
+  using Params = std::vector<std::string>;
+  using Handler = void (*)(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                           HttpApi::CallId*);
+  struct Route {
+    std::string_view method;
+    std::vector<std::string_view> path;  // ":x" segments capture
+    Handler handler;
+  };
+  static const std::vector<Route>& Table();
+
+  // ---- shared steps ----
+  static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
+                      uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,
+                      HttpApi::CallId* call);
+  // Each job's stats, in order (entries of jobs gone meanwhile are empty).
+  static void StatsEach(
+      HttpApi& api, std::vector<OwnedJob> jobs,
+      std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done);
+  // The job with `key` in any topic (topics in creation order).
+  static void FindKey(HttpApi& api, std::string key,
+                      std::function<void(Status, std::optional<OwnedJob>)> done);
+  // A session of its own for an operation on a reserved job (so that a job
+  // a beanstalkd connection holds is refused), closed once the reply ran.
+  static SessionId TempSession(HttpApi& api, HttpApi::Reply* done);
+  static void ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done);
+  static void ReplyJob(HttpApi& api, Status st, Jobs jobs, HttpApi::Reply done);
+  static void PutMany(HttpApi& api, std::string topic, std::shared_ptr<std::vector<PutSpec>> specs,
+                      bool batch, std::shared_ptr<rapidjson::Document> doc, HttpApi::Reply done);
+
+  // ---- native routes ----
+  static void Healthz(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void ServerStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                         HttpApi::CallId*);
+  static void TopicStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                         HttpApi::CallId*);
+  static void Put(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void ReserveRoute(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                           HttpApi::CallId*);
+  static void GetJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                     HttpApi::CallId*);
+  static void GetByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                       HttpApi::CallId*);
+  static void DeleteJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                        HttpApi::CallId*);
+  static void DeleteByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  static void Finish(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                     HttpApi::CallId*);
+  static void Release(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void Bury(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void Touch(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void KickJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void KickTopic(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                        HttpApi::CallId*);
+  static void Pause(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void Clear(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  // ---- Youzan-style routes ----
+  static void YPush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void YPop(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void YFinish(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void YGet(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+};
+
+const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
+  using R = HttpApiRoutes;
+  static const std::vector<Route> table = {
+      {"GET", {"healthz"}, &R::Healthz},
+      {"GET", {"stats"}, &R::ServerStats},
+      {"GET", {"topics"}, &R::ListTopics},
+      {"GET", {"topics", ":topic"}, &R::TopicStats},
+      {"POST", {"topics", ":topic", "jobs"}, &R::Put},
+      {"POST", {"topics", ":topic", "reserve"}, &R::ReserveRoute},
+      {"POST", {"topics", ":topic", "kick"}, &R::KickTopic},
+      {"POST", {"topics", ":topic", "pause"}, &R::Pause},
+      {"POST", {"topics", ":topic", "clear"}, &R::Clear},
+      {"GET", {"topics", ":topic", "keys", ":key"}, &R::GetByKey},
+      {"DELETE", {"topics", ":topic", "keys", ":key"}, &R::DeleteByKey},
+      {"POST", {"reserve"}, &R::ReserveRoute},
+      {"GET", {"jobs", ":id"}, &R::GetJob},
+      {"DELETE", {"jobs", ":id"}, &R::DeleteJob},
+      {"POST", {"jobs", ":id", "finish"}, &R::Finish},
+      {"POST", {"jobs", ":id", "release"}, &R::Release},
+      {"POST", {"jobs", ":id", "bury"}, &R::Bury},
+      {"POST", {"jobs", ":id", "touch"}, &R::Touch},
+      {"POST", {"jobs", ":id", "kick"}, &R::KickJob},
+      {"POST", {"push"}, &R::YPush},
+      {"POST", {"pop"}, &R::YPop},
+      {"POST", {"finish"}, &R::YFinish},
+      {"POST", {"delete"}, &R::YFinish},
+      {"POST", {"get"}, &R::YGet},
+  };
+  return table;
+}
+
+HttpApi::HttpApi(ServerContext& ctx, HttpApiOptions options)
+    : ctx_(ctx), backend_(ctx.backend), options_(options) {}
+
+HttpApi::~HttpApi() {
+  *alive_ = false;
+  for (auto& [id, w] : waits_) backend_.CloseSession(w->session);
+  for (Pooled& p : pool_) backend_.CloseSession(p.session);
+}
+
+Result<SessionId> HttpApi::ReserveSession(const std::vector<std::string>& topics) {
+  for (const std::string& t : topics)
+    if (Status st = CheckTopic(t); !st.ok()) return st;
+  Pooled p;
+  if (!pool_.empty()) {
+    p = std::move(pool_.back());
+    pool_.pop_back();
+  } else {
+    p.session = backend_.OpenSession();
+    p.watched = {backend_.UsedTopic(p.session)};  // a new session watches its used topic
+  }
+  if (p.watched != topics) {
+    for (const std::string& t : topics) {
+      if (auto r = backend_.Watch(p.session, t); !r.ok()) {
+        backend_.CloseSession(p.session);
+        return r.status();
+      }
+    }
+    for (const std::string& t : p.watched) {
+      if (std::find(topics.begin(), topics.end(), t) != topics.end()) continue;
+      if (auto r = backend_.Ignore(p.session, t); !r.ok()) {
+        backend_.CloseSession(p.session);
+        return r.status();
+      }
+    }
+  }
+  return p.session;
+}
+
+void HttpApi::ReleaseSession(SessionId s, std::vector<std::string> topics) {
+  if (pool_.size() >= options_.session_pool) {
+    backend_.CloseSession(s);
+    return;
+  }
+  pool_.push_back(Pooled{s, std::move(topics)});
+}
+
+void HttpApi::Cancel(CallId id) {
+  auto it = waits_.find(id);
+  if (it == waits_.end()) return;
+  std::shared_ptr<Wait> w = it->second;
+  waits_.erase(it);
+  w->finished = true;
+  backend_.CloseSession(w->session);
+}
+
+void HttpApi::WakeWaiters() {
+  auto all = std::move(waits_);
+  waits_.clear();
+  for (auto& [id, w] : all) {
+    if (w->finished) continue;
+    w->finished = true;
+    backend_.CloseSession(w->session);
+    w->finish(Status::TimedOut(), {});
+  }
+}
+
+HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
+  std::string_view target = request.target;
+  target = target.substr(0, target.find('?'));
+  std::string_view method = request.method == "HEAD" ? "GET" : request.method;
+  if (target.empty() || target.front() != '/') {
+    done(ErrorReply(400, "bad_request", "the target must be an absolute path"));
+    return 0;
+  }
+  // Raw segments: a topic name may hold '/', sent as %2F.
+  std::vector<std::string_view> segs;
+  for (std::string_view rest = target.substr(1);;) {
+    size_t slash = rest.find('/');
+    segs.push_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  std::string allow;
+  for (const HttpApiRoutes::Route& r : HttpApiRoutes::Table()) {
+    if (r.path.size() != segs.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < segs.size() && match; ++i)
+      match = r.path[i].front() == ':' ? !segs[i].empty() : r.path[i] == segs[i];
+    if (!match) continue;
+    if (r.method != method) {
+      if (allow.find(r.method) == std::string::npos) {
+        if (!allow.empty()) allow += ", ";
+        allow += r.method;
+      }
+      continue;
+    }
+    HttpApiRoutes::Params params;
+    for (size_t i = 0; i < segs.size(); ++i) {
+      if (r.path[i].front() != ':') continue;
+      std::string decoded;
+      if (!PercentDecode(segs[i], &decoded)) {
+        done(ErrorReply(400, "bad_request", "bad percent-encoding in the path"));
+        return 0;
+      }
+      params.push_back(std::move(decoded));
+    }
+    CallId call = 0;
+    r.handler(*this, request, params, std::move(done), &call);
+    return call;
+  }
+  if (!allow.empty()) {
+    if (allow.find("GET") != std::string::npos) allow += ", HEAD";
+    HttpReply rep = ErrorReply(405, "method_not_allowed",
+                               std::string(request.method) + " is not allowed here; use " + allow);
+    rep.allow = allow;
+    done(std::move(rep));
+    return 0;
+  }
+  done(ErrorReply(404, "not_found", "no route " + std::string(target)));
+  return 0;
+}
+
+// ---- shared steps ---------------------------------------------------------------
+
+namespace {
+
+// The error reply of a request body that did not parse or validate.
+HttpReply BadInput(const Status& st) {
+  constexpr std::string_view kBadJson = "bad_json:";
+  std::string_view msg = st.message();
+  if (msg.substr(0, kBadJson.size()) == kBadJson)
+    return ErrorReply(400, "bad_json",
+                      "the body is not valid JSON: " + std::string(msg.substr(kBadJson.size())));
+  return StatusReply(st);
+}
+
+}  // namespace
+
+void HttpApiRoutes::Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
+                            uint32_t count,
+                            std::function<void(Status, std::vector<OwnedJob>)> finish,
+                            HttpApi::CallId* call) {
+  auto s = api.ReserveSession(topics);
+  if (!s.ok()) return finish(s.status(), {});
+  auto w = std::make_shared<HttpApi::Wait>();
+  w->id = api.next_call_++;
+  w->session = *s;
+  w->topics = std::move(topics);
+  w->finish = std::move(finish);
+  api.waits_.emplace(w->id, w);
+  std::weak_ptr<bool> alive = api.alive_;
+  api.backend_.Reserve(ReserveRequest{*s, timeout_ms, count, /*detach=*/true},
+                       [&api, alive, w](Status st, Jobs jobs) {
+                         if (alive.expired() || w->finished) return;
+                         w->finished = true;
+                         api.waits_.erase(w->id);
+                         std::vector<OwnedJob> owned;
+                         owned.reserve(jobs.size());
+                         for (const JobView& v : jobs) owned.push_back(Own(v));
+                         api.ReleaseSession(w->session, std::move(w->topics));
+                         w->finish(st, std::move(owned));
+                       });
+  if (!w->finished) *call = w->id;
+}
+
+SessionId HttpApiRoutes::TempSession(HttpApi& api, HttpApi::Reply* done) {
+  SessionId s = api.backend_.OpenSession();
+  std::weak_ptr<bool> alive = api.alive_;
+  *done = [&api, s, alive, inner = std::move(*done)](HttpReply r) {
+    inner(std::move(r));
+    if (!alive.expired()) api.backend_.CloseSession(s);
+  };
+  return s;
+}
+
+void HttpApiRoutes::StatsEach(
+    HttpApi& api, std::vector<OwnedJob> jobs,
+    std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done) {
+  struct State {
+    std::vector<OwnedJob> jobs;
+    std::vector<Result<JobStats>> stats;
+    std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done;
+    std::function<void()> next;
+  };
+  auto st = std::make_shared<State>();
+  st->jobs = std::move(jobs);
+  st->done = std::move(done);
+  std::weak_ptr<State> weak = st;
+  st->next = [&api, weak] {
+    auto s = weak.lock();
+    if (!s) return;
+    if (s->stats.size() == s->jobs.size()) {
+      s->done(std::move(s->jobs), std::move(s->stats));
+      return;
+    }
+    api.backend_.StatsJob(s->jobs[s->stats.size()].id, [s](Result<JobStats> r) {
+      s->stats.push_back(std::move(r));
+      s->next();
+    });
+  };
+  st->next();
+}
+
+void HttpApiRoutes::ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done) {
+  StatsEach(api, std::move(jobs),
+            [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
+              rapidjson::StringBuffer sb;
+              JsonWriter w(sb);
+              w.StartObject();
+              w.Key("jobs");
+              w.StartArray();
+              for (size_t i = 0; i < js.size(); ++i)
+                JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
+              w.EndArray();
+              w.EndObject();
+              done(HttpReply{200, Done(sb), {}});
+            });
+}
+
+void HttpApiRoutes::ReplyJob(HttpApi& api, Status st, Jobs jobs, HttpApi::Reply done) {
+  if (!st.ok() || jobs.empty()) return done(StatusReply(st.ok() ? Status::NotFound() : st));
+  std::vector<OwnedJob> one{Own(jobs.front())};
+  StatsEach(api, std::move(one),
+            [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
+              if (!ss[0].ok()) return done(StatusReply(ss[0].status()));
+              rapidjson::StringBuffer sb;
+              JsonWriter w(sb);
+              JobObject(w, js[0], &ss[0].value(), true);
+              done(HttpReply{200, Done(sb), {}});
+            });
+}
+
+void HttpApiRoutes::FindKey(HttpApi& api, std::string key,
+                            std::function<void(Status, std::optional<OwnedJob>)> done) {
+  api.backend_.ListTopics([&api, key = std::move(key), done = std::move(done)](
+                              Result<std::vector<std::string>> topics) mutable {
+    if (!topics.ok()) return done(topics.status(), std::nullopt);
+    struct State {
+      std::vector<std::string> topics;
+      size_t i = 0;
+      std::string key;
+      std::function<void(Status, std::optional<OwnedJob>)> done;
+      std::function<void()> next;
+    };
+    auto st = std::make_shared<State>();
+    st->topics = std::move(topics).value();
+    st->key = std::move(key);
+    st->done = std::move(done);
+    std::weak_ptr<State> weak = st;
+    std::weak_ptr<bool> alive = api.alive_;
+    st->next = [&api, weak, alive] {
+      auto s = weak.lock();
+      if (!s || alive.expired()) return;
+      if (s->i == s->topics.size()) {
+        return s->done(Status::NotFound("no job with key '" + s->key + "' in any topic"),
+                       std::nullopt);
+      }
+      const std::string& topic = s->topics[s->i++];
+      api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, topic, s->key,
+                        [s](Status st, Jobs jobs) {
+                          if (st.ok() && !jobs.empty()) {
+                            return s->done(Status::Ok(), Own(jobs.front()));
+                          }
+                          if (!st.ok() && st.code() != Code::kNotFound) {
+                            return s->done(st, std::nullopt);
+                          }
+                          s->next();
+                        });
+    };
+    st->next();
+  });
+}
+
+// ---- native routes ----------------------------------------------------------------
+
+void HttpApiRoutes::Healthz(HttpApi& api, const HttpRequest&, const Params&, HttpApi::Reply&& done,
+                            HttpApi::CallId*) {
+  done(HttpReply{200,
+                 api.ctx_.draining ? R"({"status":"ok","draining":true})"
+                                   : R"({"status":"ok","draining":false})",
+                 {}});
+}
+
+void HttpApiRoutes::ServerStats(HttpApi& api, const HttpRequest&, const Params&,
+                                HttpApi::Reply&& done, HttpApi::CallId*) {
+  api.backend_.Stats([&api, done = std::move(done)](Result<EngineStats> r) {
+    if (!r.ok()) return done(StatusReply(r.status()));
+    const EngineStats& e = *r;
+    TimeMs now = api.backend_.Now();
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("version");
+    Str(w, kVersion);
+    w.Key("id");
+    Str(w, api.ctx_.instance_id);
+    w.Key("now_ms");
+    w.Int64(now);
+    w.Key("uptime_ms");
+    w.Int64(now - api.ctx_.started_ms);
+    w.Key("draining");
+    w.Bool(api.ctx_.draining);
+    w.Key("jobs");
+    JobCounts(w, e);
+    w.Key("total_jobs");
+    w.Uint64(e.total_jobs);
+    w.Key("job_timeouts");
+    w.Uint64(e.job_timeouts);
+    w.Key("topics");
+    w.Uint64(e.topics);
+    w.Key("waiting");
+    w.Uint64(e.waiting);
+    w.Key("beanstalk_connections");
+    w.Uint64(api.ctx_.counters.connections);
+    w.Key("max_job_size");
+    w.Uint64(api.ctx_.max_job_size);
+    w.EndObject();
+    done(HttpReply{200, Done(sb), {}});
+  });
+}
+
+void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest&, const Params&,
+                               HttpApi::Reply&& done, HttpApi::CallId*) {
+  api.backend_.ListTopics([done = std::move(done)](Result<std::vector<std::string>> r) {
+    if (!r.ok()) return done(StatusReply(r.status()));
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("topics");
+    w.StartArray();
+    for (const std::string& t : *r) Str(w, t);
+    w.EndArray();
+    w.EndObject();
+    done(HttpReply{200, Done(sb), {}});
+  });
+}
+
+void HttpApiRoutes::TopicStats(HttpApi& api, const HttpRequest&, const Params& p,
+                               HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  api.backend_.StatsTopic(
+      p[0], [done = std::move(done), topic = p[0]](Result<delayq::TopicStats> r) {
+        if (!r.ok()) {
+          return done(r.code() == Code::kNotFound
+                          ? StatusReply(Status::NotFound("no topic '" + topic + "'"))
+                          : StatusReply(r.status()));
+        }
+        const delayq::TopicStats& t = *r;
+        rapidjson::StringBuffer sb;
+        JsonWriter w(sb);
+        w.StartObject();
+        w.Key("name");
+        Str(w, t.name);
+        w.Key("jobs");
+        JobCounts(w, t);
+        w.Key("total_jobs");
+        w.Uint64(t.total_jobs);
+        w.Key("watching");
+        w.Uint64(t.watching);
+        w.Key("waiting");
+        w.Uint64(t.waiting);
+        w.Key("paused");
+        w.Bool(t.pause_time_left_ms > 0);
+        w.Key("pause_ms");
+        w.Int64(t.pause_ms);
+        w.Key("pause_time_left_ms");
+        w.Int64(t.pause_time_left_ms);
+        w.Key("cmd_delete");
+        w.Uint64(t.cmd_delete);
+        w.Key("cmd_pause");
+        w.Uint64(t.cmd_pause);
+        w.EndObject();
+        done(HttpReply{200, Done(sb), {}});
+      });
+}
+
+void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
+                            std::shared_ptr<std::vector<PutSpec>> specs, bool batch,
+                            std::shared_ptr<rapidjson::Document> doc, HttpApi::Reply done) {
+  struct State {
+    std::vector<Result<PutResult>> results;
+    std::vector<Result<JobStats>> stats;
+    size_t pending = 0;
+    HttpApi::Reply done;
+  };
+  auto st = std::make_shared<State>();
+  st->done = std::move(done);
+  const size_t n = specs->size();
+  st->results.assign(n, Status::Internal("no reply"));
+  st->stats.assign(n, Status::NotFound());
+  st->pending = n;
+  auto finish = [st, batch, n] {
+    if (!batch) {
+      const Result<PutResult>& r = st->results[0];
+      if (!r.ok()) return st->done(StatusReply(r.status()));
+      rapidjson::StringBuffer sb;
+      JsonWriter w(sb);
+      w.StartObject();
+      w.Key("id");
+      w.Uint64(r->id);
+      w.Key("created");
+      w.Bool(r->created);
+      const JobStats* s = st->stats[0].ok() ? &st->stats[0].value() : nullptr;
+      w.Key("state");
+      Str(w, JobStateName(s != nullptr ? s->state : r->state));
+      if (s != nullptr && s->state == JobState::kDelayed) {
+        w.Key("due_ms");
+        w.Int64(s->due_ms);
+      }
+      w.EndObject();
+      return st->done(HttpReply{r->created ? 201 : 200, Done(sb), {}});
+    }
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("jobs");
+    w.StartArray();
+    for (size_t i = 0; i < n; ++i) {
+      const Result<PutResult>& r = st->results[i];
+      w.StartObject();
+      if (!r.ok()) {
+        std::string msg = Printable(r.status().message());
+        w.Key("error");
+        w.StartObject();
+        w.Key("code");
+        Str(w, CodeName(r.code()));
+        w.Key("message");
+        Str(w, msg.empty() ? std::string(CodeName(r.code())) : msg);
+        w.EndObject();
+      } else {
+        const JobStats* s = st->stats[i].ok() ? &st->stats[i].value() : nullptr;
+        w.Key("id");
+        w.Uint64(r->id);
+        w.Key("created");
+        w.Bool(r->created);
+        w.Key("state");
+        Str(w, JobStateName(s != nullptr ? s->state : r->state));
+        if (s != nullptr && s->state == JobState::kDelayed) {
+          w.Key("due_ms");
+          w.Int64(s->due_ms);
+        }
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    st->done(HttpReply{200, Done(sb), {}});
+  };
+  for (size_t i = 0; i < n; ++i) {
+    PutRequest& r = (*specs)[i].req;
+    r.topic = topic;
+    if (api.ctx_.draining) {
+      st->results[i] = Status::Draining();
+      if (--st->pending == 0) finish();
+      continue;
+    }
+    api.backend_.Put(SessionId{0}, r, [&api, st, i, finish, specs, doc](Result<PutResult> res) {
+      bool need_stats = res.ok() && (!res->created || res->state == JobState::kDelayed);
+      JobId id = res.ok() ? res->id : 0;
+      st->results[i] = std::move(res);
+      if (!need_stats) {
+        if (--st->pending == 0) finish();
+        return;
+      }
+      api.backend_.StatsJob(id, [st, i, finish](Result<JobStats> s) {
+        st->stats[i] = std::move(s);
+        if (--st->pending == 0) finish();
+      });
+    });
+  }
+}
+
+void HttpApiRoutes::Put(HttpApi& api, const HttpRequest& req, const Params& p,
+                        HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  auto doc = std::make_shared<rapidjson::Document>();
+  if (Status st = ParseObject(req.body, doc.get(), false); !st.ok()) return done(BadInput(st));
+  TimeMs now = api.backend_.Now();
+  auto specs = std::make_shared<std::vector<PutSpec>>();
+  auto jobs = doc->FindMember("jobs");
+  bool batch = jobs != doc->MemberEnd();
+  if (batch) {
+    if (doc->MemberCount() != 1 || !jobs->value.IsArray())
+      return done(
+          StatusReply(Status::InvalidArgument("a batch put is {\"jobs\":[...]} and nothing else")));
+    const auto& arr = jobs->value;
+    if (arr.Empty() || arr.Size() > api.options_.max_batch)
+      return done(StatusReply(Status::InvalidArgument(
+          "a batch holds 1 to " + std::to_string(api.options_.max_batch) + " jobs")));
+    specs->resize(arr.Size());
+    for (rapidjson::SizeType i = 0; i < arr.Size(); ++i) {
+      if (Status st = ParsePut(arr[i], "jobs[" + std::to_string(i) + "]: ", now, &(*specs)[i]);
+          !st.ok())
+        return done(StatusReply(st));
+    }
+  } else {
+    specs->resize(1);
+    if (Status st = ParsePut(*doc, "", now, &(*specs)[0]); !st.ok()) return done(StatusReply(st));
+  }
+  PutMany(api, p[0], std::move(specs), batch, std::move(doc), std::move(done));
+}
+
+void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Params& p,
+                                 HttpApi::Reply&& done, HttpApi::CallId* call) {
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  std::vector<std::string> topics;
+  if (!p.empty()) {
+    topics.push_back(p[0]);
+  } else {
+    const rapidjson::Value* t = f.Get("topics");
+    if (t == nullptr) return done(StatusReply(Status::InvalidArgument("'topics' is required")));
+    if (t->IsString()) {
+      topics.emplace_back(t->GetString(), t->GetStringLength());
+    } else if (t->IsArray() && !t->Empty() && t->Size() <= 1024) {
+      for (const auto& e : t->GetArray()) {
+        if (!e.IsString()) return done(StatusReply(f.Bad("topics", "a list of topic names")));
+        std::string name(e.GetString(), e.GetStringLength());
+        if (std::find(topics.begin(), topics.end(), name) == topics.end())
+          topics.push_back(std::move(name));
+      }
+    } else {
+      return done(StatusReply(f.Bad("topics", "a topic name or a list of 1 to 1024 of them")));
+    }
+  }
+  int64_t timeout_ms = 0, count = 1;
+  if (Status st = f.Int("timeout_ms", 0, kMaxDelayMs, &timeout_ms); !st.ok())
+    return done(StatusReply(st));
+  if (Status st = f.Int("count", 1, static_cast<int64_t>(api.options_.max_batch), &count); !st.ok())
+    return done(StatusReply(st));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  Reserve(
+      api, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
+      [&api, done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
+        if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
+          return done(StatusReply(st));
+        ReplyJobs(api, std::move(jobs), done);
+      },
+      call);
+}
+
+void HttpApiRoutes::GetJob(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
+                           HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  api.backend_.Peek(SessionId{0}, Backend::PeekKind::kId, *id, {}, {},
+                    [&api, done = std::move(done), id = *id](Status st, Jobs jobs) {
+                      ReplyJob(api,
+                               st.ok() || st.code() != Code::kNotFound
+                                   ? st
+                                   : Status::NotFound("no job " + std::to_string(id)),
+                               jobs, done);
+                    });
+}
+
+void HttpApiRoutes::GetByKey(HttpApi& api, const HttpRequest&, const Params& p,
+                             HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  if (Status st = CheckKey(p[1]); !st.ok()) return done(StatusReply(st));
+  std::string what = "no job with key '" + p[1] + "' in topic '" + p[0] + "'";
+  api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, p[0], p[1],
+                    [&api, done = std::move(done), what](Status st, Jobs jobs) {
+                      ReplyJob(api, st.code() == Code::kNotFound ? Status::NotFound(what) : st,
+                               jobs, done);
+                    });
+}
+
+namespace {
+
+std::string NoJob(JobId id) { return "no job " + std::to_string(id); }
+
+HttpReply DeletedReply(JobId id) {
+  return HttpReply{200, R"({"id":)" + std::to_string(id) + R"(,"deleted":true})", {}};
+}
+
+}  // namespace
+
+void HttpApiRoutes::DeleteJob(HttpApi& api, const HttpRequest&, const Params& p,
+                              HttpApi::Reply&& done, HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  SessionId session = TempSession(api, &done);
+  api.backend_.Delete(session, *id, [done = std::move(done), id = *id](Status st) {
+    if (!st.ok())
+      return done(StatusReply(st.code() == Code::kNotFound
+                                  ? Status::NotFound(NoJob(id) + " (or it is reserved by a "
+                                                                 "beanstalkd connection)")
+                                  : st));
+    done(DeletedReply(id));
+  });
+}
+
+void HttpApiRoutes::DeleteByKey(HttpApi& api, const HttpRequest&, const Params& p,
+                                HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  if (Status st = CheckKey(p[1]); !st.ok()) return done(StatusReply(st));
+  // The id, for the reply; then the delete by key.
+  std::string topic = p[0], key = p[1];
+  SessionId session = TempSession(api, &done);
+  api.backend_.Peek(session, Backend::PeekKind::kKey, 0, topic, key,
+                    [&api, session, done = std::move(done), topic, key](Status st, Jobs jobs) {
+                      if (!st.ok() || jobs.empty()) {
+                        return done(StatusReply(st.ok() || st.code() == Code::kNotFound
+                                                    ? Status::NotFound("no job with key '" + key +
+                                                                       "' in topic '" + topic + "'")
+                                                    : st));
+                      }
+                      JobId id = jobs.front().id;
+                      api.backend_.DeleteByKey(session, topic, key, [done, id](Status st) {
+                        if (!st.ok()) return done(StatusReply(st));
+                        done(DeletedReply(id));
+                      });
+                    });
+}
+
+namespace {
+
+// Runs `then` with the job's stats, or replies 404 / the error.
+void WithStats(backend::Backend& b, JobId id, HttpApi::Reply done,
+               std::function<void(const JobStats&, HttpApi::Reply)> then) {
+  b.StatsJob(id, [id, done = std::move(done), then = std::move(then)](Result<JobStats> r) mutable {
+    if (!r.ok())
+      return done(
+          StatusReply(r.code() == Code::kNotFound ? Status::NotFound(NoJob(id)) : r.status()));
+    then(*r, std::move(done));
+  });
+}
+
+Status NotReserved(const JobStats& s) {
+  return Status::Conflict("job " + std::to_string(s.id) + " is " +
+                          std::string(JobStateName(s.state)) + ", not reserved");
+}
+
+// The error of an operation on a reserved job that the engine refused.
+HttpReply ReservedOpError(JobId id, Status st) {
+  if (st.code() == Code::kNotFound)
+    return StatusReply(
+        Status::Conflict("job " + std::to_string(id) + " is reserved by a beanstalkd connection"));
+  return StatusReply(st);
+}
+
+}  // namespace
+
+void HttpApiRoutes::Finish(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
+                           HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  SessionId session = TempSession(api, &done);
+  WithStats(api.backend_, *id, std::move(done),
+            [&api, session](const JobStats& s, HttpApi::Reply done) {
+              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
+              api.backend_.Delete(session, s.id, [done = std::move(done), id = s.id](Status st) {
+                if (!st.ok()) return done(ReservedOpError(id, st));
+                done(DeletedReply(id));
+              });
+            });
+}
+
+void HttpApiRoutes::Release(HttpApi& api, const HttpRequest& req, const Params& p,
+                            HttpApi::Reply&& done, HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  int64_t priority = -1, delay = -1;
+  if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
+    return done(StatusReply(st));
+  if (Status st = f.Int("delay_ms", 0, kMaxDelayMs, &delay); !st.ok()) return done(StatusReply(st));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  SessionId session = TempSession(api, &done);
+  WithStats(api.backend_, *id, std::move(done),
+            [&api, session, priority, delay](const JobStats& s, HttpApi::Reply done) {
+              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
+              std::optional<TimeMs> d;
+              if (delay >= 0) d = delay;
+              uint32_t pri = priority >= 0 ? static_cast<uint32_t>(priority) : s.priority;
+              api.backend_.Release(
+                  session, s.id, pri, d,
+                  [&api, done = std::move(done), id = s.id](Result<JobState> r) {
+                    if (!r.ok()) return done(ReservedOpError(id, r.status()));
+                    JobState state = *r;
+                    api.backend_.StatsJob(id, [done, id, state](Result<JobStats> s) {
+                      done(HttpReply{200, IdState(id, state, s.ok() ? &s.value() : nullptr), {}});
+                    });
+                  });
+            });
+}
+
+void HttpApiRoutes::Bury(HttpApi& api, const HttpRequest& req, const Params& p,
+                         HttpApi::Reply&& done, HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  int64_t priority = -1;
+  if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
+    return done(StatusReply(st));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  SessionId session = TempSession(api, &done);
+  WithStats(api.backend_, *id, std::move(done),
+            [&api, session, priority](const JobStats& s, HttpApi::Reply done) {
+              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
+              uint32_t pri = priority >= 0 ? static_cast<uint32_t>(priority) : s.priority;
+              api.backend_.Bury(session, s.id, pri, [done = std::move(done), id = s.id](Status st) {
+                if (!st.ok()) return done(ReservedOpError(id, st));
+                done(HttpReply{200, IdState(id, JobState::kBuried, nullptr), {}});
+              });
+            });
+}
+
+void HttpApiRoutes::Touch(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
+                          HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  SessionId session = TempSession(api, &done);
+  WithStats(
+      api.backend_, *id, std::move(done), [&api, session](const JobStats& s, HttpApi::Reply done) {
+        if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
+        api.backend_.Touch(session, s.id, [&api, done = std::move(done), id = s.id](Status st) {
+          if (!st.ok()) return done(ReservedOpError(id, st));
+          api.backend_.StatsJob(id, [done, id](Result<JobStats> s) {
+            done(HttpReply{
+                200, IdState(id, JobState::kReserved, s.ok() ? &s.value() : nullptr), {}});
+          });
+        });
+      });
+}
+
+void HttpApiRoutes::KickJob(HttpApi& api, const HttpRequest&, const Params& p,
+                            HttpApi::Reply&& done, HttpApi::CallId*) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  WithStats(api.backend_, *id, std::move(done), [&api](const JobStats& s, HttpApi::Reply done) {
+    if (s.state != JobState::kBuried && s.state != JobState::kDelayed)
+      return done(StatusReply(Status::Conflict("job " + std::to_string(s.id) + " is " +
+                                               std::string(JobStateName(s.state)) +
+                                               ", not buried or delayed")));
+    api.backend_.KickJob(SessionId{0}, s.id, [done = std::move(done), id = s.id](Status st) {
+      if (!st.ok()) return done(StatusReply(st));
+      done(HttpReply{200, IdState(id, JobState::kReady, nullptr), {}});
+    });
+  });
+}
+
+namespace {
+
+HttpReply CountReply(std::string_view name, const Result<uint64_t>& r) {
+  if (!r.ok()) return StatusReply(r.status());
+  return HttpReply{200, "{\"" + std::string(name) + "\":" + std::to_string(*r) + "}", {}};
+}
+
+}  // namespace
+
+void HttpApiRoutes::KickTopic(HttpApi& api, const HttpRequest& req, const Params& p,
+                              HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  int64_t bound = 1;
+  if (Status st = f.Int("bound", 1, UINT32_MAX, &bound); !st.ok()) return done(StatusReply(st));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  api.backend_.Kick(
+      SessionId{0}, p[0], static_cast<uint64_t>(bound),
+      [done = std::move(done)](Result<uint64_t> r) { done(CountReply("kicked", r)); });
+}
+
+void HttpApiRoutes::Pause(HttpApi& api, const HttpRequest& req, const Params& p,
+                          HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, false); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  int64_t delay = -1;
+  if (Status st = f.Int("delay_ms", 0, kMaxDelayMs, &delay); !st.ok()) return done(StatusReply(st));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  if (delay < 0) return done(StatusReply(Status::InvalidArgument("'delay_ms' is required")));
+  std::string topic = p[0];
+  api.backend_.PauseTopic(topic, delay, [done = std::move(done), topic, delay](Status st) {
+    if (!st.ok())
+      return done(StatusReply(
+          st.code() == Code::kNotFound ? Status::NotFound("no topic '" + topic + "'") : st));
+    done(HttpReply{
+        200, R"({"topic":")" + topic + R"(","pause_ms":)" + std::to_string(delay) + "}", {}});
+  });
+}
+
+void HttpApiRoutes::Clear(HttpApi& api, const HttpRequest& req, const Params& p,
+                          HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  rapidjson::Document doc;
+  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  auto mask = ParseStates(f.Get("states"));
+  if (!mask.ok()) return done(StatusReply(mask.status()));
+  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  api.backend_.ClearTopic(SessionId{0}, p[0], *mask, [done = std::move(done)](Result<uint64_t> r) {
+    done(CountReply("cleared", r));
+  });
+}
+
+// ---- Youzan-style routes ----------------------------------------------------------
+// Replies are always HTTP 200 with {code, message, data}: code 0 success, 1
+// failure, as in the Go implementation of Youzan's design. User ids are
+// delayq keys; delay and ttr are seconds.
+
+namespace {
+
+// Parses the body, or replies the Youzan-style failure and returns false.
+bool YouzanObject(const HttpRequest& req, rapidjson::Document* d, HttpApi::Reply& done) {
+  if (Status st = ParseObject(req.body, d, false); !st.ok()) {
+    done(YouzanFail(st.message().rfind("bad_json:", 0) == 0 ? "the body is not valid JSON"
+                                                            : st.message()));
+    return false;
+  }
+  return true;
+}
+
+// A trimmed string member, or empty.
+std::string_view YouzanString(const rapidjson::Value& d, const char* name) {
+  auto it = d.FindMember(name);
+  if (it == d.MemberEnd() || !it->value.IsString()) return {};
+  std::string_view s(it->value.GetString(), it->value.GetStringLength());
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
+                          HttpApi::Reply&& done, HttpApi::CallId*) {
+  rapidjson::Document d;
+  if (!YouzanObject(req, &d, done)) return;
+  std::string_view id = YouzanString(d, "id"), topic = YouzanString(d, "topic");
+  if (id.empty()) return done(YouzanFail("id must not be empty"));
+  if (topic.empty()) return done(YouzanFail("topic must not be empty"));
+  if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
+  if (!IsValidTopicName(topic)) return done(YouzanFail(CheckTopic(topic).message()));
+  auto num = [&d](const char* name, int64_t lo, int64_t hi, int64_t* out) {
+    auto it = d.FindMember(name);
+    if (it == d.MemberEnd() || !it->value.IsInt64() || it->value.GetInt64() < lo ||
+        it->value.GetInt64() > hi)
+      return false;
+    *out = it->value.GetInt64();
+    return true;
+  };
+  int64_t delay = 0, ttr = 0;
+  if (!num("delay", 0, kMaxDelayMs / 1000, &delay))
+    return done(YouzanFail("delay must be a number of seconds >= 0"));
+  if (!num("ttr", 1, 86400, &ttr)) return done(YouzanFail("ttr must be 1 - 86400 seconds"));
+  auto body = d.FindMember("body");
+  if (body != d.MemberEnd() && !body->value.IsString())
+    return done(YouzanFail("body must be a string"));
+  if (api.ctx_.draining) return done(YouzanFail("the server is draining: it takes no new jobs"));
+  PutRequest r;
+  r.topic = topic;
+  r.key = id;
+  r.delay_ms = delay * 1000;
+  r.ttr_ms = ttr * 1000;
+  if (body != d.MemberEnd())
+    r.body = std::string_view(body->value.GetString(), body->value.GetStringLength());
+  api.backend_.Put(SessionId{0}, r, [done = std::move(done)](Result<PutResult> res) {
+    if (!res.ok())
+      return done(YouzanFail(res.status().message().empty() ? std::string(CodeName(res.code()))
+                                                            : res.status().message()));
+    done(HttpReply{200, YouzanBody(0, res->created ? "added" : "exists"), {}});
+  });
+}
+
+void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
+                         HttpApi::CallId* call) {
+  rapidjson::Document d;
+  if (!YouzanObject(req, &d, done)) return;
+  std::vector<std::string> topics = SplitTopics(YouzanString(d, "topic"));
+  if (topics.empty()) return done(YouzanFail("topic must not be empty"));
+  for (const std::string& t : topics)
+    if (!IsValidTopicName(t)) return done(YouzanFail(CheckTopic(t).message()));
+  TimeMs timeout = api.options_.pop_wait_ms;
+  if (auto it = d.FindMember("timeout"); it != d.MemberEnd()) {
+    if (!it->value.IsInt64() || it->value.GetInt64() < 0 || it->value.GetInt64() > 86400)
+      return done(YouzanFail("timeout must be 0 - 86400 seconds"));
+    timeout = it->value.GetInt64() * 1000;
+  }
+  // Unique topics, in order.
+  std::vector<std::string> unique;
+  for (std::string& t : topics)
+    if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(std::move(t));
+  Reserve(
+      api, std::move(unique), timeout, 1,
+      [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
+        if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
+          return done(
+              YouzanFail(st.message().empty() ? std::string(CodeName(st.code())) : st.message()));
+        if (jobs.empty()) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+        const OwnedJob& j = jobs.front();
+        done(HttpReply{200,
+                       YouzanBody(0, "ok",
+                                  [&j](JsonWriter& w) {
+                                    w.StartObject();
+                                    w.Key("id");
+                                    // A job put over another protocol may have no key: its id then.
+                                    Str(w, j.key.empty() ? std::to_string(j.id) : j.key);
+                                    w.Key("topic");
+                                    Str(w, j.topic);
+                                    Body(w, j.body);
+                                    w.EndObject();
+                                  }),
+                       {}});
+      },
+      call);
+}
+
+void HttpApiRoutes::YFinish(HttpApi& api, const HttpRequest& req, const Params&,
+                            HttpApi::Reply&& done, HttpApi::CallId*) {
+  rapidjson::Document d;
+  if (!YouzanObject(req, &d, done)) return;
+  std::string id(YouzanString(d, "id"));
+  if (id.empty()) return done(YouzanFail("id must not be empty"));
+  if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
+  SessionId session = TempSession(api, &done);
+  FindKey(api, id, [&api, session, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
+    // As in the original, deleting an id that is not there succeeds.
+    if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+    if (!st.ok()) return done(YouzanFail(st.message()));
+    api.backend_.Delete(session, job->id, [done](Status st) {
+      if (!st.ok() && st.code() != Code::kNotFound)
+        return done(
+            YouzanFail(st.message().empty() ? std::string(CodeName(st.code())) : st.message()));
+      done(HttpReply{200, YouzanBody(0, "ok"), {}});
+    });
+  });
+}
+
+void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
+                         HttpApi::CallId*) {
+  rapidjson::Document d;
+  if (!YouzanObject(req, &d, done)) return;
+  std::string id(YouzanString(d, "id"));
+  if (id.empty()) return done(YouzanFail("id must not be empty"));
+  if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
+  FindKey(api, id, [&api, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
+    if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+    if (!st.ok()) return done(YouzanFail(st.message()));
+    std::vector<OwnedJob> one{std::move(*job)};
+    StatsEach(api, std::move(one),
+              [&api, done](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
+                if (!ss[0].ok()) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+                const OwnedJob& j = js[0];
+                const JobStats& s = *ss[0];
+                TimeMs now = api.backend_.Now();
+                done(HttpReply{200,
+                               YouzanBody(0, "ok",
+                                          [&](JsonWriter& w) {
+                                            w.StartObject();
+                                            w.Key("topic");
+                                            Str(w, j.topic);
+                                            w.Key("id");
+                                            Str(w, j.key);
+                                            w.Key("delay");
+                                            w.Int64(s.state == JobState::kDelayed
+                                                        ? std::max<TimeMs>(s.due_ms - now, 0) / 1000
+                                                        : 0);
+                                            w.Key("ttr");
+                                            w.Int64(s.ttr_ms / 1000);
+                                            Body(w, j.body);
+                                            w.Key("state");
+                                            Str(w, JobStateName(s.state));
+                                            w.EndObject();
+                                          }),
+                               {}});
+              });
+  });
+}
+
+}  // namespace delayq::server

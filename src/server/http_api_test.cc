@@ -1,0 +1,296 @@
+// The HTTP/JSON API's logic over a Local backend and a manual clock, without
+// sockets: routing, JSON in and out, errors, long-polls woken by puts,
+// cancellation, and replies that wait for a durable store.
+// Black-box tests over real sockets live in tests/server/http_test.cc.
+#include "server/http_api.h"
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "backend/local_backend.h"
+#include "store/mem_store.h"
+
+namespace delayq::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ManualClock : public backend::Clock {
+ public:
+  TimeMs Now() const override { return now; }
+  TimeMs now = 1'700'000'000'000;
+};
+
+rapidjson::Document Json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  return d;
+}
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  explicit HttpApiTest(store::Store* store = nullptr)
+      : backend_(io_, Options(store), clock_), ctx_(backend_), api_(ctx_) {
+    ctx_.started_ms = clock_.now;
+  }
+  static backend::LocalBackend::Options Options(store::Store* store) {
+    backend::LocalBackend::Options o;
+    o.store = store;
+    return o;
+  }
+
+  // Runs a request whose reply must come at once.
+  HttpReply Call(std::string_view method, std::string_view target, std::string_view body = {}) {
+    std::optional<HttpReply> got;
+    HttpApi::CallId id =
+        api_.Handle(HttpRequest{method, target, body}, [&](HttpReply r) { got = std::move(r); });
+    EXPECT_EQ(id, 0u);
+    EXPECT_TRUE(got.has_value()) << method << " " << target << " did not reply at once";
+    return got.value_or(HttpReply{0, "", ""});
+  }
+  void Tick(TimeMs ms) {
+    clock_.now += ms;
+    backend_.Poll();
+  }
+
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  backend::LocalBackend backend_;
+  ServerContext ctx_;
+  HttpApi api_;
+};
+
+TEST(HttpApiText, Rfc3339) {
+  EXPECT_EQ(ParseRfc3339("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20Z"), 1'700'000'000'000);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.5Z"), 1'700'000'000'500);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.123456789z"), 1'700'000'000'123);
+  EXPECT_EQ(ParseRfc3339("2023-11-15T00:13:20+02:00"), 1'700'000'000'000);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T20:13:20-02:00"), 1'700'000'000'000);
+  EXPECT_EQ(ParseRfc3339("2024-02-29T00:00:00Z"), 1'709'164'800'000);
+  EXPECT_EQ(ParseRfc3339("1969-12-31T23:59:59Z"), -1000);
+  for (const char* bad :
+       {"", "2023-11-14", "2023-11-14T22:13:20", "2023-02-29T00:00:00Z", "2023-13-01T00:00:00Z",
+        "2023-11-14T24:00:00Z", "2023-11-14T22:13:20.Z", "2023-11-14T22:13:20+0200",
+        "2023-11-14T22:13:20Zjunk", "20x3-11-14T22:13:20Z"})
+    EXPECT_FALSE(ParseRfc3339(bad).has_value()) << bad;
+}
+
+TEST(HttpApiText, ErrorBodyIsJsonAndPrintable) {
+  auto d = Json(HttpErrorBody("not_found", "no \"job\"\n\xff"));
+  ASSERT_TRUE(d.IsObject());
+  EXPECT_STREQ(d["error"]["code"].GetString(), "not_found");
+  EXPECT_STREQ(d["error"]["message"].GetString(), "no \"job\"??");
+}
+
+TEST_F(HttpApiTest, PutGetReserveFinish) {
+  HttpReply put = Call("POST", "/topics/t/jobs", R"({"body":"b1","delay_ms":1000,"key":"k"})");
+  ASSERT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(put.body, R"({"id":1,"created":true,"state":"delayed","due_ms":1700000001000})");
+  HttpReply get = Call("GET", "/jobs/1");
+  ASSERT_EQ(get.status, 200);
+  auto g = Json(get.body);
+  EXPECT_STREQ(g["key"].GetString(), "k");
+  EXPECT_EQ(g["due_ms"].GetInt64(), 1'700'000'001'000);
+  EXPECT_EQ(g["created_ms"].GetInt64(), 1'700'000'000'000);
+
+  // Nothing ready: an immediate reserve answers no jobs.
+  EXPECT_EQ(Call("POST", "/reserve", R"({"topics":["t"]})").body, R"({"jobs":[]})");
+  Tick(1000);
+  HttpReply res = Call("POST", "/reserve", R"({"topics":["t"]})");
+  auto r = Json(res.body);
+  ASSERT_EQ(r["jobs"].Size(), 1u) << res.body;
+  EXPECT_EQ(r["jobs"][0]["deadline_ms"].GetInt64(), 1'700'000'001'000 + 60'000);
+  EXPECT_EQ(Call("POST", "/jobs/1/finish").status, 200);
+  EXPECT_EQ(Call("GET", "/jobs/1").status, 404);
+}
+
+TEST_F(HttpApiTest, LongPollIsWokenByAPutAndTimesOut) {
+  std::optional<HttpReply> got;
+  HttpApi::CallId id = api_.Handle(
+      HttpRequest{"POST", "/reserve", R"({"topics":["a","b"],"timeout_ms":5000,"count":2})"},
+      [&](HttpReply r) { got = std::move(r); });
+  EXPECT_NE(id, 0u);
+  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(api_.waiting(), 1u);
+  Call("POST", "/topics/b/jobs", R"({"body":"x"})");
+  ASSERT_TRUE(got.has_value());
+  auto r = Json(got->body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  EXPECT_STREQ(r["jobs"][0]["topic"].GetString(), "b");
+  EXPECT_EQ(api_.waiting(), 0u);
+
+  got.reset();
+  api_.Handle(HttpRequest{"POST", "/reserve", R"({"topics":["a"],"timeout_ms":5000})"},
+              [&](HttpReply r) { got = std::move(r); });
+  Tick(4999);
+  EXPECT_FALSE(got.has_value());
+  Tick(1);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->body, R"({"jobs":[]})");
+}
+
+TEST_F(HttpApiTest, CancelledLongPollTakesNothing) {
+  bool called = false;
+  HttpApi::CallId id =
+      api_.Handle(HttpRequest{"POST", "/reserve", R"({"topics":["a"],"timeout_ms":5000})"},
+                  [&](HttpReply) { called = true; });
+  ASSERT_NE(id, 0u);
+  api_.Cancel(id);
+  EXPECT_EQ(api_.waiting(), 0u);
+  Call("POST", "/topics/a/jobs", R"({"body":"x"})");
+  EXPECT_FALSE(called);
+  EXPECT_STREQ(Json(Call("GET", "/jobs/1").body)["state"].GetString(), "ready");
+}
+
+TEST_F(HttpApiTest, WakeWaitersAnswersAsTimedOut) {
+  int replies = 0;
+  for (int i = 0; i < 3; ++i)
+    api_.Handle(HttpRequest{"POST", "/reserve", R"({"topics":["a"],"timeout_ms":60000})"},
+                [&](HttpReply r) {
+                  EXPECT_EQ(r.body, R"({"jobs":[]})");
+                  replies++;
+                });
+  EXPECT_EQ(api_.waiting(), 3u);
+  api_.WakeWaiters();
+  EXPECT_EQ(replies, 3);
+  EXPECT_EQ(api_.waiting(), 0u);
+  // The jobs put afterwards are still there for the next worker.
+  Call("POST", "/topics/a/jobs", "{}");
+  EXPECT_EQ(Json(Call("GET", "/topics/a").body)["jobs"]["ready"].GetUint64(), 1u);
+}
+
+TEST_F(HttpApiTest, ReserveSessionsAreReusedAcrossTopicSets) {
+  Call("POST", "/topics/x/jobs", R"({"body":"x"})");
+  Call("POST", "/topics/y/jobs", R"({"body":"y"})");
+  // The pooled session watched x; now it must watch y only.
+  EXPECT_EQ(Json(Call("POST", "/reserve", R"({"topics":"x"})").body)["jobs"].Size(), 1u);
+  auto y = Json(Call("POST", "/reserve", R"({"topics":["y"],"count":5})").body);
+  ASSERT_EQ(y["jobs"].Size(), 1u);
+  EXPECT_STREQ(y["jobs"][0]["body"].GetString(), "y");
+  // "default" is not watched unless asked for.
+  Call("POST", "/topics/default/jobs", R"({"body":"d"})");
+  EXPECT_EQ(Json(Call("POST", "/reserve", R"({"topics":["x"]})").body)["jobs"].Size(), 0u);
+  EXPECT_EQ(Json(Call("POST", "/reserve", R"({"topics":["default"]})").body)["jobs"].Size(), 1u);
+}
+
+TEST_F(HttpApiTest, RoutingErrors) {
+  EXPECT_EQ(Call("GET", "/").status, 404);
+  EXPECT_EQ(Call("GET", "/topics/").status, 404);
+  EXPECT_EQ(Call("GET", "healthz").status, 400);
+  HttpReply m = Call("PATCH", "/jobs/1");
+  EXPECT_EQ(m.status, 405);
+  EXPECT_EQ(m.allow, "GET, DELETE, HEAD");
+  EXPECT_EQ(Call("GET", "/healthz?verbose=1").status, 200);
+  EXPECT_EQ(Call("HEAD", "/stats").status, 200);
+  EXPECT_EQ(Call("GET", "/topics/a%zz").status, 400);
+  EXPECT_EQ(Call("GET", "/topics/a%2").status, 400);
+}
+
+TEST_F(HttpApiTest, BackoffForms) {
+  for (const char* b : {R"("4m,10m,1h")", R"([240000,"10m"])", R"({"base_ms":1000,"cap_ms":60000})",
+                        R"("exp:1s:1h")", R"("none")"}) {
+    HttpReply r = Call("POST", "/topics/t/jobs", std::string(R"({"backoff":)") + b + "}");
+    EXPECT_EQ(r.status, 201) << b << " " << r.body;
+  }
+  for (const char* b : {R"("4x")", R"([])", R"({"base_ms":10})", R"({"base_ms":10,"cap_ms":5})",
+                        R"(true)", R"([-1])"}) {
+    HttpReply r = Call("POST", "/topics/t/jobs", std::string(R"({"backoff":)") + b + "}");
+    EXPECT_EQ(r.status, 400) << b << " " << r.body;
+  }
+  // A list back-off applies on release without a delay.
+  Call("POST", "/topics/r/jobs", R"({"backoff":[5000]})");
+  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["r"]})").body)["jobs"].Size(), 1u);
+  uint64_t id = Json(Call("GET", "/topics/r").body)["total_jobs"].GetUint64();
+  EXPECT_EQ(id, 1u);
+  HttpReply rel = Call("POST", "/jobs/6/release");
+  EXPECT_EQ(rel.body, R"({"id":6,"state":"delayed","due_ms":1700000005000})");
+}
+
+TEST_F(HttpApiTest, MaxTriesBuriesOnRelease) {
+  Call("POST", "/topics/m/jobs", R"({"max_tries":1})");
+  Call("POST", "/reserve", R"({"topics":["m"]})");
+  EXPECT_EQ(Call("POST", "/jobs/1/release").body, R"({"id":1,"state":"buried"})");
+}
+
+TEST_F(HttpApiTest, YouzanIdsAcrossTopics) {
+  Call("POST", "/push", R"({"topic":"a","id":"u1","delay":0,"ttr":5,"body":"in a"})");
+  Call("POST", "/push", R"({"topic":"b","id":"u2","delay":10,"ttr":5,"body":"in b"})");
+  auto g = Json(Call("POST", "/get", R"({"id":"u2"})").body);
+  EXPECT_STREQ(g["data"]["topic"].GetString(), "b");
+  EXPECT_EQ(g["data"]["delay"].GetInt(), 10);
+  EXPECT_EQ(Call("POST", "/finish", R"({"id":"u2"})").body,
+            R"({"code":0,"message":"ok","data":null})");
+  EXPECT_EQ(Json(Call("GET", "/topics/b").body)["total_jobs"].GetUint64(), 0u);
+  auto pop = Json(Call("POST", "/pop", R"({"topic":"b, a","timeout":0})").body);
+  EXPECT_STREQ(pop["data"]["id"].GetString(), "u1");
+}
+
+TEST_F(HttpApiTest, DrainingRefusesPuts) {
+  ctx_.draining = true;
+  HttpReply r = Call("POST", "/topics/t/jobs", "{}");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(
+      r.body,
+      R"({"error":{"code":"draining","message":"the server is draining: it takes no new jobs"}})");
+  HttpReply b = Call("POST", "/topics/t/jobs", R"({"jobs":[{},{}]})");
+  EXPECT_EQ(b.status, 200);
+  EXPECT_NE(b.body.find(R"({"error":{"code":"draining")"), std::string::npos) << b.body;
+  EXPECT_EQ(Call("POST", "/push", R"({"topic":"t","id":"x","delay":0,"ttr":1})").body,
+            R"({"code":1,"message":"the server is draining: it takes no new jobs","data":null})");
+}
+
+// With a durable store, a put is answered once the store holds it, and a
+// long-poll is not handed a job whose put is not yet written.
+class HttpApiStoreTest : public HttpApiTest {
+ protected:
+  HttpApiStoreTest() : HttpApiTest(&mem_) {}
+  bool RunUntil(const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io_.restart();
+      io_.run_for(5ms);
+    }
+    return true;
+  }
+  store::MemStore mem_;
+};
+
+TEST_F(HttpApiStoreTest, RepliesWaitForTheStore) {
+  std::optional<HttpReply> put;
+  HttpApi::CallId id = api_.Handle(HttpRequest{"POST", "/topics/t/jobs", R"({"body":"d"})"},
+                                   [&](HttpReply r) { put = std::move(r); });
+  EXPECT_EQ(id, 0u);  // not a long-poll: nothing to cancel
+  EXPECT_FALSE(put.has_value()) << "replied before the store had the job";
+  ASSERT_TRUE(RunUntil([&] { return put.has_value(); }));
+  EXPECT_EQ(put->status, 201);
+  std::string body;
+  EXPECT_TRUE(mem_.GetJob(1, nullptr, &body).ok());
+  EXPECT_EQ(body, "d");
+}
+
+TEST_F(HttpApiStoreTest, BatchPutAnswersOnce) {
+  int replies = 0;
+  std::string body;
+  api_.Handle(HttpRequest{"POST", "/topics/t/jobs", R"({"jobs":[{"key":"a"},{"key":"a"},{}]})"},
+              [&](HttpReply r) {
+                replies++;
+                body = r.body;
+              });
+  ASSERT_TRUE(RunUntil([&] { return replies > 0; }));
+  EXPECT_EQ(replies, 1);
+  EXPECT_EQ(
+      body,
+      R"({"jobs":[{"id":1,"created":true,"state":"ready"},)"
+      R"({"id":1,"created":false,"state":"ready"},{"id":2,"created":true,"state":"ready"}]})");
+}
+
+}  // namespace
+}  // namespace delayq::server

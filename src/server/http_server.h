@@ -1,0 +1,84 @@
+// The HTTP/1.1 listener: accepts TCP connections and serves the JSON API
+// (HttpApi) on them, on the loop thread of `io`, beside the beanstalkd
+// listener and over the same backend.
+//
+// Per connection: requests are parsed with Beast's parser from what each
+// read brought; they run one at a time, in order, and their replies go out
+// in the same order, all replies ready after one read in one write (so
+// pipelined requests are safe and cheap). A request whose reply is not
+// ready at once (a long-poll reserve, a change waiting to be durable) holds
+// back the ones behind it. Keep-alive by default (HTTP/1.1), `Connection:
+// close` honoured. A header larger than max_header_bytes is answered 431, a
+// body larger than max_body_bytes 413 (both then close the connection); a
+// connection with nothing in flight for idle_timeout is closed.
+//
+// Beast stays out of this header: it is heavy, and only http_server.cc
+// needs it.
+//
+// Thread: construct, Start, Stop and CloseAll on the loop thread.
+#ifndef DELAYQ_SERVER_HTTP_SERVER_H_
+#define DELAYQ_SERVER_HTTP_SERVER_H_
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "delayq/status.h"
+#include "server/http_api.h"
+#include "server/server_context.h"
+
+namespace delayq::server {
+
+class HttpConnection;
+
+struct HttpServerOptions {
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  // 0: never close idle connections.
+  std::chrono::milliseconds idle_timeout{60'000};
+  HttpApiOptions api;
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& io, ServerContext& ctx, HttpServerOptions options = {});
+  ~HttpServer();
+
+  // Binds and listens. Returns kInvalidArgument for a bad address,
+  // kUnavailable with the OS's reason when the port cannot be had.
+  Status Listen(const std::string& address, uint16_t port);
+  uint16_t port() const;
+  void Start();
+  // Stops accepting; answers waiting long-polls now (as timed out); lets
+  // replies in flight leave; closes every connection once it is idle.
+  void Stop();
+  // Closes every connection at once (at exit, after Stop had its chance).
+  void CloseAll();
+  size_t connections() const { return conns_.size(); }
+  HttpApi& api() { return *api_; }
+
+ private:
+  friend class HttpConnection;
+  void Accept();
+  void Forget(HttpConnection* c);
+  void ArmSweep();
+  std::vector<std::shared_ptr<HttpConnection>> StopAccepting();
+
+  boost::asio::io_context& io_;
+  ServerContext& ctx_;
+  HttpServerOptions options_;
+  std::unique_ptr<HttpApi> api_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  boost::asio::steady_timer sweep_;
+  std::unordered_map<HttpConnection*, std::shared_ptr<HttpConnection>> conns_;
+  bool stopping_ = false;
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_HTTP_SERVER_H_

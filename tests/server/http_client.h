@@ -1,0 +1,69 @@
+// Black-box test helpers for delayqd's HTTP/JSON API: a small blocking
+// HTTP/1.1 client over one raw TCP connection (so tests control exactly
+// what is sent: pipelining, partial writes, oversized headers), and a way to
+// learn the HTTP port of a ServerProcess started with `--http-port 0`.
+//
+// Thread: each object belongs to one thread.
+#ifndef DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_
+#define DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "server/server_process.h"
+
+namespace delayq::testing {
+
+struct HttpResponse {
+  bool ok = false;  // a whole response arrived
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;
+  std::string error;  // when !ok: what went wrong ("timeout", "eof", ...)
+  std::string Header(const std::string& name) const {
+    auto it = headers.find(name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+// "METHOD target HTTP/1.1" with Host, Content-Length (when a body is
+// given or the method is POST) and `extra` header lines ("Name: v\r\n").
+std::string HttpRequestText(std::string_view method, std::string_view target,
+                            std::string_view body = {}, std::string_view extra = {});
+
+class HttpClient {
+ public:
+  explicit HttpClient(uint16_t port, milliseconds timeout = milliseconds(10000));
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  bool Send(std::string_view bytes);
+  // One response; `head` true for the reply to a HEAD request (no body).
+  HttpResponse Read(milliseconds timeout, bool head = false);
+  HttpResponse Read() { return Read(timeout_); }
+  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {},
+                    std::string_view extra = {});
+  // True when the server closes the connection within `timeout`.
+  bool WaitClosed(milliseconds timeout);
+  void Close();
+
+ private:
+  // Reads more into buf_; 1 got data, 0 timeout, -1 EOF or error.
+  int ReadSome(std::chrono::steady_clock::time_point deadline);
+  int fd_ = -1;
+  milliseconds timeout_;
+  std::string buf_;
+};
+
+// The HTTP port delayqd logged in its `event=started` line (`http=ADDR:PORT`),
+// waiting up to `timeout` for it; 0 when it does not appear.
+uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout = milliseconds(10000));
+
+}  // namespace delayq::testing
+
+#endif  // DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_

@@ -1,0 +1,141 @@
+// Runs every example of docs/http-api.md against a real delayqd, in the
+// order they appear, and compares each reply with the one the page shows, so
+// that the page cannot drift from the server.
+//
+// An example is a ```sh block holding one `curl` command, followed by a
+// ``` block with the status line and the JSON body of its reply. The command
+// runs through `sh -c` with `localhost:11380` pointed at the test's server;
+// `curl -si` prints the status line and headers, and the headers are
+// dropped. Bodies are compared as JSON with the values that change from run
+// to run (times, the instance id) masked.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "server/http_client.h"
+#include "server/server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+struct Example {
+  int line = 0;
+  std::string command;
+  std::string status;  // "HTTP/1.1 201 Created"
+  std::string body;
+};
+
+std::vector<Example> ParseExamples(const std::string& text) {
+  std::vector<Example> out;
+  std::istringstream in(text);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  for (size_t i = 0; i + 6 < lines.size(); ++i) {
+    if (lines[i] != "```sh" || lines[i + 1].rfind("curl ", 0) != 0 || lines[i + 2] != "```")
+      continue;
+    Example e;
+    e.line = static_cast<int>(i + 2);
+    e.command = lines[i + 1];
+    size_t j = i + 3;
+    if (lines[j] != "```") {
+      ADD_FAILURE() << "docs/http-api.md:" << e.line << ": a curl example without its reply";
+      continue;
+    }
+    e.status = lines[j + 1];
+    for (j += 2; j < lines.size() && lines[j] != "```"; ++j) e.body += lines[j] + "\n";
+    out.push_back(e);
+    i = j;
+  }
+  return out;
+}
+
+// The JSON text with the run-dependent values replaced by "*".
+std::string Masked(const std::string& json) {
+  rapidjson::Document d;
+  d.Parse(json.c_str(), json.size());
+  if (d.HasParseError()) return "<not JSON> " + json;
+  static const char* kTimes[] = {"due_ms", "deadline_ms", "created_ms",
+                                 "now_ms", "uptime_ms",   "pause_time_left_ms"};
+  std::vector<rapidjson::Value*> stack{&d};
+  while (!stack.empty()) {
+    rapidjson::Value* v = stack.back();
+    stack.pop_back();
+    if (v->IsArray()) {
+      for (auto& e : v->GetArray()) stack.push_back(&e);
+    } else if (v->IsObject()) {
+      for (auto& m : v->GetObject()) {
+        std::string name = m.name.GetString();
+        bool mask = false;
+        for (const char* t : kTimes) mask |= name == t;
+        // The instance id of /stats: 16 hex digits, new at every start.
+        mask |= name == "id" && m.value.IsString() && m.value.GetStringLength() == 16;
+        if (mask) {
+          m.value.SetString("*");
+        } else {
+          stack.push_back(&m.value);
+        }
+      }
+    }
+  }
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  d.Accept(w);
+  return sb.GetString();
+}
+
+std::string RunShell(const std::string& command, int* status) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return "<popen failed>";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+TEST(HttpDoc, ExamplesRunAsShown) {
+  int st = 0;
+  RunShell("command -v curl >/dev/null 2>&1", &st);
+  ASSERT_EQ(st, 0) << "curl is missing (scripts/setup.sh installs it)";
+  std::ifstream f(std::string(DELAYQ_SOURCE_DIR) + "/docs/http-api.md");
+  ASSERT_TRUE(f.good()) << "docs/http-api.md not found";
+  std::stringstream text;
+  text << f.rdbuf();
+  std::vector<Example> examples = ParseExamples(text.str());
+  ASSERT_GE(examples.size(), 30u) << "fewer examples than the page has: is the parser broken?";
+
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"--in-memory"}, &error)) << error;
+  uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  const std::string target = "127.0.0.1:" + std::to_string(port);
+
+  for (const Example& e : examples) {
+    std::string cmd = e.command;
+    for (size_t at; (at = cmd.find("localhost:11380")) != std::string::npos;)
+      cmd.replace(at, 15, target);
+    std::string out = RunShell(cmd + " --max-time 20", &st);
+    ASSERT_EQ(st, 0) << "docs/http-api.md:" << e.line << ": `" << e.command << "` failed";
+    size_t eol = out.find("\r\n");
+    size_t head_end = out.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << "docs/http-api.md:" << e.line << ": " << out;
+    EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
+    EXPECT_EQ(Masked(out.substr(head_end + 4)), Masked(e.body))
+        << "docs/http-api.md:" << e.line << ": " << e.command;
+  }
+  int stopped = server.Stop();
+  EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0);
+}
+
+}  // namespace
+}  // namespace delayq::testing

@@ -1,0 +1,755 @@
+// Black-box tests of delayqd's HTTP/JSON API (docs/http-api.md): a real
+// build/delayqd on free loopback ports, spoken to over raw sockets.
+//
+// Suites:
+//  - Http.*          every route and its errors, keep-alive, pipelining,
+//                    limits, long-poll, SIGTERM with long-polls waiting.
+//  - HttpYouzan.*    the Youzan-style routes (/push /pop /finish /delete /get).
+//  - HttpCross.*     a job put over one protocol and taken over the other.
+//  - HttpStress.*    many concurrent clients: every job delivered once.
+//  - HttpDurable.*   an acknowledged HTTP put survives kill -9.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/http_client.h"
+#include "server/server_process.h"
+
+namespace delayq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+rapidjson::Document Json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  return d;
+}
+
+// The error code of an error reply, or "<none>".
+std::string ErrorCode(const HttpResponse& r) {
+  auto d = Json(r.body);
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<none>";
+  return d["error"]["code"].GetString();
+}
+
+class HttpFixture : public ::testing::Test {
+ protected:
+  void StartServer(std::vector<std::string> args = {"--in-memory"}) {
+    std::string error;
+    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
+    http_port_ = HttpPortOf(server_);
+    ASSERT_NE(http_port_, 0) << server_.Log();
+  }
+  void SetUp() override { StartServer(); }
+  void TearDown() override {
+    if (server_.Alive()) {
+      int st = server_.Stop();
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n"
+                                                         << server_.Log();
+    }
+  }
+
+  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {}) {
+    HttpClient c(http_port_);
+    return c.Call(method, target, body);
+  }
+  // Puts a job; returns its id (0 on failure).
+  uint64_t Put(std::string_view topic, std::string_view json) {
+    auto r = Call("POST", "/topics/" + std::string(topic) + "/jobs", json);
+    auto d = Json(r.body);
+    if (!r.ok || d.HasParseError() || !d.HasMember("id")) {
+      ADD_FAILURE() << "put failed: " << r.status << " " << r.body << r.error;
+      return 0;
+    }
+    return d["id"].GetUint64();
+  }
+
+  ServerProcess server_;
+  uint16_t http_port_ = 0;
+};
+
+using Http = HttpFixture;
+
+TEST_F(Http, PutReserveFinish) {
+  auto put = Call("POST", "/topics/orders/jobs", R"({"body":"close order 42","ttr_ms":30000})");
+  ASSERT_TRUE(put.ok) << put.error;
+  EXPECT_EQ(put.status, 201);
+  EXPECT_EQ(put.Header("content-type"), "application/json");
+  auto p = Json(put.body);
+  ASSERT_TRUE(p.IsObject()) << put.body;
+  EXPECT_TRUE(p["created"].GetBool());
+  EXPECT_STREQ(p["state"].GetString(), "ready");
+  uint64_t id = p["id"].GetUint64();
+
+  auto res = Call("POST", "/reserve", R"({"topics":["orders"],"timeout_ms":0})");
+  ASSERT_EQ(res.status, 200) << res.body;
+  auto r = Json(res.body);
+  ASSERT_EQ(r["jobs"].Size(), 1u) << res.body;
+  const auto& j = r["jobs"][0];
+  EXPECT_EQ(j["id"].GetUint64(), id);
+  EXPECT_STREQ(j["topic"].GetString(), "orders");
+  EXPECT_STREQ(j["state"].GetString(), "reserved");
+  EXPECT_STREQ(j["body"].GetString(), "close order 42");
+  EXPECT_EQ(j["ttr_ms"].GetInt64(), 30000);
+  EXPECT_EQ(j["reserves"].GetUint(), 1u);
+  EXPECT_TRUE(j.HasMember("deadline_ms"));
+
+  // Nothing else is ready.
+  auto empty = Call("POST", "/reserve", R"({"topics":"orders"})");
+  EXPECT_EQ(empty.status, 200);
+  EXPECT_EQ(Json(empty.body)["jobs"].Size(), 0u) << empty.body;
+
+  auto fin = Call("POST", "/jobs/" + std::to_string(id) + "/finish");
+  EXPECT_EQ(fin.status, 200) << fin.body;
+  EXPECT_TRUE(Json(fin.body)["deleted"].GetBool());
+  auto gone = Call("GET", "/jobs/" + std::to_string(id));
+  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(ErrorCode(gone), "not_found");
+  auto again = Call("POST", "/jobs/" + std::to_string(id) + "/finish");
+  EXPECT_EQ(again.status, 404);
+}
+
+TEST_F(Http, IdempotentPutByKey) {
+  auto a = Call("POST", "/topics/mail/jobs", R"({"body":"x","key":"user-7","delay_ms":60000})");
+  ASSERT_EQ(a.status, 201) << a.body;
+  auto b = Call("POST", "/topics/mail/jobs", R"({"body":"y","key":"user-7"})");
+  ASSERT_EQ(b.status, 200) << b.body;
+  auto ja = Json(a.body), jb = Json(b.body);
+  EXPECT_EQ(ja["id"].GetUint64(), jb["id"].GetUint64());
+  EXPECT_FALSE(jb["created"].GetBool());
+  EXPECT_STREQ(jb["state"].GetString(), "delayed");
+  EXPECT_EQ(ja["due_ms"].GetInt64(), jb["due_ms"].GetInt64());
+
+  auto g = Call("GET", "/topics/mail/keys/user-7");
+  ASSERT_EQ(g.status, 200) << g.body;
+  auto jg = Json(g.body);
+  EXPECT_STREQ(jg["body"].GetString(), "x");
+  EXPECT_STREQ(jg["key"].GetString(), "user-7");
+  EXPECT_STREQ(jg["state"].GetString(), "delayed");
+
+  auto del = Call("DELETE", "/topics/mail/keys/user-7");
+  EXPECT_EQ(del.status, 200) << del.body;
+  EXPECT_EQ(Call("GET", "/topics/mail/keys/user-7").status, 404);
+  EXPECT_EQ(Call("DELETE", "/topics/mail/keys/user-7").status, 404);
+  // The key is free again.
+  EXPECT_EQ(Call("POST", "/topics/mail/jobs", R"({"key":"user-7"})").status, 201);
+}
+
+TEST_F(Http, DelayAndRunAt) {
+  auto past = Call("POST", "/topics/t/jobs", R"({"run_at":"2001-02-03T04:05:06Z"})");
+  ASSERT_EQ(past.status, 201) << past.body;
+  EXPECT_STREQ(Json(past.body)["state"].GetString(), "ready");
+
+  auto future = Call("POST", "/topics/t/jobs", R"({"run_at":"2999-01-01T00:00:00.250+01:00"})");
+  ASSERT_EQ(future.status, 201) << future.body;
+  auto jf = Json(future.body);
+  EXPECT_STREQ(jf["state"].GetString(), "delayed");
+  // 2998-12-31T23:00:00.250Z
+  EXPECT_EQ(jf["due_ms"].GetInt64(), 32472140400250);
+
+  auto epoch = Call("POST", "/topics/t/jobs", R"({"run_at":32503680000000})");
+  EXPECT_EQ(Json(epoch.body)["due_ms"].GetInt64(), 32503680000000);
+
+  auto d = Call("POST", "/topics/t/jobs", R"({"delay_ms":200,"body":"soon"})");
+  EXPECT_STREQ(Json(d.body)["state"].GetString(), "delayed");
+  auto res = Call("POST", "/reserve", R"({"topics":["t"],"timeout_ms":5000,"count":5})");
+  auto jr = Json(res.body);
+  // The past one is ready at once.
+  ASSERT_GE(jr["jobs"].Size(), 1u) << res.body;
+  EXPECT_EQ(jr["jobs"][0]["id"].GetUint64(), Json(past.body)["id"].GetUint64());
+  auto res2 = Call("POST", "/reserve", R"({"topics":["t"],"timeout_ms":5000})");
+  auto jr2 = Json(res2.body);
+  ASSERT_EQ(jr2["jobs"].Size(), 1u) << res2.body;
+  EXPECT_STREQ(jr2["jobs"][0]["body"].GetString(), "soon");
+
+  auto bad = Call("POST", "/topics/t/jobs", R"({"run_at":"yesterday"})");
+  EXPECT_EQ(bad.status, 400);
+  auto both = Call("POST", "/topics/t/jobs", R"({"run_at":1,"delay_ms":1})");
+  EXPECT_EQ(both.status, 400);
+}
+
+TEST_F(Http, BinaryBodyAndBase64) {
+  // "\x00\xff\xfe binary" in base64.
+  auto put = Call("POST", "/topics/bin/jobs", R"({"body_base64":"AP/+IGJpbmFyeQ=="})");
+  ASSERT_EQ(put.status, 201) << put.body;
+  auto res = Call("POST", "/topics/bin/reserve", "");
+  auto j = Json(res.body);
+  ASSERT_EQ(j["jobs"].Size(), 1u) << res.body;
+  EXPECT_FALSE(j["jobs"][0].HasMember("body"));
+  EXPECT_STREQ(j["jobs"][0]["body_base64"].GetString(), "AP/+IGJpbmFyeQ==");
+  // Text stays text, UTF-8 included.
+  Put("bin", R"({"body":"h\u00e9llo \u2603"})");
+  auto t = Json(Call("POST", "/topics/bin/reserve", "").body);
+  EXPECT_STREQ(t["jobs"][0]["body"].GetString(), "h\xc3\xa9llo \xe2\x98\x83");
+  EXPECT_EQ(Call("POST", "/topics/bin/jobs", R"({"body_base64":"!!"})").status, 400);
+}
+
+TEST_F(Http, BatchPutAndBatchReserve) {
+  std::string batch = R"({"jobs":[)";
+  for (int i = 0; i < 10; ++i) {
+    if (i > 0) batch += ",";
+    batch +=
+        R"({"body":"job )" + std::to_string(i) + R"(","priority":)" + std::to_string(100 - i) + "}";
+  }
+  batch += R"(,{"key":"k1"},{"key":"k1"}]})";
+  auto put = Call("POST", "/topics/b/jobs", batch);
+  ASSERT_EQ(put.status, 200) << put.body;
+  auto p = Json(put.body);
+  ASSERT_EQ(p["jobs"].Size(), 12u);
+  EXPECT_TRUE(p["jobs"][10]["created"].GetBool());
+  EXPECT_FALSE(p["jobs"][11]["created"].GetBool());
+  EXPECT_EQ(p["jobs"][10]["id"].GetUint64(), p["jobs"][11]["id"].GetUint64());
+
+  auto res = Call("POST", "/reserve", R"({"topics":["b"],"count":4})");
+  auto r = Json(res.body);
+  ASSERT_EQ(r["jobs"].Size(), 4u) << res.body;
+  // Priority order: job 9 (priority 91) first.
+  EXPECT_STREQ(r["jobs"][0]["body"].GetString(), "job 9");
+  EXPECT_STREQ(r["jobs"][3]["body"].GetString(), "job 6");
+
+  // A bad job anywhere rejects the whole batch.
+  auto bad = Call("POST", "/topics/b/jobs", R"({"jobs":[{"body":"a"},{"ttr_ms":0}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("jobs[1]"), std::string::npos) << bad.body;
+  std::string big = R"({"jobs":[)";
+  for (int i = 0; i < 1001; ++i) big += i ? ",{}" : "{}";
+  big += "]}";
+  EXPECT_EQ(Call("POST", "/topics/b/jobs", big).status, 400);
+  EXPECT_EQ(Call("POST", "/topics/b/jobs", R"({"jobs":[]})").status, 400);
+  EXPECT_EQ(Call("POST", "/reserve", R"({"topics":["b"],"count":1001})").status, 400);
+}
+
+TEST_F(Http, ReleaseBuryKickTouch) {
+  uint64_t id = Put("w", R"({"body":"b","priority":5})");
+  std::string base = "/jobs/" + std::to_string(id);
+  // Not reserved: 409.
+  auto conflict = Call("POST", base + "/release");
+  EXPECT_EQ(conflict.status, 409) << conflict.body;
+  EXPECT_EQ(ErrorCode(conflict), "conflict");
+  EXPECT_EQ(Call("POST", base + "/finish").status, 409);
+  EXPECT_EQ(Call("POST", base + "/touch").status, 409);
+  EXPECT_EQ(Call("POST", base + "/kick").status, 409);
+
+  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["w"]})").body)["jobs"].Size(), 1u);
+  auto touch = Call("POST", base + "/touch");
+  EXPECT_EQ(touch.status, 200) << touch.body;
+  EXPECT_TRUE(Json(touch.body).HasMember("deadline_ms"));
+  auto rel = Call("POST", base + "/release", R"({"delay_ms":60000,"priority":7})");
+  ASSERT_EQ(rel.status, 200) << rel.body;
+  EXPECT_STREQ(Json(rel.body)["state"].GetString(), "delayed");
+  auto got = Json(Call("GET", base).body);
+  EXPECT_EQ(got["priority"].GetUint(), 7u);
+  EXPECT_EQ(got["releases"].GetUint(), 1u);
+
+  auto kick = Call("POST", base + "/kick");
+  EXPECT_EQ(kick.status, 200) << kick.body;
+  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["w"]})").body)["jobs"].Size(), 1u);
+  auto bury = Call("POST", base + "/bury");
+  EXPECT_EQ(bury.status, 200) << bury.body;
+  EXPECT_STREQ(Json(Call("GET", base).body)["state"].GetString(), "buried");
+  auto kt = Call("POST", "/topics/w/kick", R"({"bound":10})");
+  EXPECT_EQ(kt.body, R"({"kicked":1})"
+                     "\n");
+  EXPECT_STREQ(Json(Call("GET", base).body)["state"].GetString(), "ready");
+  EXPECT_EQ(Call("DELETE", base).status, 200);
+  EXPECT_EQ(Call("DELETE", base).status, 404);
+  EXPECT_EQ(Call("POST", "/jobs/99999/release").status, 404);
+}
+
+TEST_F(Http, TopicsStatsPauseClear) {
+  Put("a", R"({"body":"1"})");
+  Put("a", R"({"body":"2","delay_ms":100000})");
+  Put("b", R"({"body":"3"})");
+  auto list = Call("GET", "/topics");
+  ASSERT_EQ(list.status, 200);
+  auto l = Json(list.body);
+  std::set<std::string> names;
+  for (const auto& t : l["topics"].GetArray()) names.insert(t.GetString());
+  EXPECT_TRUE(names.count("a") && names.count("b")) << list.body;
+
+  auto ts = Json(Call("GET", "/topics/a").body);
+  EXPECT_EQ(ts["jobs"]["ready"].GetUint64(), 1u);
+  EXPECT_EQ(ts["jobs"]["delayed"].GetUint64(), 1u);
+  EXPECT_EQ(ts["total_jobs"].GetUint64(), 2u);
+  EXPECT_EQ(Call("GET", "/topics/nope").status, 404);
+  EXPECT_EQ(Call("GET", "/topics/-bad").status, 400);
+
+  auto pause = Call("POST", "/topics/a/pause", R"({"delay_ms":60000})");
+  EXPECT_EQ(pause.status, 200) << pause.body;
+  EXPECT_TRUE(Json(Call("GET", "/topics/a").body)["paused"].GetBool());
+  EXPECT_EQ(Json(Call("POST", "/reserve", R"({"topics":["a"]})").body)["jobs"].Size(), 0u);
+  EXPECT_EQ(Call("POST", "/topics/a/pause", "{}").status, 400);
+  Call("POST", "/topics/a/pause", R"({"delay_ms":0})");
+  EXPECT_FALSE(Json(Call("GET", "/topics/a").body)["paused"].GetBool());
+
+  auto clear = Call("POST", "/topics/a/clear", R"({"states":["delayed"]})");
+  EXPECT_EQ(clear.body, R"({"cleared":1})"
+                        "\n");
+  auto clear_all = Call("POST", "/topics/a/clear");
+  EXPECT_EQ(clear_all.body, R"({"cleared":1})"
+                            "\n");
+  EXPECT_EQ(Call("POST", "/topics/a/clear", R"({"states":["reserved"]})").status, 400);
+
+  auto st = Call("GET", "/stats");
+  ASSERT_EQ(st.status, 200);
+  auto s = Json(st.body);
+  EXPECT_EQ(s["jobs"]["ready"].GetUint64(), 1u) << st.body;
+  EXPECT_STREQ(s["version"].GetString(), "0.1.0");
+  auto h = Call("GET", "/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_FALSE(Json(h.body)["draining"].GetBool());
+  HttpClient c(http_port_);
+  auto head = c.Call("HEAD", "/healthz");
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_EQ(c.Call("GET", "/healthz").status, 200);  // the connection stayed in step
+}
+
+TEST_F(Http, Errors) {
+  auto bad_json = Call("POST", "/topics/t/jobs", R"({"body":)");
+  EXPECT_EQ(bad_json.status, 400);
+  EXPECT_EQ(ErrorCode(bad_json), "bad_json");
+  auto trailing = Call("POST", "/topics/t/jobs", R"({} x)");
+  EXPECT_EQ(ErrorCode(trailing), "bad_json");
+  auto not_obj = Call("POST", "/topics/t/jobs", "[1]");
+  EXPECT_EQ(ErrorCode(not_obj), "invalid_argument");
+  auto unknown = Call("POST", "/topics/t/jobs", R"({"bdy":"typo"})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(ErrorCode(unknown), "invalid_argument");
+  EXPECT_NE(unknown.body.find("bdy"), std::string::npos);
+  EXPECT_EQ(ErrorCode(Call("POST", "/topics/t/jobs", R"({"ttr_ms":"60"})")), "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("POST", "/topics/t/jobs", R"({"priority":-1})")), "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("POST", "/topics/t/jobs", R"({"key":"has space"})")),
+            "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("POST", "/topics/t/jobs", "{\"body\":\"\xff\"}")), "bad_json");
+  EXPECT_EQ(Call("POST", "/topics/t%2/jobs", "{}").status, 400);
+  // A topic with '/' goes percent-encoded.
+  EXPECT_EQ(Call("POST", "/topics/a%2Fb/jobs", "{}").status, 201);
+  EXPECT_EQ(Call("GET", "/topics/a%2Fb").status, 200);
+
+  auto route = Call("GET", "/nowhere");
+  EXPECT_EQ(route.status, 404);
+  EXPECT_EQ(ErrorCode(route), "not_found");
+  auto method = Call("PUT", "/topics/t/jobs", "{}");
+  EXPECT_EQ(method.status, 405);
+  EXPECT_EQ(ErrorCode(method), "method_not_allowed");
+  EXPECT_EQ(method.Header("allow"), "POST");
+  EXPECT_EQ(Call("DELETE", "/stats").Header("allow"), "GET, HEAD");
+  EXPECT_EQ(ErrorCode(Call("GET", "/jobs/abc")), "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("GET", "/jobs/0")), "invalid_argument");
+
+  std::string big(70000, 'x');
+  auto too_big = Call("POST", "/topics/t/jobs", R"({"body":")" + big + R"("})");
+  EXPECT_EQ(too_big.status, 413);
+  EXPECT_EQ(ErrorCode(too_big), "job_too_big");
+
+  EXPECT_EQ(ErrorCode(Call("POST", "/reserve", "{}")), "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("POST", "/reserve", R"({"topics":["ok","-bad"]})")), "invalid_argument");
+  EXPECT_EQ(ErrorCode(Call("POST", "/reserve", R"({"topics":["t"],"timeout_ms":-1})")),
+            "invalid_argument");
+}
+
+TEST_F(Http, DrainingRefusesPuts) {
+  server_.Signal(SIGUSR1);
+  HttpResponse r;
+  for (int i = 0; i < 200; ++i) {  // the signal arrives asynchronously
+    r = Call("POST", "/topics/t/jobs", "{}");
+    if (r.status == 503) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(ErrorCode(r), "draining");
+  EXPECT_TRUE(Json(Call("GET", "/healthz").body)["draining"].GetBool());
+}
+
+TEST(HttpLimits, OversizedHeaderAndBody) {
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"--in-memory", "--http-max-body", "2048"}, &error))
+      << error;
+  uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0);
+  {
+    HttpClient c(port);
+    std::string body = R"({"body":")" + std::string(3000, 'x') + R"("})";
+    auto r = c.Call("POST", "/topics/t/jobs", body);
+    EXPECT_EQ(r.status, 413) << r.body;
+    EXPECT_EQ(ErrorCode(r), "payload_too_large");
+    EXPECT_TRUE(c.WaitClosed(5s));
+  }
+  {
+    HttpClient c(port);
+    std::string extra = "X-Big: " + std::string(20000, 'h') + "\r\n";
+    auto r = c.Call("GET", "/healthz", "", extra);
+    EXPECT_EQ(r.status, 431) << r.body;
+    EXPECT_EQ(ErrorCode(r), "header_too_large");
+    EXPECT_TRUE(c.WaitClosed(5s));
+  }
+  {
+    HttpClient c(port);
+    c.Send("NOT HTTP AT ALL\r\n\r\n");
+    auto r = c.Read();
+    EXPECT_EQ(r.status, 400) << r.body << r.error;
+    EXPECT_EQ(ErrorCode(r), "bad_request");
+  }
+  {
+    // A body under the limit with Expect: 100-continue gets the interim reply.
+    HttpClient c(port);
+    std::string body = R"({"body":"continue"})";
+    c.Send("POST /topics/t/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n");
+    c.Send(body);
+    auto r = c.Read();
+    EXPECT_EQ(r.status, 201) << r.body << r.error;
+  }
+  int st = server.Stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+TEST_F(Http, KeepAliveAndPipelining) {
+  HttpClient c(http_port_);
+  // Three requests in one write: replies come back in order.
+  std::string batch = HttpRequestText("POST", "/topics/p/jobs", R"({"body":"one"})") +
+                      HttpRequestText("POST", "/topics/p/jobs", R"({"body":"two"})") +
+                      HttpRequestText("POST", "/reserve", R"({"topics":["p"],"count":2})") +
+                      HttpRequestText("GET", "/topics/p");
+  ASSERT_TRUE(c.Send(batch));
+  auto a = c.Read(), b = c.Read(), r = c.Read(), s = c.Read();
+  ASSERT_TRUE(a.ok && b.ok && r.ok && s.ok) << a.error << b.error << r.error << s.error;
+  EXPECT_EQ(a.status, 201);
+  EXPECT_EQ(b.status, 201);
+  EXPECT_EQ(Json(b.body)["id"].GetUint64(), Json(a.body)["id"].GetUint64() + 1);
+  auto jr = Json(r.body);
+  ASSERT_EQ(jr["jobs"].Size(), 2u) << r.body;
+  EXPECT_STREQ(jr["jobs"][0]["body"].GetString(), "one");
+  EXPECT_EQ(Json(s.body)["jobs"]["reserved"].GetUint64(), 2u);
+  // Byte by byte, the same connection still works.
+  std::string one = HttpRequestText("GET", "/healthz");
+  for (char ch : one) ASSERT_TRUE(c.Send(std::string_view(&ch, 1)));
+  EXPECT_EQ(c.Read().status, 200);
+  // A long-poll ahead of a pipelined request holds it back, in order.
+  ASSERT_TRUE(c.Send(HttpRequestText("POST", "/reserve", R"({"topics":["q"],"timeout_ms":300})") +
+                     HttpRequestText("GET", "/healthz")));
+  auto lp = c.Read();
+  EXPECT_EQ(lp.status, 200);
+  EXPECT_EQ(Json(lp.body)["jobs"].Size(), 0u) << lp.body;
+  EXPECT_EQ(c.Read().status, 200);
+  // Connection: close is honoured.
+  auto last = c.Call("GET", "/healthz", "", "Connection: close\r\n");
+  EXPECT_EQ(last.status, 200);
+  EXPECT_EQ(last.Header("connection"), "close");
+  EXPECT_TRUE(c.WaitClosed(5s));
+  // HTTP/1.0 closes unless asked to keep alive.
+  HttpClient old(http_port_);
+  old.Send("GET /healthz HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old.Read().status, 200);
+  EXPECT_TRUE(old.WaitClosed(5s));
+}
+
+TEST_F(Http, LongPollWakesOnPut) {
+  HttpClient waiter(http_port_, 20s);
+  ASSERT_TRUE(waiter.Send(
+      HttpRequestText("POST", "/reserve", R"({"topics":["lp-a","lp-b"],"timeout_ms":15000})")));
+  // Nothing yet.
+  auto early = waiter.Read(300ms);
+  EXPECT_FALSE(early.ok);
+  EXPECT_EQ(early.error, "timeout");
+  uint64_t id = Put("lp-b", R"({"body":"wake up"})");
+  auto r = waiter.Read(15s);
+  ASSERT_TRUE(r.ok) << r.error;
+  auto j = Json(r.body);
+  ASSERT_EQ(j["jobs"].Size(), 1u) << r.body;
+  EXPECT_EQ(j["jobs"][0]["id"].GetUint64(), id);
+  EXPECT_STREQ(j["jobs"][0]["topic"].GetString(), "lp-b");
+
+  // A long-poll that times out answers with no jobs.
+  auto t = Json(Call("POST", "/reserve", R"({"topics":["lp-a"],"timeout_ms":100})").body);
+  EXPECT_EQ(t["jobs"].Size(), 0u);
+}
+
+TEST_F(Http, ClosedLongPollTakesNoJob) {
+  {
+    HttpClient gone(http_port_);
+    ASSERT_TRUE(
+        gone.Send(HttpRequestText("POST", "/reserve", R"({"topics":["c"],"timeout_ms":60000})")));
+    std::this_thread::sleep_for(200ms);
+  }  // closed while waiting
+  // The server noticed: no waiter left on the topic.
+  for (int i = 0; i < 200; ++i) {
+    if (Json(Call("GET", "/topics/c").body)["waiting"].GetUint64() == 0) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(Json(Call("GET", "/topics/c").body)["waiting"].GetUint64(), 0u);
+  uint64_t id = Put("c", R"({"body":"for the next one"})");
+  auto r = Json(Call("POST", "/reserve", R"({"topics":["c"]})").body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  EXPECT_EQ(r["jobs"][0]["id"].GetUint64(), id);
+}
+
+TEST_F(Http, SigtermAnswersWaitingLongPolls) {
+  std::vector<std::unique_ptr<HttpClient>> waiters;
+  for (int i = 0; i < 5; ++i) {
+    waiters.push_back(std::make_unique<HttpClient>(http_port_, 20s));
+    ASSERT_TRUE(waiters.back()->Send(
+        HttpRequestText("POST", "/reserve", R"({"topics":["s"],"timeout_ms":60000})")));
+  }
+  HttpClient idle(http_port_);
+  EXPECT_EQ(idle.Call("GET", "/healthz").status, 200);
+  std::this_thread::sleep_for(200ms);
+  auto t0 = std::chrono::steady_clock::now();
+  int st = server_.Stop(20s);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st << server_.Log();
+  EXPECT_LT(MillisSince(t0), 10000) << "the long-polls held up the stop";
+  for (auto& w : waiters) {
+    auto r = w->Read(1s);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(Json(r.body)["jobs"].Size(), 0u);
+    EXPECT_EQ(r.Header("connection"), "close");
+  }
+  EXPECT_TRUE(idle.WaitClosed(1s));
+}
+
+TEST(HttpIdle, IdleConnectionsAreClosed) {
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"--in-memory", "--http-idle-timeout", "1s"}, &error))
+      << error;
+  uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0);
+  HttpClient c(port);
+  EXPECT_EQ(c.Call("GET", "/healthz").status, 200);
+  EXPECT_TRUE(c.WaitClosed(10s));
+  // A waiting long-poll is not idle.
+  HttpClient w(port, 10s);
+  ASSERT_TRUE(w.Send(HttpRequestText("POST", "/reserve", R"({"topics":["i"],"timeout_ms":2500})")));
+  auto r = w.Read(10s);
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 200);
+  int st = server.Stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+// ---- Youzan-style -----------------------------------------------------------------
+
+using HttpYouzan = HttpFixture;
+
+TEST_F(HttpYouzan, PushPopFinish) {
+  auto push = Call("POST", "/push",
+                   R"({"topic":"order","id":"15702398321","delay":0,"ttr":120,"body":"close"})");
+  ASSERT_EQ(push.status, 200);
+  auto p = Json(push.body);
+  EXPECT_EQ(p["code"].GetInt(), 0) << push.body;
+  EXPECT_TRUE(p["data"].IsNull());
+  // Same id again: kept once.
+  auto again = Json(Call("POST", "/push",
+                         R"({"topic":"order","id":"15702398321","delay":0,"ttr":120,"body":"x"})")
+                        .body);
+  EXPECT_EQ(again["code"].GetInt(), 0);
+  EXPECT_STREQ(again["message"].GetString(), "exists");
+
+  auto get = Json(Call("POST", "/get", R"({"id":"15702398321"})").body);
+  EXPECT_EQ(get["code"].GetInt(), 0);
+  EXPECT_STREQ(get["data"]["topic"].GetString(), "order");
+  EXPECT_STREQ(get["data"]["body"].GetString(), "close");
+  EXPECT_EQ(get["data"]["ttr"].GetInt(), 120);
+
+  auto pop = Json(Call("POST", "/pop", R"({"topic":"other,order","timeout":0})").body);
+  EXPECT_EQ(pop["code"].GetInt(), 0);
+  ASSERT_TRUE(pop["data"].IsObject());
+  EXPECT_STREQ(pop["data"]["id"].GetString(), "15702398321");
+  EXPECT_STREQ(pop["data"]["body"].GetString(), "close");
+  auto none = Json(Call("POST", "/pop", R"({"topic":"order","timeout":0})").body);
+  EXPECT_TRUE(none["data"].IsNull());
+
+  auto fin = Json(Call("POST", "/finish", R"({"id":"15702398321"})").body);
+  EXPECT_EQ(fin["code"].GetInt(), 0);
+  auto after = Json(Call("POST", "/get", R"({"id":"15702398321"})").body);
+  EXPECT_TRUE(after["data"].IsNull());
+  // As in the original: finishing or deleting an unknown id succeeds.
+  EXPECT_EQ(Json(Call("POST", "/delete", R"({"id":"nope"})").body)["code"].GetInt(), 0);
+}
+
+TEST_F(HttpYouzan, DelayDeleteAndErrors) {
+  auto push =
+      Json(Call("POST", "/push", R"({"topic":"t","id":"a1","delay":3600,"ttr":10,"body":"later"})")
+               .body);
+  EXPECT_EQ(push["code"].GetInt(), 0);
+  auto get = Json(Call("POST", "/get", R"({"id":"a1"})").body);
+  EXPECT_STREQ(get["data"]["state"].GetString(), "delayed");
+  EXPECT_GE(get["data"]["delay"].GetInt(), 3598);
+  EXPECT_EQ(Json(Call("POST", "/delete", R"({"id":"a1"})").body)["code"].GetInt(), 0);
+  EXPECT_EQ(Json(Call("GET", "/topics/t").body)["jobs"]["delayed"].GetUint64(), 0u);
+
+  auto fails = [&](std::string_view route, std::string_view body) {
+    auto r = Call("POST", route, body);
+    EXPECT_EQ(r.status, 200);
+    auto j = Json(r.body);
+    return j.IsObject() && j["code"].GetInt() == 1 && j["data"].IsNull();
+  };
+  EXPECT_TRUE(fails("/push", R"({"topic":"t","delay":1,"ttr":1})"));  // no id
+  EXPECT_TRUE(fails("/push", R"({"id":"x","delay":1,"ttr":1})"));     // no topic
+  EXPECT_TRUE(fails("/push", R"({"topic":"t","id":"x","delay":1,"ttr":0})"));
+  EXPECT_TRUE(fails("/push", R"({"topic":"t","id":"x","delay":-1,"ttr":5})"));
+  EXPECT_TRUE(fails("/push", R"({"topic":"t","id":"x","delay":1,"ttr":86401})"));
+  EXPECT_TRUE(fails("/push", "not json"));
+  EXPECT_TRUE(fails("/pop", R"({"topic":""})"));
+  EXPECT_TRUE(fails("/finish", R"({})"));
+  EXPECT_TRUE(fails("/get", R"({"id":""})"));
+  EXPECT_EQ(Call("GET", "/push").status, 405);
+}
+
+TEST_F(HttpYouzan, PopWaitsForAPush) {
+  HttpClient waiter(http_port_, 20s);
+  ASSERT_TRUE(waiter.Send(HttpRequestText("POST", "/pop", R"({"topic":"yz","timeout":15})")));
+  std::this_thread::sleep_for(200ms);
+  Call("POST", "/push", R"({"topic":"yz","id":"w1","delay":0,"ttr":5,"body":"hi"})");
+  auto r = waiter.Read(15s);
+  ASSERT_TRUE(r.ok) << r.error;
+  auto j = Json(r.body);
+  ASSERT_TRUE(j["data"].IsObject()) << r.body;
+  EXPECT_STREQ(j["data"]["id"].GetString(), "w1");
+}
+
+// ---- cross-protocol ------------------------------------------------------------------
+
+using HttpCross = HttpFixture;
+
+TEST_F(HttpCross, BeanstalkPutHttpReserveAndBack) {
+  RawClient bean(server_.port());
+  ASSERT_TRUE(bean.ok());
+  EXPECT_EQ(bean.Call("use x\r\n"), "USING x\r\n");
+  std::string ins = bean.Call("put 10 0 60 5\r\nhello\r\n");
+  ASSERT_EQ(ins.rfind("INSERTED ", 0), 0u) << ins;
+  uint64_t id = std::stoull(ins.substr(9));
+  auto r = Json(Call("POST", "/reserve", R"({"topics":["x"]})").body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  EXPECT_EQ(r["jobs"][0]["id"].GetUint64(), id);
+  EXPECT_STREQ(r["jobs"][0]["body"].GetString(), "hello");
+  EXPECT_EQ(r["jobs"][0]["priority"].GetUint(), 10u);
+  // A detached reservation: the beanstalkd connection may finish it too.
+  EXPECT_EQ(bean.Call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+
+  // HTTP put, beanstalkd reserve.
+  uint64_t id2 = Put("x", R"({"body":"from http","ttr_ms":5000})");
+  EXPECT_EQ(bean.Call("watch x\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(bean.Call("reserve-with-timeout 5\r\n"),
+            "RESERVED " + std::to_string(id2) + " 9\r\nfrom http\r\n");
+  // Reserved by that connection: HTTP cannot finish it.
+  auto fin = Call("POST", "/jobs/" + std::to_string(id2) + "/finish");
+  EXPECT_EQ(fin.status, 409) << fin.body;
+  EXPECT_EQ(bean.Call("delete " + std::to_string(id2) + "\r\n"), "DELETED\r\n");
+
+  // put-ex with a key, seen by key over HTTP.
+  std::string ex = bean.Call("put-ex 5 60000 1000 3 key=k9\r\nabc\r\n");
+  ASSERT_EQ(ex.rfind("INSERTED ", 0), 0u) << ex;
+  auto byk = Json(Call("GET", "/topics/x/keys/k9").body);
+  EXPECT_STREQ(byk["state"].GetString(), "delayed");
+  EXPECT_STREQ(byk["body"].GetString(), "abc");
+}
+
+// ---- concurrency -------------------------------------------------------------------
+
+using HttpStress = HttpFixture;
+
+TEST_F(HttpStress, ManyConcurrentClients) {
+  constexpr int kClients = 40, kJobs = 50;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> producers;
+  for (int c = 0; c < kClients; ++c) {
+    producers.emplace_back([&, c] {
+      HttpClient client(http_port_);
+      for (int i = 0; i < kJobs; ++i) {
+        auto r = client.Call("POST", "/topics/stress/jobs",
+                             R"({"body":")" + std::to_string(c * kJobs + i) + R"("})");
+        if (r.status != 201) failures++;
+      }
+    });
+  }
+  std::mutex mu;
+  std::multiset<std::string> seen;
+  std::atomic<int> taken{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 8; ++w) {
+    workers.emplace_back([&] {
+      HttpClient client(http_port_, 20s);
+      while (taken.load() < kClients * kJobs) {
+        auto r =
+            client.Call("POST", "/reserve", R"({"topics":["stress"],"count":7,"timeout_ms":200})");
+        if (!r.ok) {
+          failures++;
+          return;
+        }
+        auto j = Json(r.body);
+        for (const auto& job : j["jobs"].GetArray()) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            seen.insert(job["body"].GetString());
+          }
+          auto f =
+              client.Call("POST", "/jobs/" + std::to_string(job["id"].GetUint64()) + "/finish");
+          if (f.status != 200) failures++;
+          taken++;
+        }
+      }
+    });
+  }
+  for (auto& t : producers) t.join();
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kClients * kJobs));
+  for (int i = 0; i < kClients * kJobs; ++i) EXPECT_EQ(seen.count(std::to_string(i)), 1u) << i;
+  auto st = Json(Call("GET", "/stats").body);
+  EXPECT_EQ(st["jobs"]["ready"].GetUint64() + st["jobs"]["reserved"].GetUint64(), 0u);
+}
+
+// ---- durability --------------------------------------------------------------------
+
+TEST(HttpDurable, PutSurvivesKill9) {
+  TempDir dir;
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"-b", dir.path()}, &error)) << error;
+  uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0);
+  HttpClient c(port);
+  auto put = c.Call("POST", "/topics/d/jobs",
+                    R"({"body":"keep me","key":"order-1","delay_ms":3600000,"max_tries":3})");
+  ASSERT_EQ(put.status, 201) << put.body;
+  uint64_t id = Json(put.body)["id"].GetUint64();
+  auto put2 = c.Call("POST", "/topics/d/jobs", R"({"body":"ready one"})");
+  ASSERT_EQ(put2.status, 201);
+  kill(server.pid(), SIGKILL);
+  for (int i = 0; i < 500 && server.Alive(); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_FALSE(server.Alive());
+
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(DelayqdPath(), {"-b", dir.path()}, &error)) << error;
+  uint16_t port2 = HttpPortOf(again);
+  HttpClient c2(port2);
+  auto got = c2.Call("GET", "/topics/d/keys/order-1");
+  ASSERT_EQ(got.status, 200) << got.body;
+  auto j = Json(got.body);
+  EXPECT_EQ(j["id"].GetUint64(), id);
+  EXPECT_STREQ(j["body"].GetString(), "keep me");
+  EXPECT_STREQ(j["state"].GetString(), "delayed");
+  EXPECT_EQ(j["max_tries"].GetUint(), 3u);
+  auto r = Json(c2.Call("POST", "/reserve", R"({"topics":["d"]})").body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  EXPECT_STREQ(r["jobs"][0]["body"].GetString(), "ready one");
+  int st = again.Stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+}  // namespace
+}  // namespace delayq::testing
