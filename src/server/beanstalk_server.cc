@@ -163,71 +163,28 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 };
 
 BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)
-    : io_(io), ctx_(ctx), acceptor_(io) {}
+    : ctx_(ctx), listener_(io, "") {}
 
 BeanstalkServer::~BeanstalkServer() = default;
 
 Status BeanstalkServer::Listen(const std::string& address, uint16_t port) {
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(address, ec);
-  if (ec) return Status::InvalidArgument("bad listen address '" + address + "': " + ec.message());
-  tcp::endpoint ep(addr, port);
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::Unavailable("cannot listen on " + address + ":" + std::to_string(port) + ": " +
-                               ec.message());
-  }
-  return Status::Ok();
+  return listener_.Listen(address, port);
 }
 
-uint16_t BeanstalkServer::port() const {
-  boost::system::error_code ec;
-  auto ep = acceptor_.local_endpoint(ec);
-  return ec ? 0 : ep.port();
-}
+uint16_t BeanstalkServer::port() const { return listener_.port(); }
 
-void BeanstalkServer::Start() { Accept(); }
-
-void BeanstalkServer::Accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (stopping_) return;
-    if (!ec) {
-      auto c = std::make_shared<BeanstalkConnection>(*this, std::move(socket));
-      conns_.emplace(c.get(), c);
-      c->Start();
-    }
-    // EMFILE and friends: keep accepting; the kernel queues meanwhile.
-    if (ec != asio::error::operation_aborted) Accept();
+void BeanstalkServer::Start() {
+  listener_.Accept([this](tcp::socket socket) {
+    return std::make_shared<BeanstalkConnection>(*this, std::move(socket));
   });
 }
 
-void BeanstalkServer::Forget(BeanstalkConnection* c) {
-  // Keep the object alive until its handlers have run: drop it on the loop.
-  auto it = conns_.find(c);
-  if (it == conns_.end()) return;
-  std::shared_ptr<BeanstalkConnection> keep = std::move(it->second);
-  conns_.erase(it);
-  asio::post(io_, [keep] {});
-}
-
-std::vector<std::shared_ptr<BeanstalkConnection>> BeanstalkServer::StopAccepting() {
-  stopping_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
-  std::vector<std::shared_ptr<BeanstalkConnection>> all;  // closing edits conns_
-  for (auto& [p, c] : conns_) all.push_back(c);
-  return all;
-}
-
 void BeanstalkServer::CloseAll() {
-  for (auto& c : StopAccepting()) c->CloseNow();
+  for (auto& c : listener_.StopAccepting()) c->CloseNow();
 }
 
 void BeanstalkServer::Stop() {
-  for (auto& c : StopAccepting()) c->Shutdown();
+  for (auto& c : listener_.StopAccepting()) c->Shutdown();
 }
 
 }  // namespace delayq::server

@@ -14,10 +14,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "delayq/status.h"
+#include "server/listener.h"
 #include "server/server_context.h"
 
 namespace delayq::server {
@@ -40,20 +40,14 @@ class BeanstalkServer {
   // The loop must then run its ready handlers (restart + poll) before the
   // backend goes away: they hold the last references to the connections.
   void CloseAll();
-  size_t connections() const { return conns_.size(); }
+  size_t connections() const { return listener_.connections(); }
 
  private:
   friend class BeanstalkConnection;
-  void Accept();
-  void Forget(BeanstalkConnection* c);
-  // Closes the acceptor; returns the open connections.
-  std::vector<std::shared_ptr<BeanstalkConnection>> StopAccepting();
+  void Forget(BeanstalkConnection* c) { listener_.Forget(c); }
 
-  boost::asio::io_context& io_;
   ServerContext& ctx_;
-  boost::asio::ip::tcp::acceptor acceptor_;
-  std::unordered_map<BeanstalkConnection*, std::shared_ptr<BeanstalkConnection>> conns_;
-  bool stopping_ = false;
+  Listener<BeanstalkConnection> listener_;
 };
 
 }  // namespace delayq::server

@@ -336,85 +336,44 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 };
 
 HttpServer::HttpServer(asio::io_context& io, ServerContext& ctx, HttpServerOptions options)
-    : io_(io),
-      ctx_(ctx),
+    : ctx_(ctx),
       options_(options),
       api_(std::make_unique<HttpApi>(ctx, options.api)),
-      acceptor_(io),
+      listener_(io, "HTTP"),
       sweep_(io) {}
 
 HttpServer::~HttpServer() = default;
 
 Status HttpServer::Listen(const std::string& address, uint16_t port) {
-  boost::system::error_code ec;
-  auto addr = asio::ip::make_address(address, ec);
-  if (ec)
-    return Status::InvalidArgument("bad HTTP listen address '" + address + "': " + ec.message());
-  tcp::endpoint ep(addr, port);
-  acceptor_.open(ep.protocol(), ec);
-  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(ep, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::Unavailable("cannot listen for HTTP on " + address + ":" + std::to_string(port) +
-                               ": " + ec.message());
-  }
-  return Status::Ok();
+  return listener_.Listen(address, port);
 }
 
-uint16_t HttpServer::port() const {
-  boost::system::error_code ec;
-  auto ep = acceptor_.local_endpoint(ec);
-  return ec ? 0 : ep.port();
-}
+uint16_t HttpServer::port() const { return listener_.port(); }
 
 void HttpServer::Start() {
-  Accept();
+  listener_.Accept([this](tcp::socket socket) {
+    return std::make_shared<HttpConnection>(*this, std::move(socket));
+  });
   ArmSweep();
 }
 
 void HttpServer::ArmSweep() {
-  if (options_.idle_timeout.count() <= 0 || stopping_) return;
+  if (options_.idle_timeout.count() <= 0 || listener_.stopping()) return;
   sweep_.expires_after(kSweepEvery);
   sweep_.async_wait([this](boost::system::error_code ec) {
-    if (ec || stopping_) return;
+    if (ec || listener_.stopping()) return;
     auto now = SteadyClock::now();
     std::vector<std::shared_ptr<HttpConnection>> idle;
-    for (auto& [p, c] : conns_)
+    for (auto& [p, c] : listener_.conns())
       if (c->IdleFor(options_.idle_timeout, now)) idle.push_back(c);
     for (auto& c : idle) c->CloseNow();
     ArmSweep();
   });
 }
 
-void HttpServer::Accept() {
-  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (stopping_) return;
-    if (!ec) {
-      auto c = std::make_shared<HttpConnection>(*this, std::move(socket));
-      conns_.emplace(c.get(), c);
-      c->Start();
-    }
-    if (ec != asio::error::operation_aborted) Accept();
-  });
-}
-
-void HttpServer::Forget(HttpConnection* c) {
-  auto it = conns_.find(c);
-  if (it == conns_.end()) return;
-  std::shared_ptr<HttpConnection> keep = std::move(it->second);
-  conns_.erase(it);
-  asio::post(io_, [keep] {});
-}
-
 std::vector<std::shared_ptr<HttpConnection>> HttpServer::StopAccepting() {
-  stopping_ = true;
-  boost::system::error_code ec;
-  acceptor_.close(ec);
   sweep_.cancel();
-  std::vector<std::shared_ptr<HttpConnection>> all;
-  for (auto& [p, c] : conns_) all.push_back(c);
-  return all;
+  return listener_.StopAccepting();
 }
 
 void HttpServer::Stop() {

@@ -25,11 +25,11 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "delayq/status.h"
 #include "server/http_api.h"
+#include "server/listener.h"
 #include "server/server_context.h"
 
 namespace delayq::server {
@@ -59,24 +59,22 @@ class HttpServer {
   void Stop();
   // Closes every connection at once (at exit, after Stop had its chance).
   void CloseAll();
-  size_t connections() const { return conns_.size(); }
+  size_t connections() const { return listener_.connections(); }
   HttpApi& api() { return *api_; }
 
  private:
   friend class HttpConnection;
-  void Accept();
-  void Forget(HttpConnection* c);
+  void Forget(HttpConnection* c) { listener_.Forget(c); }
   void ArmSweep();
+  // Closes the acceptor and stops the idle sweep; returns the open
+  // connections.
   std::vector<std::shared_ptr<HttpConnection>> StopAccepting();
 
-  boost::asio::io_context& io_;
   ServerContext& ctx_;
   HttpServerOptions options_;
   std::unique_ptr<HttpApi> api_;
-  boost::asio::ip::tcp::acceptor acceptor_;
+  Listener<HttpConnection> listener_;
   boost::asio::steady_timer sweep_;
-  std::unordered_map<HttpConnection*, std::shared_ptr<HttpConnection>> conns_;
-  bool stopping_ = false;
 };
 
 }  // namespace delayq::server
