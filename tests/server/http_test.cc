@@ -8,6 +8,9 @@
 //  - HttpCross.*     a job put over one protocol and taken over the other.
 //  - HttpStress.*    many concurrent clients: every job delivered once.
 //  - HttpDurable.*   an acknowledged HTTP put survives kill -9.
+//
+// With DELAYQ_TEST_AGAINST=redis the fixture suites run on the Redis backend
+// (ctest http_on_redis).
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
@@ -15,13 +18,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "server/http_client.h"
+#include "server/redis_process.h"
 #include "server/server_process.h"
 
 namespace delayq::testing {
@@ -42,10 +48,22 @@ std::string ErrorCode(const HttpResponse& r) {
   return d["error"]["code"].GetString();
 }
 
+// DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
+// backend, with a redis-server of its own for each test.
+bool AgainstRedis() {
+  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
+  return e != nullptr && std::string_view(e) == "redis";
+}
+
 class HttpFixture : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> args = {"--in-memory"}) {
     std::string error;
+    if (AgainstRedis()) {
+      if (!redis_.running()) ASSERT_TRUE(redis_.Start(&error)) << error;
+      args.push_back("--backend");
+      args.push_back(redis_.url());
+    }
     ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
     http_port_ = HttpPortOf(server_);
     ASSERT_NE(http_port_, 0) << server_.Log();
@@ -74,6 +92,7 @@ class HttpFixture : public ::testing::Test {
     return d["id"].GetUint64();
   }
 
+  RedisProcess redis_;  // declared first: stopped after server_
   ServerProcess server_;
   uint16_t http_port_ = 0;
 };
