@@ -1099,19 +1099,19 @@ void RedisBackend::StatsJob(JobId id, Callback<JobStats> done) {
   ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kStatsJob, *t, {member}, [id, done](Status st, const redisReply* r) {
+    Run(Script::kStatsJob, *t, {member}, [t, id, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       if (Size(r) < 3) return done(Status::NotFound());
       TimeMs now = Int(At(r, 0));
+      // Fields at their defaults are not stored (docs/redis-backend.md).
       JobStats js;
       js.id = id;
+      js.topic = t->name;
       TimeMs due = 0;
       for (size_t i = 1; i + 1 < Size(r); i += 2) {
         std::string_view f = Str(At(r, i));
         const redisReply* v = At(r, i + 1);
-        if (f == "t")
-          js.topic = std::string(Str(v));
-        else if (f == "k")
+        if (f == "k")
           js.key = std::string(Str(v));
         else if (f == "b")
           js.body_size = static_cast<uint32_t>(Str(v).size());

@@ -106,7 +106,7 @@ end
 -- A reservation ended without the job finishing; m is in no set.
 local function come_back(c, m, explicit)
   local f = redis.call('HMGET', jk(c, m), 'rs', 'mt', 'bo', 'p')
-  local rs, mt = tonumber(f[1]), tonumber(f[2])
+  local rs, mt, bo = tonumber(f[1] or '0'), tonumber(f[2] or '0'), f[3] or ''
   if mt > 0 and rs >= mt then
     bury(c, m)
     return 'buried'
@@ -115,8 +115,8 @@ local function come_back(c, m, explicit)
   if explicit then
     d = explicit
     redis.call('HSET', jk(c, m), 'dl', s(d))
-  elseif f[3] ~= '' then
-    d = delay_for(f[3], rs)
+  elseif bo ~= '' then
+    d = delay_for(bo, rs)
     redis.call('HSET', jk(c, m), 'dl', s(d))
   end
   if d > 0 then
@@ -138,10 +138,10 @@ end
 local function reserve_one(c, m, owner, out)
   local f = redis.call('HMGET', jk(c, m), 'ttr', 'k', 'b', 'p', 'rs')
   local dl = c.now + tonumber(f[1])
-  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl), 'rs', tonumber(f[5]) + 1)
+  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl), 'rs', s(tonumber(f[5] or '0') + 1))
   zadd_timed(c, c.U, dl, m)
   out[#out + 1] = m
-  out[#out + 1] = f[2]
+  out[#out + 1] = f[2] or ''
   out[#out + 1] = f[3]
   out[#out + 1] = f[4]
   out[#out + 1] = s(dl)
@@ -237,9 +237,14 @@ topic_function('dq_put', function(c, args)
   if delay < 0 then delay = 0 end
   local st = 'r'
   if due > c.now then st = 'd' end
-  redis.call('HSET', jk(c, m), 't', args[2], 'k', key, 'b', args[3], 's', st, 'p', args[4],
-    'due', s(due), 'c', s(c.now), 'dl', s(delay), 'ttr', args[7], 'rs', 0, 'to', 0, 'rl', 0,
-    'bu', 0, 'ki', 0, 'mt', args[9], 'bo', args[10], 'o', '')
+  -- Fields at their defaults are left out (the layout's table): each
+  -- field costs a search of the hash on every write.
+  local f = {'b', args[3], 's', st, 'p', args[4], 'due', s(due), 'c', s(c.now), 'ttr', args[7]}
+  if delay > 0 then f[#f + 1] = 'dl'; f[#f + 1] = s(delay) end
+  if key ~= '' then f[#f + 1] = 'k'; f[#f + 1] = key end
+  if args[9] ~= '0' then f[#f + 1] = 'mt'; f[#f + 1] = args[9] end
+  if args[10] ~= '' then f[#f + 1] = 'bo'; f[#f + 1] = args[10] end
+  redis.call('HSET', jk(c, m), unpack(f))
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
     zadd_timed(c, c.D, due, m)
@@ -290,8 +295,8 @@ topic_function('dq_delete', function(c, args)
   if not m then return 0 end
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'k')
   if not f[1] then return 0 end
-  if f[1] == 'u' and not may(f[2], args[4]) then return 0 end
-  destroy(c, m, f[3], f[1])
+  if f[1] == 'u' and not may(f[2] or '', args[4]) then return 0 end
+  destroy(c, m, f[3] or '', f[1])
   count(c, 'cmd_delete')
   return 1
 end)
@@ -299,19 +304,19 @@ end)
 topic_function('dq_release', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return '' end
+  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return '' end
   zrem_timed(c, c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   redis.call('HINCRBY', jk(c, m), 'rl', 1)
   local d = nil
-  if args[5] ~= '' then d = tonumber(args[5]) elseif f[3] == '' then d = 0 end
+  if args[5] ~= '' then d = tonumber(args[5]) elseif (f[3] or '') == '' then d = 0 end
   return come_back(c, m, d)
 end)
 
 topic_function('dq_bury', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
+  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return 0 end
   zrem_timed(c, c.U, m)
   redis.call('HSET', jk(c, m), 'p', args[4])
   bury(c, m)
@@ -321,7 +326,7 @@ end)
 topic_function('dq_touch', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'ttr')
-  if f[1] ~= 'u' or not may(f[2], args[3]) then return 0 end
+  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return 0 end
   local dl = c.now + tonumber(f[3])
   redis.call('HSET', jk(c, m), 'due', s(dl))
   zadd_timed(c, c.U, dl, m)
@@ -358,7 +363,7 @@ end)
 topic_function('dq_return', function(c, args)
   local m = args[2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or f[2] ~= args[3] then return 0 end
+  if f[1] ~= 'u' or (f[2] or '') ~= args[3] then return 0 end
   zrem_timed(c, c.U, m)
   if args[4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
@@ -382,7 +387,7 @@ topic_function('dq_peek', function(c, args)
   if not m then return {} end
   local f = redis.call('HMGET', jk(c, m), 'k', 'b', 's', 'p')
   if not f[3] then return {} end
-  return {m, f[1], f[2], f[3], f[4]}
+  return {m, f[1] or '', f[2], f[3], f[4]}
 end)
 
 topic_function('dq_stats_job', function(c, args)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
@@ -596,6 +597,207 @@ TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
     ASSERT_EQ(got_local, got_redis) << "operation " << i << " (kind " << op << ")";
   }
   EXPECT_GT(redis_ids.size(), 50u);
+}
+
+// Job ids in a reply text, named once the round's puts are known: Token
+// writes "@<id>@", Resolve replaces each with name(id).
+std::string Token(JobId id) { return "@" + std::to_string(id) + "@"; }
+template <typename Name>
+std::string Resolve(const std::string& text, Name name) {
+  std::string out;
+  size_t p = 0;
+  while (true) {
+    size_t a = text.find('@', p);
+    size_t e = a == std::string::npos ? a : text.find('@', a + 1);
+    if (e == std::string::npos) return out + text.substr(p);
+    out += text.substr(p, a - p) + name(std::stoull(text.substr(a + 1, e - a - 1)));
+    p = e + 1;
+  }
+}
+
+// As above, but operations go out in rounds of up to 16 without waiting for
+// replies, so that the Redis backend runs them as batches (dq_batch): one
+// function call then holds several puts, reserves and deletes, whose set
+// writes it defers to its end. One topic, whose operations Redis runs in
+// the order they were made, as the Local backend does.
+TEST_F(RedisBackendTest, BatchedOperationsMatchTheLocalBackend) {
+  auto redis = Make();
+  LocalBackend::Options lo;
+  auto local = std::make_unique<LocalBackend>(io_, lo, clock_);
+  uint64_t seed = 20261122;
+  if (const char* env = std::getenv("DELAYQ_REDIS_SEED")) seed = std::strtoull(env, nullptr, 10);
+  int rounds = 150;
+  if (const char* env = std::getenv("DELAYQ_REDIS_OPS")) rounds = std::atoi(env) / 8;
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+  const std::string topic = "t0";
+  std::vector<SessionId> ls, rs;
+  // A connection has one request in flight at a time (the front-ends answer
+  // in order), so the operations of a round come from distinct sessions.
+  constexpr size_t kSessions = 16;
+  for (size_t i = 0; i < kSessions; ++i) {
+    ls.push_back(local->OpenSession());
+    rs.push_back(redis->OpenSession());
+    for (Backend* b : {static_cast<Backend*>(local.get()), static_cast<Backend*>(redis.get())}) {
+      SessionId s = b == local.get() ? ls.back() : rs.back();
+      ASSERT_TRUE(b->Watch(s, topic).ok());
+      ASSERT_TRUE(b->Ignore(s, "default").ok());
+    }
+  }
+  std::vector<JobId> local_ids, redis_ids;
+  // The first put registers the topic (an extra round trip on Redis).
+  local_ids.push_back(Put(*local, ls[0], "first", 0, topic)->id);
+  redis_ids.push_back(Put(*redis, rs[0], "first", 0, topic)->id);
+  auto name = [&](Backend& b, JobId id) {
+    const auto& ids = &b == local.get() ? local_ids : redis_ids;
+    auto it = std::find(ids.begin(), ids.end(), id);
+    return it == ids.end() ? "?" + std::to_string(id) : "#" + std::to_string(it - ids.begin());
+  };
+  auto show = [](const Status& st) { return std::string(CodeName(st.code())); };
+  struct Op {
+    uint64_t kind;
+    size_t sess, job;
+    std::string key, body;
+    uint32_t pri, count;
+    TimeMs delay;
+  };
+  int total = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Op> ops(1 + pick(kSessions));
+    std::vector<size_t> order(kSessions);
+    for (size_t i = 0; i < kSessions; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Op& o = ops[i];
+      o.kind = pick(100);
+      o.sess = order[i];
+      // Half of them on the latest jobs, so that a round often acts twice on one.
+      size_t n = local_ids.size();
+      o.job = pick(2) == 0 ? pick(n) : n - 1 - pick(std::min<size_t>(n, 6));
+      o.key = pick(3) == 0 ? "k" + std::to_string(pick(6)) : "";
+      o.body = "b" + std::to_string(total++);
+      o.pri = static_cast<uint32_t>(pick(3));
+      o.count = static_cast<uint32_t>(1 + pick(3));
+      // Distinct delays: the two backends' clocks differ, so equal delays
+      // could order the delayed jobs differently (a kick takes the earliest).
+      o.delay = pick(4) == 0 ? 3'600'000 + 1000 * static_cast<TimeMs>(i) : 0;
+    }
+    // Issues every operation of the round; replies land in `out` by index.
+    auto issue = [&](Backend& b, std::vector<std::optional<std::string>>& out,
+                     std::vector<JobId>& created) {
+      bool is_local = &b == local.get();
+      const auto& ids = is_local ? local_ids : redis_ids;
+      out.assign(ops.size(), std::nullopt);
+      created.assign(ops.size(), 0);
+      auto jobs_text = [](Status st, backend::Jobs v) {
+        if (!st.ok()) return std::string(CodeName(st.code()));
+        std::string t = "jobs";
+        for (const JobView& j : v)
+          t += " " + Token(j.id) + "/" + std::string(j.key) + "/" + std::string(j.body) + "/" +
+               std::string(JobStateName(j.state)) + "/" + std::to_string(j.priority);
+        return t;
+      };
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const Op& o = ops[i];
+        SessionId s = is_local ? ls[o.sess] : rs[o.sess];
+        JobId id = ids[o.job];
+        auto* slot = &out[i];
+        auto done = [slot, show](Status st) { *slot = show(st); };
+        if (o.kind < 35) {
+          PutRequest r;
+          r.topic = topic;
+          r.body = o.body;
+          r.delay_ms = o.delay;
+          r.key = o.key;
+          r.priority = o.pri;
+          r.ttr_ms = 3'600'000;
+          JobId* c = &created[i];
+          b.Put(s, r, [slot, c, show](Result<PutResult> x) {
+            if (!x.ok()) {
+              *slot = show(x.status());
+              return;
+            }
+            if (x->created) *c = x->id;
+            *slot = std::string(x->created ? "new " : "old ") + std::string(JobStateName(x->state));
+          });
+        } else if (o.kind < 60) {
+          b.Reserve(ReserveRequest{s, 0, o.count, false},
+                    [slot, jobs_text](Status st, backend::Jobs v) { *slot = jobs_text(st, v); });
+        } else if (o.kind < 75) {
+          b.Delete(s, id, done);
+        } else if (o.kind < 80) {
+          b.DeleteByKey(s, topic, o.key.empty() ? "k0" : o.key, done);
+        } else if (o.kind < 85) {
+          b.Release(s, id, o.pri, o.delay, [slot, show](Result<JobState> r) {
+            *slot = r.ok() ? std::string(JobStateName(*r)) : show(r.status());
+          });
+        } else if (o.kind < 88) {
+          b.Bury(s, id, o.pri, done);
+        } else if (o.kind < 90) {
+          b.Touch(s, id, done);
+        } else if (o.kind < 92) {
+          b.Kick(s, topic, o.count, [slot, show](Result<uint64_t> r) {
+            *slot = r.ok() ? "kicked " + std::to_string(*r) : show(r.status());
+          });
+        } else if (o.kind < 94) {
+          b.ReserveJob(s, id,
+                       [slot, jobs_text](Status st, backend::Jobs v) { *slot = jobs_text(st, v); });
+        } else if (o.kind < 97) {
+          b.StatsJob(id, [slot, show](Result<JobStats> r) {
+            *slot = r.ok() ? Token(r->id) + " " + std::string(JobStateName(r->state)) +
+                                 " pri=" + std::to_string(r->priority) +
+                                 " counts=" + std::to_string(r->reserves) + "," +
+                                 std::to_string(r->releases) + "," + std::to_string(r->buries) +
+                                 "," + std::to_string(r->kicks)
+                           : show(r.status());
+          });
+        } else {
+          b.StatsTopic(topic, [slot, show](Result<TopicStats> r) {
+            *slot = r.ok() ? "ready=" + std::to_string(r->ready) +
+                                 " reserved=" + std::to_string(r->reserved) +
+                                 " delayed=" + std::to_string(r->delayed) +
+                                 " buried=" + std::to_string(r->buried) +
+                                 " total=" + std::to_string(r->total_jobs) +
+                                 " deletes=" + std::to_string(r->cmd_delete)
+                           : show(r.status());
+          });
+        }
+      }
+      ASSERT_TRUE(RunUntil([&] {
+        return std::all_of(out.begin(), out.end(), [](const auto& x) { return x.has_value(); });
+      }));
+    };
+    std::vector<std::optional<std::string>> got_local, got_redis;
+    std::vector<JobId> new_local, new_redis;
+    issue(*local, got_local, new_local);
+    issue(*redis, got_redis, new_redis);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ASSERT_EQ(new_local[i] != 0, new_redis[i] != 0);
+      if (new_local[i] != 0) {
+        local_ids.push_back(new_local[i]);
+        redis_ids.push_back(new_redis[i]);
+      }
+    }
+    std::string trace;  // the whole round, for a failure message
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& o = ops[i];
+      trace += "  " + std::to_string(i) + ": kind " + std::to_string(o.kind) + " session " +
+               std::to_string(o.sess) + " job #" + std::to_string(o.job) + " key '" + o.key +
+               "' pri " + std::to_string(o.pri) + " count " + std::to_string(o.count) + " delay " +
+               std::to_string(o.delay) +
+               " -> local: " + Resolve(*got_local[i], [&](JobId id) { return name(*local, id); }) +
+               " | redis: " + Resolve(*got_redis[i], [&](JobId id) { return name(*redis, id); }) +
+               "\n";
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ASSERT_EQ(Resolve(*got_local[i], [&](JobId id) { return name(*local, id); }),
+                Resolve(*got_redis[i], [&](JobId id) { return name(*redis, id); }))
+          << "round " << round << ", operation " << i << " of " << ops.size() << " (kind "
+          << ops[i].kind << ")\n"
+          << trace;
+    }
+  }
+  EXPECT_GT(redis_ids.size(), 100u);
 }
 
 }  // namespace
