@@ -23,6 +23,11 @@ constexpr std::string_view kLibrary = R"lua(
 #!lua name=delayq
 
 local function s(n) return string.format('%d', n) end
+-- The call's time as a string, written once.
+local function now_s(c)
+  if c.ns == nil then c.ns = s(c.now) end
+  return c.ns
+end
 local function jk(c, m) return c.P .. 'j:' .. m end
 
 -- The lowest score of a set, or -1 when it is empty.
@@ -35,8 +40,9 @@ end
 -- The delayed (D) and reserved (U) sets' lowest scores as the call knows
 -- them (c.dh, c.uh): a number, -1 for an empty set, or nil once unknown
 -- (after a removal). next_wake asks Redis only for an unknown one.
-local function zadd_timed(c, set, score, m)
-  redis.call('ZADD', set, s(score), m)
+-- text: the score already written as a string, or nil.
+local function zadd_timed(c, set, score, m, text)
+  redis.call('ZADD', set, text or s(score), m)
   local h = set == c.D and 'dh' or 'uh'
   if c[h] ~= nil and (c[h] < 0 or score < c[h]) then c[h] = score end
 end
@@ -136,15 +142,17 @@ local function unplace(c, m, st)
 end
 
 local function reserve_one(c, m, owner, out)
-  local f = redis.call('HMGET', jk(c, m), 'ttr', 'k', 'b', 'p', 'rs')
+  local j = jk(c, m)
+  local f = redis.call('HMGET', j, 'ttr', 'k', 'b', 'p', 'rs')
   local dl = c.now + tonumber(f[1])
-  redis.call('HSET', jk(c, m), 's', 'u', 'o', owner, 'due', s(dl), 'rs', s(tonumber(f[5] or '0') + 1))
-  zadd_timed(c, c.U, dl, m)
+  local dls = s(dl)
+  redis.call('HSET', j, 's', 'u', 'o', owner, 'due', dls, 'rs', s(tonumber(f[5] or '0') + 1))
+  zadd_timed(c, c.U, dl, m, dls)
   out[#out + 1] = m
   out[#out + 1] = f[2] or ''
   out[#out + 1] = f[3]
   out[#out + 1] = f[4]
-  out[#out + 1] = s(dl)
+  out[#out + 1] = dls
 end
 
 local function destroy(c, m, key, st)
@@ -158,7 +166,7 @@ end
 local function advance(c)
   c.dh = head(c.D)
   if c.dh >= 0 and c.dh <= c.now then
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.D, '-inf', s(c.now), 'LIMIT', 0, 1000)) do
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.D, '-inf', now_s(c), 'LIMIT', 0, 1000)) do
       redis.call('ZREM', c.D, m)
       make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
     end
@@ -166,7 +174,7 @@ local function advance(c)
   end
   c.uh = head(c.U)
   if c.uh >= 0 and c.uh <= c.now then
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.U, '-inf', s(c.now), 'LIMIT', 0, 1000)) do
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.U, '-inf', now_s(c), 'LIMIT', 0, 1000)) do
       zrem_timed(c, c.U, m)
       redis.call('HINCRBY', jk(c, m), 'to', 1)
       count(c, 'timeouts')
@@ -214,53 +222,56 @@ end
 local ops = {}
 
 -- A topic function: applies what is due in the topic, then acts. Its body
--- is also an operation of dq_batch.
+-- is also an operation of dq_batch. A body reads its own arguments as
+-- args[o + 2] .. args[o + n + 1] (args[1] is the prefix): called alone,
+-- o = 0; in a batch, o is where they start, so no copy is made.
 local function topic_function(name, body)
   ops[name] = body
   redis.register_function(name, function(keys, args)
     local c = context(keys, args)
     advance(c)
-    return finish(c, body(c, args))
+    return finish(c, body(c, args, 0, #args - 1))
   end)
 end
 
-topic_function('dq_put', function(c, args)
-  local key = args[8]
+topic_function('dq_put', function(c, args, o, n)
+  local key = args[o + 8]
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
     if ex then return {0, ex, redis.call('HGET', jk(c, ex), 's')} end
   end
   local m = string.format('%013d', next_seq(c))
   local due
-  if args[6] ~= '' then due = tonumber(args[6]) else due = c.now + tonumber(args[5]) end
+  if args[o + 6] ~= '' then due = tonumber(args[o + 6]) else due = c.now + tonumber(args[o + 5]) end
   local delay = due - c.now
   if delay < 0 then delay = 0 end
   local st = 'r'
   if due > c.now then st = 'd' end
   -- Fields at their defaults are left out (the layout's table): each
   -- field costs a search of the hash on every write.
-  local f = {'b', args[3], 's', st, 'p', args[4], 'due', s(due), 'c', s(c.now), 'ttr', args[7]}
+  local dues = due == c.now and now_s(c) or s(due)
+  local f = {'b', args[o + 3], 's', st, 'p', args[o + 4], 'due', dues, 'c', now_s(c), 'ttr', args[o + 7]}
   if delay > 0 then f[#f + 1] = 'dl'; f[#f + 1] = s(delay) end
   if key ~= '' then f[#f + 1] = 'k'; f[#f + 1] = key end
-  if args[9] ~= '0' then f[#f + 1] = 'mt'; f[#f + 1] = args[9] end
-  if args[10] ~= '' then f[#f + 1] = 'bo'; f[#f + 1] = args[10] end
+  if args[o + 9] ~= '0' then f[#f + 1] = 'mt'; f[#f + 1] = args[o + 9] end
+  if args[o + 10] ~= '' then f[#f + 1] = 'bo'; f[#f + 1] = args[o + 10] end
   redis.call('HSET', jk(c, m), unpack(f))
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
-    zadd_timed(c, c.D, due, m)
+    zadd_timed(c, c.D, due, m, dues)
   else
-    redis.call('ZADD', c.R, args[4], m)
+    redis.call('ZADD', c.R, args[o + 4], m)
     c.woke = true
   end
   return {1, m, st}
 end)
 
-topic_function('dq_reserve', function(c, args)
+topic_function('dq_reserve', function(c, args, o, n)
   if c.pu > c.now then return {'paused'} end
   local out = {'ok'}
   local i = 2
-  while i < #args do
-    local owner, want = args[i], tonumber(args[i + 1])
+  while i < n + 1 do
+    local owner, want = args[o + i], tonumber(args[o + i + 1])
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
       if not top[1] then return out end
@@ -272,69 +283,69 @@ topic_function('dq_reserve', function(c, args)
   return out
 end)
 
-topic_function('dq_top', function(c, args)
+topic_function('dq_top', function(c, args, o, n)
   if c.pu > c.now then return {'paused'} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
   if not top[1] then return {} end
   return {top[2], top[1]}
 end)
 
-topic_function('dq_reserve_job', function(c, args)
-  local m = args[2]
+topic_function('dq_reserve_job', function(c, args, o, n)
+  local m = args[o + 2]
   local st = redis.call('HGET', jk(c, m), 's')
   if not st or st == 'u' then return {} end
   unplace(c, m, st)
   local out = {}
-  reserve_one(c, m, args[3], out)
+  reserve_one(c, m, args[o + 3], out)
   return out
 end)
 
-topic_function('dq_delete', function(c, args)
-  local m = args[3]
-  if args[2] == 'key' then m = redis.call('HGET', c.K, args[3]) end
+topic_function('dq_delete', function(c, args, o, n)
+  local m = args[o + 3]
+  if args[o + 2] == 'key' then m = redis.call('HGET', c.K, args[o + 3]) end
   if not m then return 0 end
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'k')
   if not f[1] then return 0 end
-  if f[1] == 'u' and not may(f[2] or '', args[4]) then return 0 end
+  if f[1] == 'u' and not may(f[2] or '', args[o + 4]) then return 0 end
   destroy(c, m, f[3] or '', f[1])
   count(c, 'cmd_delete')
   return 1
 end)
 
-topic_function('dq_release', function(c, args)
-  local m = args[2]
+topic_function('dq_release', function(c, args, o, n)
+  local m = args[o + 2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
-  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return '' end
+  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return '' end
   zrem_timed(c, c.U, m)
-  redis.call('HSET', jk(c, m), 'p', args[4])
+  redis.call('HSET', jk(c, m), 'p', args[o + 4])
   redis.call('HINCRBY', jk(c, m), 'rl', 1)
   local d = nil
-  if args[5] ~= '' then d = tonumber(args[5]) elseif (f[3] or '') == '' then d = 0 end
+  if args[o + 5] ~= '' then d = tonumber(args[o + 5]) elseif (f[3] or '') == '' then d = 0 end
   return come_back(c, m, d)
 end)
 
-topic_function('dq_bury', function(c, args)
-  local m = args[2]
+topic_function('dq_bury', function(c, args, o, n)
+  local m = args[o + 2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return 0 end
+  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return 0 end
   zrem_timed(c, c.U, m)
-  redis.call('HSET', jk(c, m), 'p', args[4])
+  redis.call('HSET', jk(c, m), 'p', args[o + 4])
   bury(c, m)
   return 1
 end)
 
-topic_function('dq_touch', function(c, args)
-  local m = args[2]
+topic_function('dq_touch', function(c, args, o, n)
+  local m = args[o + 2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o', 'ttr')
-  if f[1] ~= 'u' or not may(f[2] or '', args[3]) then return 0 end
+  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return 0 end
   local dl = c.now + tonumber(f[3])
   redis.call('HSET', jk(c, m), 'due', s(dl))
   zadd_timed(c, c.U, dl, m)
   return dl
 end)
 
-topic_function('dq_kick', function(c, args)
-  local bound = tonumber(args[2])
+topic_function('dq_kick', function(c, args, o, n)
+  local bound = tonumber(args[o + 2])
   if bound <= 0 then return 0 end
   local from = c.B
   local list = redis.call('ZRANGE', c.B, 0, bound - 1)
@@ -350,8 +361,8 @@ topic_function('dq_kick', function(c, args)
   return #list
 end)
 
-topic_function('dq_kick_job', function(c, args)
-  local m = args[2]
+topic_function('dq_kick_job', function(c, args, o, n)
+  local m = args[o + 2]
   local st = redis.call('HGET', jk(c, m), 's')
   if st ~= 'b' and st ~= 'd' then return 0 end
   unplace(c, m, st)
@@ -360,12 +371,12 @@ topic_function('dq_kick_job', function(c, args)
   return 1
 end)
 
-topic_function('dq_return', function(c, args)
-  local m = args[2]
+topic_function('dq_return', function(c, args, o, n)
+  local m = args[o + 2]
   local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or (f[2] or '') ~= args[3] then return 0 end
+  if f[1] ~= 'u' or (f[2] or '') ~= args[o + 3] then return 0 end
   zrem_timed(c, c.U, m)
-  if args[4] == '1' then
+  if args[o + 4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
     redis.call('HINCRBY', jk(c, m), 'rs', -1)
     make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
@@ -375,10 +386,10 @@ topic_function('dq_return', function(c, args)
   return 1
 end)
 
-topic_function('dq_peek', function(c, args)
-  local kind, m = args[2], nil
-  if kind == 'id' then m = args[3]
-  elseif kind == 'key' then m = redis.call('HGET', c.K, args[3])
+topic_function('dq_peek', function(c, args, o, n)
+  local kind, m = args[o + 2], nil
+  if kind == 'id' then m = args[o + 3]
+  elseif kind == 'key' then m = redis.call('HGET', c.K, args[o + 3])
   else
     local set = c.R
     if kind == 'delayed' then set = c.D elseif kind == 'buried' then set = c.B end
@@ -390,14 +401,14 @@ topic_function('dq_peek', function(c, args)
   return {m, f[1] or '', f[2], f[3], f[4]}
 end)
 
-topic_function('dq_stats_job', function(c, args)
-  local all = redis.call('HGETALL', jk(c, args[2]))
+topic_function('dq_stats_job', function(c, args, o, n)
+  local all = redis.call('HGETALL', jk(c, args[o + 2]))
   if #all == 0 then return {} end
   table.insert(all, 1, s(c.now))
   return all
 end)
 
-topic_function('dq_stats_topic', function(c, args)
+topic_function('dq_stats_topic', function(c, args, o, n)
   flush_meta(c)
   local f = redis.call('HMGET', c.M, 'seq', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
   return {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
@@ -405,8 +416,8 @@ topic_function('dq_stats_topic', function(c, args)
     f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)}
 end)
 
-topic_function('dq_pause', function(c, args)
-  local d = tonumber(args[2])
+topic_function('dq_pause', function(c, args, o, n)
+  local d = tonumber(args[o + 2])
   redis.call('HINCRBY', c.M, 'cmd_pause', 1)
   if d > 0 then
     redis.call('HSET', c.M, 'pm', s(d), 'pu', s(c.now + d))
@@ -419,8 +430,8 @@ topic_function('dq_pause', function(c, args)
   return 1
 end)
 
-topic_function('dq_clear', function(c, args)
-  local mask, limit, n = tonumber(args[2]), tonumber(args[3]), 0
+topic_function('dq_clear', function(c, args, o, n)
+  local mask, limit, n = tonumber(args[o + 2]), tonumber(args[o + 3]), 0
   local sets = {}
   if mask % 2 == 1 then sets[#sets + 1] = {c.R, 'r'} end
   if math.floor(mask / 2) % 2 == 1 then sets[#sets + 1] = {c.D, 'd'} end
@@ -435,7 +446,7 @@ topic_function('dq_clear', function(c, args)
   return n
 end)
 
-topic_function('dq_tick', function(c, args)
+topic_function('dq_tick', function(c, args, o, n)
   return 0
 end)
 
@@ -450,9 +461,8 @@ redis.register_function('dq_batch', function(keys, args)
   local i = 2
   while i <= #args do
     local body, n = ops[args[i]], tonumber(args[i + 1])
-    local a = {args[1]}
-    for j = 1, n do a[j + 1] = args[i + 1 + j] end
-    results[#results + 1] = body(c, a)
+    -- The operation's arguments start at args[i + 2], its body's args[o + 2].
+    results[#results + 1] = body(c, args, i, n)
     i = i + 2 + n
   end
   return finish(c, results)
