@@ -1,0 +1,141 @@
+// The delayq command-line client's view of a server: one Client interface
+// over two transports, the HTTP/JSON API (cli_http_client.cc) and the
+// beanstalkd protocol with delayq's extensions (cli_beanstalk_client.cc).
+//
+// Every operation answers a JSON document shaped as the HTTP API's reply to
+// it (docs/http-api.md), so that output does not depend on the transport.
+// The beanstalkd transport builds those documents from its replies; where
+// the protocol reports times in whole seconds it names them `*_s` instead
+// of the HTTP API's `*_ms` fields, and fields it cannot tell are absent
+// (docs/cli.md, "JSON output").
+//
+// Errors are values (Failure), each with the exit code the command ends
+// with. A Client connects on its first call; a call that the transport
+// cannot express fails with Exit::kUsage before anything is sent.
+//
+// Thread: a Client belongs to one thread.
+#ifndef DELAYQ_APP_CLI_CLIENT_H_
+#define DELAYQ_APP_CLI_CLIENT_H_
+
+#include <rapidjson/document.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "app/cli_util.h"
+#include "delayq/types.h"
+
+namespace delayq::cli {
+
+// The exit codes of delayq (docs/cli.md, "Exit codes").
+enum class Exit : int {
+  kOk = 0,
+  kServer = 1,    // the server refused or failed (DRAINING, BAD_FORMAT, HTTP 4xx but 404, 5xx)
+  kUsage = 2,     // bad arguments, or a feature the transport does not have
+  kNotFound = 3,  // no such job, key or topic
+  kTimedOut = 4,  // reserve: no job was ready within the timeout
+  kIo = 5,        // cannot connect, no reply in time, connection lost, malformed reply
+};
+
+struct Failure {
+  Exit exit = Exit::kServer;
+  std::string message;
+};
+
+// A value or a Failure.
+template <typename T>
+class Expected {
+ public:
+  Expected(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(Failure f) : v_(std::move(f)) {}    // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  T& value() { return std::get<0>(v_); }
+  const T& value() const { return std::get<0>(v_); }
+  T* operator->() { return &value(); }
+  T& operator*() { return value(); }
+  const Failure& failure() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Failure> v_;
+};
+
+using Reply = Expected<rapidjson::Document>;
+
+// A put. Unset fields take the server's defaults (priority 1024, TTR 60 s,
+// ready at once, no key, unlimited tries, no back-off).
+struct PutArgs {
+  std::string topic = "default";
+  std::string body;
+  std::optional<uint32_t> priority;
+  std::optional<TimeMs> delay_ms;
+  std::optional<TimeMs> run_at;  // epoch ms
+  std::optional<TimeMs> ttr_ms;
+  std::string key;  // empty: none
+  std::optional<uint32_t> max_tries;
+  std::string backoff;  // a spec ("4m,10m,1h", "exp:1s:1h", "none"); empty: none
+};
+
+enum class PeekWhat : uint8_t { kId, kKey, kReady, kDelayed, kBuried };
+
+struct PeekArgs {
+  PeekWhat what = PeekWhat::kId;
+  JobId id = 0;
+  std::string topic = "default";
+  std::string key;
+};
+
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  // {"id","created","state"[,"due_ms"]}
+  virtual Reply Put(const PutArgs& args) = 0;
+  // {"jobs":[job, ...]}: empty when none came within `timeout_ms`.
+  virtual Reply Reserve(const std::vector<std::string>& topics, TimeMs timeout_ms,
+                        uint32_t count) = 0;
+  // {"id","deleted":true}
+  virtual Reply Finish(JobId id) = 0;
+  virtual Reply Delete(JobId id) = 0;
+  virtual Reply DeleteByKey(const std::string& topic, const std::string& key) = 0;
+  // {"id","state"[,"due_ms"|"deadline_ms"]}
+  virtual Reply Release(JobId id, std::optional<TimeMs> delay_ms,
+                        std::optional<uint32_t> priority) = 0;
+  virtual Reply Bury(JobId id, std::optional<uint32_t> priority) = 0;
+  virtual Reply Touch(JobId id) = 0;
+  virtual Reply KickJob(JobId id) = 0;
+  // {"kicked":n}
+  virtual Reply Kick(const std::string& topic, uint64_t bound) = 0;
+  // A job object, with its body.
+  virtual Reply Peek(const PeekArgs& args) = 0;
+  virtual Reply Stats() = 0;
+  virtual Reply TopicStats(const std::string& topic) = 0;
+  // {"topics":[...]}
+  virtual Reply Topics() = 0;
+  // {"cleared":n}; `states` empty: ready, delayed and buried.
+  virtual Reply Clear(const std::string& topic, const std::vector<std::string>& states) = 0;
+  // {"topic","pause_ms"}
+  virtual Reply Pause(const std::string& topic, TimeMs delay_ms) = 0;
+};
+
+// A client of the server at `address`. `io_timeout` bounds connecting and
+// every wait for the server (a reserve's own timeout comes on top).
+std::unique_ptr<Client> MakeHttpClient(const ServerAddress& address,
+                                       std::chrono::milliseconds io_timeout);
+std::unique_ptr<Client> MakeBeanstalkClient(const ServerAddress& address,
+                                            std::chrono::milliseconds io_timeout);
+inline std::unique_ptr<Client> MakeClient(const ServerAddress& address,
+                                          std::chrono::milliseconds io_timeout) {
+  return address.protocol == ServerAddress::Protocol::kHttp
+             ? MakeHttpClient(address, io_timeout)
+             : MakeBeanstalkClient(address, io_timeout);
+}
+
+}  // namespace delayq::cli
+
+#endif  // DELAYQ_APP_CLI_CLIENT_H_
