@@ -1,6 +1,7 @@
 #include "app/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -15,8 +16,16 @@ ParseOutcome Parse(std::vector<std::string> args, std::vector<std::string> env, 
   return ParseConfig(args, env, c);
 }
 
+// ctest runs each test as a process of its own, several at once: one file
+// per process, or they overwrite each other's.
 std::string WriteToml(const std::string& text) {
-  std::string path = ::testing::TempDir() + "delayqd_config_test.toml";
+  struct RemovedAtExit {
+    std::string path =
+        ::testing::TempDir() + "delayqd_config_test." + std::to_string(::getpid()) + ".toml";
+    ~RemovedAtExit() { std::remove(path.c_str()); }
+  };
+  static const RemovedAtExit file;
+  const std::string& path = file.path;
   std::ofstream(path) << text;
   return path;
 }
