@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "delayq/text.h"  // IsText, Base64*, ParseRfc3339: shared with the HTTP API
 #include "delayq/types.h"
 
 namespace delayq::cli {
@@ -37,9 +38,6 @@ std::optional<ServerAddress> ParseServerUrl(std::string_view url, std::string* e
 // A time given with --at: epoch milliseconds (digits only) or an RFC 3339
 // date-time ("2026-05-01T09:00:00Z", "...T09:00:00.250+02:00").
 std::optional<TimeMs> ParseTimeArg(std::string_view text);
-// An RFC 3339 date-time as epoch milliseconds (fractions beyond ms
-// truncated); nullopt when malformed.
-std::optional<TimeMs> ParseRfc3339(std::string_view text);
 // Epoch milliseconds as "2026-11-21T17:41:53.632Z".
 std::string FormatRfc3339(TimeMs ms);
 
@@ -49,14 +47,6 @@ std::optional<uint64_t> ParseUint(std::string_view text, uint64_t lo, uint64_t h
 // A user key: 1..200 bytes of printable ASCII without spaces, as the
 // server wants it (so that it fits a beanstalkd command line).
 bool IsValidKey(std::string_view key);
-
-// True when the bytes are text the HTTP API sends as "body": valid UTF-8
-// without control characters other than tab, CR and LF. Other bodies go as
-// "body_base64".
-bool IsText(std::string_view bytes);
-std::string Base64Encode(std::string_view bytes);
-// False on anything but standard-alphabet base64 with correct padding.
-bool Base64Decode(std::string_view text, std::string* out);
 
 // Percent-encodes a path segment: every byte but A-Za-z0-9-._~.
 std::string PercentEncode(std::string_view segment);

@@ -59,10 +59,6 @@ struct HttpApiOptions {
 // The reason phrase of an HTTP status ("Not Found").
 std::string_view HttpReasonPhrase(int status);
 
-// An RFC 3339 date-time ("2026-01-02T03:04:05.250Z", "...+02:00") as epoch
-// milliseconds (fractions beyond ms truncated); nullopt when malformed.
-std::optional<TimeMs> ParseRfc3339(std::string_view text);
-
 // The JSON error body {"error":{"code":...,"message":...}}.
 std::string HttpErrorBody(std::string_view code, std::string_view message);
 

@@ -66,22 +66,6 @@ class HttpApiTest : public ::testing::Test {
   HttpApi api_;
 };
 
-TEST(HttpApiText, Rfc3339) {
-  EXPECT_EQ(ParseRfc3339("1970-01-01T00:00:00Z"), 0);
-  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20Z"), 1'700'000'000'000);
-  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.5Z"), 1'700'000'000'500);
-  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.123456789z"), 1'700'000'000'123);
-  EXPECT_EQ(ParseRfc3339("2023-11-15T00:13:20+02:00"), 1'700'000'000'000);
-  EXPECT_EQ(ParseRfc3339("2023-11-14T20:13:20-02:00"), 1'700'000'000'000);
-  EXPECT_EQ(ParseRfc3339("2024-02-29T00:00:00Z"), 1'709'164'800'000);
-  EXPECT_EQ(ParseRfc3339("1969-12-31T23:59:59Z"), -1000);
-  for (const char* bad :
-       {"", "2023-11-14", "2023-11-14T22:13:20", "2023-02-29T00:00:00Z", "2023-13-01T00:00:00Z",
-        "2023-11-14T24:00:00Z", "2023-11-14T22:13:20.Z", "2023-11-14T22:13:20+0200",
-        "2023-11-14T22:13:20Zjunk", "20x3-11-14T22:13:20Z"})
-    EXPECT_FALSE(ParseRfc3339(bad).has_value()) << bad;
-}
-
 TEST(HttpApiText, ErrorBodyIsJsonAndPrintable) {
   auto d = Json(HttpErrorBody("not_found", "no \"job\"\n\xff"));
   ASSERT_TRUE(d.IsObject());

@@ -1,0 +1,31 @@
+// Text helpers shared by the HTTP API and the CLI: whether a job body is
+// text, base64 for the bodies that are not, and RFC 3339 times.
+#ifndef DELAYQ_TEXT_H_
+#define DELAYQ_TEXT_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "delayq/types.h"
+
+namespace delayq {
+
+// Valid UTF-8 without control characters other than tab, CR and LF: a body
+// that can travel as a JSON string and be printed as it is.
+bool IsText(std::string_view bytes);
+
+// Standard alphabet, padded.
+std::string Base64Encode(std::string_view bytes);
+// Standard alphabet; the padding may be left out. False on anything else
+// (other characters, padding inside, a length no encoding has).
+bool Base64Decode(std::string_view text, std::string* out);
+
+// RFC 3339 date-time ("2026-01-02T03:04:05.250Z", "...+02:00") to epoch ms.
+// Fractions beyond milliseconds are truncated; a leap second (:60) counts as
+// the last second of its minute. nullopt for anything else.
+std::optional<TimeMs> ParseRfc3339(std::string_view text);
+
+}  // namespace delayq
+
+#endif  // DELAYQ_TEXT_H_
