@@ -395,6 +395,11 @@ void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, Reply
   });
 }
 
+std::string RedisBackend::Header(const Topic& t) const {
+  if (!options_.time_from_clock) return t.prefix;
+  return std::to_string(Now()) + "|" + t.prefix;
+}
+
 void RedisBackend::FlushBatch(Topic& t) {
   t.flush_posted = false;
   if (t.batch.empty() || t.in_flight >= kMaxInFlight) return;
@@ -426,7 +431,7 @@ void RedisBackend::FlushBatch(Topic& t) {
   };
   if (calls.size() == 1) {
     Topic::Call call = std::move(calls.front());
-    call.args.insert(call.args.begin(), t.prefix);
+    call.args.insert(call.args.begin(), Header(t));
     RunRaw(call.script, t.keys, std::move(call.args), false,
            [landed, done = std::move(call.done)](Status st, const redisReply* r) {
              landed(st.ok() ? r : nullptr);
@@ -436,7 +441,7 @@ void RedisBackend::FlushBatch(Topic& t) {
            });
     return;
   }
-  std::vector<std::string> args{t.prefix};
+  std::vector<std::string> args{Header(t)};
   std::vector<ReplyFn> dones;
   dones.reserve(calls.size());
   for (Topic::Call& c : calls) {
@@ -538,6 +543,7 @@ void RedisBackend::CloseSession(SessionId sid) {
   for (auto& [id, held] : s.held) {
     Topic& t = GetTopic(held.topic);
     Run(Script::kReturn, t, {Member(id & kSeqMask), owner, "0"}, [](Status, const redisReply*) {});
+    holders_.erase(id);
   }
   GetTopic(s.used).using_count--;
   for (const std::string& w : s.watched) GetTopic(w).watching--;
@@ -592,14 +598,18 @@ std::vector<std::string> RedisBackend::WatchedTopics(SessionId sid) const {
 
 void RedisBackend::NoteHeld(SessionId sid, const std::string& topic, JobId id, TimeMs deadline) {
   auto it = sessions_.find(sid);
-  if (it != sessions_.end()) it->second.held[id] = Held{topic, deadline};
+  if (it == sessions_.end()) return;
+  // A session that held the job before (its TTR ran out) holds it no more.
+  Forget(id);
+  it->second.held[id] = Held{topic, deadline};
+  holders_[id] = sid;
 }
 
 void RedisBackend::Forget(JobId id) {
-  // Held maps are small (the jobs a connection holds); the job is in at
-  // most one of them.
-  for (auto& [sid, s] : sessions_)
-    if (s.held.erase(id) > 0) return;
+  auto h = holders_.find(id);
+  if (h == holders_.end()) return;
+  if (auto it = sessions_.find(h->second); it != sessions_.end()) it->second.held.erase(id);
+  holders_.erase(h);
 }
 
 // ---- producing -------------------------------------------------------------
@@ -657,18 +667,20 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
 
 // ---- consuming -------------------------------------------------------------
 
-void RedisBackend::TryReserve(
-    SessionId sid, std::vector<std::string> topics, uint32_t count, bool detach,
-    std::function<void(Status, std::vector<JobView>, std::vector<std::string>)> done) {
-  // Reserves from one topic; `then` gets the jobs (owned).
+void RedisBackend::TryReserve(SessionId sid, std::vector<std::string> topics, uint32_t count,
+                              bool detach,
+                              std::function<void(Status, std::vector<JobView>, bool)> done) {
+  // Reserves from one topic; `then` gets the jobs (owned), and whether the
+  // topic is paused with ready jobs.
   auto reserve_from = [this, sid, count, detach](
-                          Topic* tp, std::function<void(Status, std::vector<Got>)> then) {
+                          Topic* tp, std::function<void(Status, std::vector<Got>, bool)> then) {
     std::string owner = detach ? std::string() : Owner(sid);
     Run(Script::kReserve, *tp, {owner, std::to_string(count)},
         [this, tp, sid, owner, detach, then](Status st, const redisReply* r) {
           std::vector<Got> got;
-          if (!st.ok()) return then(st, got);
-          if (Size(r) == 0) return then(Unexpected("reserve"), got);
+          if (!st.ok()) return then(st, got, false);
+          if (Size(r) == 0) return then(Unexpected("reserve"), got, false);
+          if (Str(At(r, 0)) == "paused") return then(Status::Ok(), got, Int(At(r, 1)) > 0);
           bool gone = sessions_.count(sid) == 0;
           for (size_t i = 1; i + 5 < Size(r); i += 6) {
             Got g = GotAt(tp->no, tp->name, r, i);
@@ -679,37 +691,44 @@ void RedisBackend::TryReserve(
                   [](Status, const redisReply*) {});
               continue;
             }
-            if (!detach) NoteHeld(sid, tp->name, g.id, g.deadline);
+            if (detach) {
+              Forget(g.id);
+            } else {
+              NoteHeld(sid, tp->name, g.id, g.deadline);
+            }
             got.push_back(std::move(g));
           }
-          then(Status::Ok(), std::move(got));
+          then(Status::Ok(), std::move(got), false);
         });
   };
-  auto finish = [done](Status st, std::vector<Got> got) {
-    std::vector<JobView> views = Views(got);
-    std::vector<std::string> owned;  // keeps nothing extra; views point into `got`
-    done(st, views, owned);
+  auto finish = [done](Status st, std::vector<Got> got, bool paused_ready) {
+    std::vector<JobView> views = Views(got);  // they point into `got`
+    done(st, views, paused_ready);
   };
   // Registers every topic first (a topic nobody put to has no jobs: skip it).
   auto remaining = std::make_shared<size_t>(topics.size());
   auto failed = std::make_shared<Status>();
   auto candidates = std::make_shared<std::vector<std::pair<std::pair<int64_t, JobId>, Topic*>>>();
-  auto after_tops = [reserve_from, finish, candidates, failed]() {
-    if (!failed->ok()) return finish(*failed, {});
-    if (candidates->empty()) return finish(Status::Ok(), {});
+  auto paused_ready = std::make_shared<bool>(false);
+  auto after_tops = [reserve_from, finish, candidates, failed, paused_ready]() {
+    if (!failed->ok()) return finish(*failed, {}, false);
+    if (candidates->empty()) return finish(Status::Ok(), {}, *paused_ready);
     std::sort(candidates->begin(), candidates->end());
-    reserve_from(candidates->front().second, finish);
+    reserve_from(candidates->front().second,
+                 [finish, paused_ready](Status st, std::vector<Got> got, bool p) {
+                   finish(st, std::move(got), p || *paused_ready);
+                 });
   };
   if (topics.size() == 1) {
     Topic* tp = &GetTopic(topics.front());
     return Register(*tp, [tp, reserve_from, finish](Status st) {
-      if (!st.ok()) return finish(st, {});
+      if (!st.ok()) return finish(st, {}, false);
       reserve_from(tp, finish);
     });
   }
   for (const std::string& name : topics) {
     Topic* tp = &GetTopic(name);
-    Register(*tp, [this, tp, remaining, failed, candidates, after_tops](Status st) {
+    Register(*tp, [this, tp, remaining, failed, candidates, paused_ready, after_tops](Status st) {
       auto one_done = [remaining, after_tops] {
         if (--*remaining == 0) after_tops();
       };
@@ -718,9 +737,11 @@ void RedisBackend::TryReserve(
         return one_done();
       }
       Run(Script::kTop, *tp, {},
-          [this, tp, failed, candidates, one_done](Status st, const redisReply* r) {
+          [this, tp, failed, candidates, paused_ready, one_done](Status st, const redisReply* r) {
             if (!st.ok()) {
               *failed = st;
+            } else if (Str(At(r, 0)) == "paused") {
+              if (Int(At(r, 1)) > 0) *paused_ready = true;
             } else if (Size(r) == 2) {
               candidates->push_back({{Int(At(r, 0)), IdOf(*tp, Str(At(r, 1)))}, tp});
             }
@@ -734,6 +755,7 @@ bool RedisBackend::DeadlineSoon(Session& s) {
   TimeMs now = Now();
   for (auto it = s.held.begin(); it != s.held.end();) {
     if (it->second.deadline <= now) {
+      holders_.erase(it->first);
       it = s.held.erase(it);  // its TTR ran out: it is not ours any more
     } else {
       if (it->second.deadline - now <= kDeadlineSafetyMarginMs) return true;
@@ -755,13 +777,13 @@ void RedisBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   done = Guard(sid, std::move(done));
   TryReserve(sid, s.watched, count, detach,
              [this, sid, count, timeout, detach, done](Status st, std::vector<JobView> views,
-                                                       std::vector<std::string>) {
+                                                       bool paused_ready) {
                if (!st.ok()) return done(st, {});
                if (!views.empty()) return done(Status::Ok(), views);
                auto it = sessions_.find(sid);
                if (it == sessions_.end()) return;
                Session& s = it->second;
-               if (DeadlineSoon(s)) return done(Status::DeadlineSoon(), {});
+               if (!paused_ready && DeadlineSoon(s)) return done(Status::DeadlineSoon(), {});
                if (timeout == 0) return done(Status::TimedOut(), {});
                s.waiting = true;
                s.wait_gen++;
@@ -896,8 +918,13 @@ void RedisBackend::TryWaiters(Topic& t) {
             continue;
           }
           Session& s = sessions_.at(sid);
-          if (!s.wait_detach)
-            for (const Got& g : per[w]) s.held[g.id] = Held{g.topic, g.deadline};
+          for (const Got& g : per[w]) {
+            if (s.wait_detach) {
+              Forget(g.id);
+            } else {
+              NoteHeld(sid, g.topic, g.id, g.deadline);
+            }
+          }
           JobsDone done = std::move(s.wait_done);
           EndWait(s);
           std::vector<JobView> views = Views(per[w]);
@@ -955,9 +982,12 @@ void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::strin
   TopicByName(std::string(topic), [this, caller, k, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kDelete, *t, {"key", k, caller}, [done](Status st, const redisReply* r) {
+    Run(Script::kDelete, *t, {"key", k, caller}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
-      done(Int(r) == 1 ? Status::Ok() : Status::NotFound());
+      // Deleted: the job's member; otherwise 0.
+      if (r == nullptr || r->type != REDIS_REPLY_STRING) return done(Status::NotFound());
+      Forget(IdOf(*t, Str(r)));
+      done(Status::Ok());
     });
   });
 }
@@ -1007,19 +1037,19 @@ void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
 void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
   std::string caller = sid == 0 ? "*" : Owner(sid);
-  ForJob(id, [this, sid, id, caller, done](Status st, Topic* t, std::string member) {
+  ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kTouch, *t, {member, caller},
-        [this, sid, id, t, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          TimeMs dl = Int(r);
-          if (dl == 0) return done(Status::NotFound());
-          if (auto it = sessions_.find(sid); it != sessions_.end())
-            if (auto h = it->second.held.find(id); h != it->second.held.end())
-              h->second = Held{t->name, dl};
-          done(Status::Ok());
-        });
+    Run(Script::kTouch, *t, {member, caller}, [this, id, t, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      TimeMs dl = Int(r);
+      if (dl == 0) return done(Status::NotFound());
+      // The holder's deadline, whoever touched it (the operator may).
+      if (auto h = holders_.find(id); h != holders_.end())
+        if (auto it = sessions_.find(h->second); it != sessions_.end())
+          it->second.held[id] = Held{t->name, dl};
+      done(Status::Ok());
+    });
   });
 }
 

@@ -58,6 +58,11 @@ class RedisBackend final : public Backend {
     TimeMs sweep_ms = 200;
     // Names this instance's reservations; random when empty.
     std::string instance_id;
+    // For tests only: the functions take the time from `clock` (each call
+    // carries it) instead of Redis's TIME, so that a test can drive the
+    // backend in virtual time. Never in production: several instances must
+    // share one clock, Redis's.
+    bool time_from_clock = false;
   };
   RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock);
   ~RedisBackend() override;
@@ -168,6 +173,9 @@ class RedisBackend final : public Backend {
   // at once. (One connection: Redis applies them in the order sent.)
   void Run(redis::Script sc, Topic& t, std::vector<std::string> args, ReplyFn done);
   void FlushBatch(Topic& t);
+  // The first argument of a topic function: the topic's prefix, after the
+  // call's time with Options::time_from_clock (redis_scripts.cc, context).
+  std::string Header(const Topic& t) const;
   void RunRaw(redis::Script sc, std::vector<std::string> keys, std::vector<std::string> args,
               bool retried, std::function<void(Status, const redisReply*)> done);
   void NoteWake(Topic& t, TimeMs when);
@@ -183,13 +191,17 @@ class RedisBackend final : public Backend {
   void OnWaitTimer(SessionId sid, uint64_t gen);
   bool DeadlineSoon(Session& s);
   // Reserves up to `count` from the best of `topics` for the session.
+  // `paused_ready`: a paused topic among them has ready jobs, which defer
+  // DEADLINE_SOON (as in the engine, and beanstalkd).
   void TryReserve(SessionId sid, std::vector<std::string> topics, uint32_t count, bool detach,
-                  std::function<void(Status, std::vector<JobView>, std::vector<std::string>)> done);
+                  std::function<void(Status, std::vector<JobView>, bool paused_ready)> done);
   std::string Owner(SessionId sid) const;
   // `done` wrapped so that it is dropped when the session has closed.
   template <typename F>
   F Guard(SessionId sid, F done);
+  // The session holds the job now (no other session does any more).
   void NoteHeld(SessionId sid, const std::string& topic, JobId id, TimeMs deadline);
+  // No session holds the job any more.
   void Forget(JobId id);
   void TopicCounts(std::function<void(Status, std::vector<std::pair<Topic*, TopicStats>>)> done);
   JobId IdOf(const Topic& t, std::string_view member) const;
@@ -205,6 +217,10 @@ class RedisBackend final : public Backend {
   std::unordered_map<std::string, std::unique_ptr<Topic>> topics_;
   std::unordered_map<uint64_t, Topic*> by_number_;
   std::unordered_map<SessionId, Session> sessions_;
+  // Job -> the session whose `held` has it: at most one does. An entry may
+  // outlive the reservation (a TTR that ran out), until the job is held
+  // again, forgotten, or the session sees its deadline pass.
+  std::unordered_map<JobId, SessionId> holders_;
   SessionId next_session_ = 1;
   uint64_t next_topic_seq_ = 0;
   std::set<std::pair<TimeMs, std::string>> wakes_;

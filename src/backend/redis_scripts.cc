@@ -16,9 +16,9 @@ namespace {
 //                           timeouts
 //   P.."j:"..member   hash  the job (docs/redis-backend.md, "Layout")
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
-// Time is Redis's own clock (TIME), the same for every instance. Numbers
-// are written with string.format('%d'): Lua's own formatting would turn a
-// large due time into 1.4e+14.
+// Time is Redis's own clock (TIME), the same for every instance (a test may
+// pass its own: see context). Numbers are written with string.format('%d'):
+// Lua's own formatting would turn a large due time into 1.4e+14.
 constexpr std::string_view kLibrary = R"lua(
 #!lua name=delayq
 
@@ -211,12 +211,21 @@ local function finish(c, result)
   return {w, result}
 end
 
--- The state of one call of a topic function.
+-- The state of one call of a topic function. args[1] is the topic's prefix
+-- (it starts with 'd'), or, for tests that drive the backend in virtual
+-- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
 local function context(keys, args)
-  local tm = redis.call('TIME')
+  local p, now = args[1], nil
+  if string.byte(p) == 100 then
+    local tm = redis.call('TIME')
+    now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  else
+    local bar = string.find(p, '|', 1, true)
+    now = tonumber(string.sub(p, 1, bar - 1))
+    p = string.sub(p, bar + 1)
+  end
   return {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
-          P = args[1], now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000),
-          woke = false, counts = {}}
+          P = p, now = now, woke = false, counts = {}}
 end
 
 local ops = {}
@@ -266,8 +275,10 @@ topic_function('dq_put', function(c, args, o, n)
   return {1, m, st}
 end)
 
+-- Paused: {'paused', ready jobs} (a paused topic's ready jobs defer
+-- DEADLINE_SOON, as in the engine).
 topic_function('dq_reserve', function(c, args, o, n)
-  if c.pu > c.now then return {'paused'} end
+  if c.pu > c.now then return {'paused', redis.call('ZCARD', c.R)} end
   local out = {'ok'}
   local i = 2
   while i < n + 1 do
@@ -284,7 +295,7 @@ topic_function('dq_reserve', function(c, args, o, n)
 end)
 
 topic_function('dq_top', function(c, args, o, n)
-  if c.pu > c.now then return {'paused'} end
+  if c.pu > c.now then return {'paused', redis.call('ZCARD', c.R)} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
   if not top[1] then return {} end
   return {top[2], top[1]}
@@ -309,6 +320,8 @@ topic_function('dq_delete', function(c, args, o, n)
   if f[1] == 'u' and not may(f[2] or '', args[o + 4]) then return 0 end
   destroy(c, m, f[3] or '', f[1])
   count(c, 'cmd_delete')
+  -- By key, the member: the instance then knows which job went.
+  if args[o + 2] == 'key' then return m end
   return 1
 end)
 
