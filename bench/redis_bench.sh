@@ -16,7 +16,7 @@
 #   lateness        at each rate R of BENCH_LATENESS_RATES (default "2000 5000"):
 #                   2 producers put R jobs/s for BENCH_LATENESS_SECONDS with
 #                   delays spread over 1..2000 ms (put-ex, millisecond delays);
-#                   BENCH_LATENESS_WORKERS (8) workers block in reserve and
+#                   BENCH_LATENESS_WORKERS (32) workers block in reserve and
 #                   delete each job; lateness =
 #                   RESERVED arrival - the due time the producer asked for.
 #                   Local, and Redis (one instance).
@@ -30,7 +30,7 @@
 # Output: `name: value` lines on stdout, the headline
 # `redis2_vs_local_lifecycle_c50` last; progress on stderr.
 # Knobs: BENCH_SECONDS (2), BENCH_WARMUP (0.5), BENCH_ROUNDS (2),
-# BENCH_LATENESS_SECONDS (3), BENCH_LATENESS_RATES ("2000 5000"), BENCH_LATENESS_WORKERS (8), BENCH_ZSET_POLL_MS
+# BENCH_LATENESS_SECONDS (3), BENCH_LATENESS_RATES ("2000 5000"), BENCH_LATENESS_WORKERS (32), BENCH_ZSET_POLL_MS
 # (1000), REDIS_SERVER (/usr/bin/redis-server).
 set -euo pipefail
 
@@ -44,7 +44,7 @@ WARMUP=${BENCH_WARMUP:-0.5}
 ROUNDS=${BENCH_ROUNDS:-2}
 LAT_SECS=${BENCH_LATENESS_SECONDS:-3}
 LAT_RATES=${BENCH_LATENESS_RATES:-2000 5000}
-LAT_WORKERS=${BENCH_LATENESS_WORKERS:-8}
+LAT_WORKERS=${BENCH_LATENESS_WORKERS:-32}
 ZSET_POLL=${BENCH_ZSET_POLL_MS:-1000}
 
 die() { echo "redis_bench: $*" >&2; exit 1; }
