@@ -67,17 +67,6 @@ std::string Masked(const std::string& s) {
                             "pause_time_left_ms", "time_left_s", "age_s"});
 }
 
-std::string RunShell(const std::string& script, int* status) {
-  FILE* p = popen(script.c_str(), "r");
-  if (p == nullptr) return "<popen failed>";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
     s.replace(at, from.size(), to);

@@ -91,17 +91,6 @@ std::string Masked(const std::string& json) {
   return sb.GetString();
 }
 
-std::string RunShell(const std::string& command, int* status) {
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return "<popen failed>";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  *status = pclose(p);
-  return out;
-}
-
 TEST(HttpDoc, ExamplesRunAsShown) {
   int st = 0;
   RunShell("command -v curl >/dev/null 2>&1", &st);

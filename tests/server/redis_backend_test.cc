@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
 #include <random>
 
 #include "backend/local_backend.h"
+#include "server/io_wait.h"
 #include "server/redis_process.h"
 
 namespace delayq::backend {
@@ -56,18 +56,9 @@ class RedisBackendTest : public ::testing::Test {
 
   template <typename Pred>
   bool RunUntil(Pred done, milliseconds timeout = milliseconds(5000)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      if (io_.stopped()) io_.restart();
-      io_.run_one_for(milliseconds(5));
-    }
-    return true;
+    return testing::RunIoUntil(io_, done, timeout);
   }
-  void RunFor(milliseconds d) {
-    auto deadline = std::chrono::steady_clock::now() + d;
-    RunUntil([&] { return std::chrono::steady_clock::now() >= deadline; }, d + milliseconds(100));
-  }
+  void RunFor(milliseconds d) { testing::RunIoFor(io_, d); }
 
   Result<PutResult> Put(Backend& b, SessionId s, std::string body, TimeMs delay = 0,
                         std::string_view topic = "", std::string_view key = "", TimeMs ttr = 60'000,

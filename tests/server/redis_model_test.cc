@@ -25,7 +25,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -38,6 +37,7 @@
 
 #include "backend/redis_backend.h"
 #include "core/reference_engine.h"
+#include "server/io_wait.h"
 #include "server/redis_process.h"
 
 namespace delayq::backend {
@@ -169,18 +169,9 @@ class RedisModelTest : public ::testing::Test {
 
   template <typename Pred>
   bool RunUntil(Pred done, milliseconds timeout = milliseconds(10000)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      if (io_.stopped()) io_.restart();
-      io_.run_one_for(milliseconds(5));
-    }
-    return true;
+    return testing::RunIoUntil(io_, done, timeout);
   }
-  void RunFor(milliseconds d) {
-    auto deadline = std::chrono::steady_clock::now() + d;
-    RunUntil([&] { return std::chrono::steady_clock::now() >= deadline; }, d + milliseconds(100));
-  }
+  void RunFor(milliseconds d) { testing::RunIoFor(io_, d); }
 
   // The reply of an asynchronous operation, once it has come.
   template <typename T, typename F>

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,6 +34,17 @@ bool BeanstalkdAvailable() { return access(kBeanstalkdPath, X_OK) == 0; }
 
 int64_t MillisSince(Clock::time_point start) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+}
+
+std::string RunShell(const std::string& command, int* status) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return "<popen failed>";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
 }
 
 namespace {

@@ -166,6 +166,10 @@ std::string MaskYamlValues(std::string_view reply, const std::vector<std::string
 // Elapsed time since `start`, in milliseconds.
 int64_t MillisSince(std::chrono::steady_clock::time_point start);
 
+// Runs `command` with /bin/sh (popen); returns what it wrote on stdout and
+// sets *status to its wait status.
+std::string RunShell(const std::string& command, int* status);
+
 }  // namespace delayq::testing
 
 #endif  // DELAYQ_TESTS_SERVER_SERVER_PROCESS_H_
