@@ -164,6 +164,10 @@ struct Mutation {
   Kind kind = Kind::kPut;
   JobRecord record;
   std::string body;  // kPut only
+  // A change no reply waits for and the next change of the same job
+  // repeats (a reserve's counters): the writer may hold it back for a
+  // moment and drop it when that next change comes first.
+  bool deferrable = false;
 };
 
 // Something that happened to a session without it asking at that moment:

@@ -860,7 +860,7 @@ class Engine::Impl {
     j->due = now_ + j->ttr;
     j->reserves++;
     Place(j, JobState::kReserved);
-    RecordUpdate(j);
+    RecordUpdate(j, /*deferrable=*/true);
   }
 
   // A reservation ended without the job finishing; j is in no place.
@@ -1158,9 +1158,9 @@ class Engine::Impl {
     if (!opt_.record_mutations) return;
     mutations_.push_back(Mutation{Mutation::Kind::kPut, ToRecord(j), std::string(j->body())});
   }
-  void RecordUpdate(const Job* j) {
+  void RecordUpdate(const Job* j, bool deferrable = false) {
     if (!opt_.record_mutations) return;
-    mutations_.push_back(Mutation{Mutation::Kind::kUpdate, ToRecord(j), {}});
+    mutations_.push_back(Mutation{Mutation::Kind::kUpdate, ToRecord(j), {}, deferrable});
   }
   void RecordDelete(const Job* j) {
     if (!opt_.record_mutations) return;

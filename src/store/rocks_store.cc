@@ -232,60 +232,92 @@ void RocksStore::SyncLoop() {
 }
 
 Status RocksStore::Apply(const std::vector<Mutation>& batch) {
-  rocksdb::WriteBatch wb;
-  // What the store holds for each job this batch touches, as the batch
-  // goes: the indexes to clean up and the body an update keeps.
-  struct Known {
-    bool present = false;
+  // First the net effect of the batch on each job it touches: its image
+  // before (from recent_, else read) and after. A job put and deleted in
+  // the same batch then writes nothing, and an update that leaves the due
+  // time or the key as they were does not rewrite that index entry.
+  struct Change {
+    bool before = false;  // stored before the batch, as before_record
+    bool after = false;   // stored after it, as record with body
+    JobRecord before_record;
     JobRecord record;
     std::string body;
   };
-  std::unordered_map<JobId, Known> known;
-  auto lookup = [&](JobId id, Known** out) -> Status {
-    auto [it, fresh] = known.try_emplace(id);
-    *out = &it->second;
-    // Ids above every stored one are new: nothing to read (most puts).
-    if (!fresh || id > max_id_) return Status::Ok();
-    std::string value;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), jobs_, JobKey(id), &value);
-    if (s.IsNotFound()) return Status::Ok();
-    if (!s.ok()) return FromRocks(s, "reading job " + std::to_string(id));
-    std::string_view body;
-    if (Status st = DecodeJobValue(value, &it->second.record, &body); !st.ok()) return st;
-    it->second.present = true;
-    it->second.body = std::string(body);
-    return Status::Ok();
-  };
+  std::unordered_map<JobId, size_t> index;
+  std::vector<std::pair<JobId, Change>> changes;  // in order of first touch
+  changes.reserve(batch.size());
   JobId max_id = max_id_;
-  std::string value;
   for (const Mutation& m : batch) {
     const JobRecord& r = m.record;
-    Known* k = nullptr;
-    if (Status st = lookup(r.id, &k); !st.ok()) return st;
-    if (k->present && k->record.state == JobState::kDelayed)
-      wb.Delete(due_, DueKey(k->record.topic, k->record.due_ms, r.id));
-    if (m.kind == Mutation::Kind::kDelete) {
-      if (k->present && !k->record.key.empty())
-        wb.Delete(keys_, UserKey(k->record.topic, k->record.key));
-      wb.Delete(jobs_, JobKey(r.id));
-      *k = Known{};
-      continue;
+    auto [slot, fresh] = index.try_emplace(r.id, changes.size());
+    if (fresh) {
+      Change& c = changes.emplace_back(r.id, Change{}).second;
+      if (auto hit = recent_.find(r.id); hit != recent_.end()) {
+        c.before = true;
+        c.before_record = hit->second.record;
+        c.body = hit->second.body;
+      } else if (r.id <= max_id_) {  // ids above every stored one are new
+        std::string value;
+        rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), jobs_, JobKey(r.id), &value);
+        if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading job " + std::to_string(r.id));
+        if (s.ok()) {
+          std::string_view body;
+          if (Status st = DecodeJobValue(value, &c.before_record, &body); !st.ok()) return st;
+          c.before = true;
+          c.body = std::string(body);
+        }
+      }
+      c.after = c.before;
+      if (c.before) c.record = c.before_record;
     }
-    if (m.kind == Mutation::Kind::kUpdate && !k->present) {
-      return Status::Internal("update of job " + std::to_string(r.id) +
-                              ", which the store does not hold");
+    Change& c = changes[slot->second].second;
+    switch (m.kind) {
+      case Mutation::Kind::kDelete:
+        c.after = false;
+        break;
+      case Mutation::Kind::kUpdate:  // keeps the body
+        if (!c.after)
+          return Status::Internal("update of job " + std::to_string(r.id) +
+                                  ", which the store does not hold");
+        c.record = r;
+        break;
+      case Mutation::Kind::kPut:
+        c.after = true;
+        c.record = r;
+        c.body = m.body;
+        break;
     }
-    if (m.kind == Mutation::Kind::kPut) k->body = m.body;  // an update keeps the body
-    value.clear();
-    EncodeJobValue(r, k->body, &value);
-    wb.Put(jobs_, JobKey(r.id), value);
-    if (r.state == JobState::kDelayed) wb.Put(due_, DueKey(r.topic, r.due_ms, r.id), "");
-    if (!r.key.empty()) wb.Put(keys_, UserKey(r.topic, r.key), JobKey(r.id));
-    k->present = true;
-    k->record = r;
     if (r.id > max_id) max_id = r.id;
   }
+
+  rocksdb::WriteBatch wb;
+  std::vector<const JobRecord*> key_puts;  // after every key delete: a key
+                                           // may pass from a deleted job to a new one
+  std::string value;
+  for (const auto& [id, c] : changes) {
+    if (!c.before && !c.after) continue;  // born and gone in this batch
+    const JobRecord* b = c.before ? &c.before_record : nullptr;
+    const JobRecord* a = c.after ? &c.record : nullptr;
+    if (b != nullptr && a != nullptr && *a == *b) continue;  // nothing changed
+    bool b_due = b != nullptr && b->state == JobState::kDelayed;
+    bool a_due = a != nullptr && a->state == JobState::kDelayed;
+    bool same_due = b_due && a_due && a->due_ms == b->due_ms && a->topic == b->topic;
+    if (b_due && !same_due) wb.Delete(due_, DueKey(b->topic, b->due_ms, id));
+    if (a_due && !same_due) wb.Put(due_, DueKey(a->topic, a->due_ms, id), "");
+    bool same_key = b != nullptr && a != nullptr && a->key == b->key && a->topic == b->topic;
+    if (b != nullptr && !b->key.empty() && !same_key) wb.Delete(keys_, UserKey(b->topic, b->key));
+    if (a != nullptr && !a->key.empty() && !same_key) key_puts.push_back(a);
+    if (a == nullptr) {
+      wb.Delete(jobs_, JobKey(id));
+    } else {
+      value.clear();
+      EncodeJobValue(*a, c.body, &value);
+      wb.Put(jobs_, JobKey(id), value);
+    }
+  }
+  for (const JobRecord* a : key_puts) wb.Put(keys_, UserKey(a->topic, a->key), JobKey(a->id));
   if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
+  if (wb.Count() == 0) return Status::Ok();
   if (failed_) {
     // After a failed write RocksDB refuses every write until it is told to
     // try again (a full disk may have space now).
@@ -301,7 +333,45 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
     return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");
   }
   max_id_ = max_id;
+  for (auto& [id, c] : changes) {
+    if (c.after) {
+      Remember(id, std::move(c.record), std::move(c.body));
+    } else {
+      Forget(id);
+    }
+  }
   return Status::Ok();
+}
+
+void RocksStore::Remember(JobId id, JobRecord record, std::string body) {
+  auto [it, fresh] = recent_.try_emplace(id);
+  if (fresh) {
+    recent_order_.push_back(id);
+  } else {
+    recent_bytes_ -= CachedBytes(it->second);
+  }
+  it->second.record = std::move(record);
+  it->second.body = std::move(body);
+  recent_bytes_ += CachedBytes(it->second);
+  // Oldest first out (a deleted job's id is skipped when its turn comes).
+  while (recent_order_.size() > options_.recent_jobs || recent_bytes_ > kRecentBytes) {
+    JobId old = recent_order_.front();
+    recent_order_.pop_front();
+    Forget(old);
+  }
+}
+
+void RocksStore::Forget(JobId id) {
+  auto it = recent_.find(id);
+  if (it == recent_.end()) return;
+  recent_bytes_ -= CachedBytes(it->second);
+  recent_.erase(it);
+}
+
+size_t RocksStore::CachedBytes(const Cached& c) {
+  // The map node and the strings' heap parts, roughly.
+  return sizeof(Cached) + 64 + c.record.topic.capacity() + c.record.key.capacity() +
+         c.body.capacity();
 }
 
 Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string_view)>& job,

@@ -7,10 +7,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "store/store.h"
 
@@ -24,6 +26,9 @@ namespace delayq::store {
 struct RocksStoreOptions {
   std::string dir;
   FsyncPolicy fsync = FsyncPolicy::kEverySec;
+  // How many recently written jobs Apply remembers (see recent_ below);
+  // tests make it small to exercise reads of forgotten jobs.
+  size_t recent_jobs = 65'536;
 };
 
 class RocksStore final : public Store {
@@ -48,6 +53,20 @@ class RocksStore final : public Store {
   explicit RocksStore(const RocksStoreOptions& options);
   void SyncLoop();
 
+  // What Apply last wrote for recently written jobs, so that an update or a
+  // delete finds the image it replaces (the body an update keeps, the index
+  // entries to remove) without reading the store. Only Apply's thread uses
+  // it, and only after a successful write, so it never runs ahead of the
+  // store. Bounded; the oldest entries go first.
+  struct Cached {
+    JobRecord record;
+    std::string body;
+  };
+  static constexpr size_t kRecentBytes = size_t{16} << 20;
+  void Remember(JobId id, JobRecord record, std::string body);
+  void Forget(JobId id);
+  static size_t CachedBytes(const Cached& c);
+
   RocksStoreOptions options_;
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* jobs_ = nullptr;
@@ -56,6 +75,9 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // the default family
   JobId max_id_ = 0;
   bool failed_ = false;  // the last write failed: Resume before the next
+  std::unordered_map<JobId, Cached> recent_;
+  std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
+  size_t recent_bytes_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

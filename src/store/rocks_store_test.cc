@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
+#include <set>
 
+#include "store/mem_store.h"
 #include "store/record_codec.h"
 
 namespace delayq::store {
@@ -26,8 +29,9 @@ class RocksStoreTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<RocksStore> Open(FsyncPolicy fsync = FsyncPolicy::kAlways) {
-    auto r = RocksStore::Open({dir_, fsync});
+  std::unique_ptr<RocksStore> Open(FsyncPolicy fsync = FsyncPolicy::kAlways,
+                                   size_t recent_jobs = 65'536) {
+    auto r = RocksStore::Open({dir_, fsync, recent_jobs});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? std::move(r).value() : nullptr;
   }
@@ -109,6 +113,113 @@ TEST_F(RocksStoreTest, PutThenUpdateThenDeleteInOneBatch) {
   ASSERT_TRUE(s->Apply({Update(r), Delete(r)}).ok());
   EXPECT_TRUE(LoadAll(*s, &max_id).empty());
   EXPECT_EQ(s->Apply({Update(r)}).code(), Code::kInternal);  // not held any more
+}
+
+TEST_F(RocksStoreTest, AJobPutAndDeletedInOneBatchLeavesNothingButItsId) {
+  auto s = Open(FsyncPolicy::kEverySec);
+  ASSERT_TRUE(s);
+  Mutation p = Put(5, "k", JobState::kDelayed, 100, "body");
+  ASSERT_TRUE(s->Apply({p, Delete(p.record)}).ok());
+  JobId id = 0;
+  EXPECT_EQ(s->FindKey("orders", "k", &id).code(), Code::kNotFound);
+  int due = 0;
+  ASSERT_TRUE(s->ScanDue("orders", {}, 1000, [&](DueMark) { return ++due, true; }).ok());
+  EXPECT_EQ(due, 0);
+  JobId max_id = 0;
+  EXPECT_TRUE(LoadAll(*s, &max_id).empty());
+  EXPECT_EQ(max_id, 5u);
+}
+
+TEST_F(RocksStoreTest, AKeyPassesFromADeletedJobToANewOneInOneBatch) {
+  auto s = Open(FsyncPolicy::kEverySec);
+  ASSERT_TRUE(s);
+  Mutation a = Put(1, "k", JobState::kReady, 0, "a");
+  ASSERT_TRUE(s->Apply({a}).ok());
+  ASSERT_TRUE(s->Apply({Delete(a.record), Put(2, "k", JobState::kReady, 0, "b")}).ok());
+  JobId id = 0;
+  ASSERT_TRUE(s->FindKey("orders", "k", &id).ok());
+  EXPECT_EQ(id, 2u);
+}
+
+// Random batches of puts, updates and deletes, applied to RocksStore (which
+// computes each batch's net effect from what it remembers of recent jobs,
+// here only a few, or reads them) and to MemStore (which simply applies each
+// change): after every batch, every job, key and due entry must agree, also
+// across reopens.
+TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
+  std::mt19937_64 rng(20261122);
+  auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng); };
+  const std::vector<std::string> topics = {"orders", "mail"};
+  const std::vector<std::string> keys = {"", "", "a", "b", "c", "d"};
+  MemStore mem;
+  std::map<JobId, Mutation> live;  // as generated: the image a change replaces
+  std::set<std::pair<std::string, std::string>> used_keys;
+  JobId next = 1;
+  for (int round = 0; round < 40; ++round) {
+    auto s = Open(FsyncPolicy::kNo, pick(3) == 0 ? 0 : 1 + pick(6));
+    ASSERT_TRUE(s);
+    for (int b = 0; b < 25; ++b) {
+      std::vector<Mutation> batch;
+      for (uint64_t n = 1 + pick(12); n > 0; --n) {
+        uint64_t what = live.empty() ? 0 : pick(3);
+        if (what == 0) {  // put
+          std::string topic = topics[pick(topics.size())];
+          std::string key = keys[pick(keys.size())];
+          if (!key.empty() && used_keys.count({topic, key})) key.clear();
+          JobState st = pick(2) ? JobState::kDelayed : JobState::kReady;
+          JobId id = next++;
+          Mutation m = Put(id, key, st, 1 + pick(50), "body" + std::to_string(id));
+          m.record.topic = topic;
+          if (!key.empty()) used_keys.insert({topic, key});
+          live[m.record.id] = m;
+          batch.push_back(m);
+          continue;
+        }
+        auto it = std::next(live.begin(), static_cast<long>(pick(live.size())));
+        JobRecord r = it->second.record;
+        if (what == 1) {  // update
+          static const JobState kStates[] = {JobState::kReady, JobState::kDelayed,
+                                             JobState::kBuried};
+          r.state = kStates[pick(3)];
+          r.due_ms = r.state == JobState::kDelayed ? 1 + pick(50) : 0;
+          r.reserves += static_cast<uint32_t>(pick(2));
+          it->second.record = r;
+          batch.push_back(Update(r));
+        } else {  // delete
+          if (!r.key.empty()) used_keys.erase({r.topic, r.key});
+          live.erase(it);
+          batch.push_back(Delete(r));
+        }
+      }
+      ASSERT_TRUE(s->Apply(batch).ok());
+      ASSERT_TRUE(mem.Apply(batch).ok());
+      for (JobId id = 1; id < next; ++id) {
+        JobRecord want, got;
+        std::string want_body, got_body;
+        Status ws = mem.GetJob(id, &want, &want_body);
+        Status gs = s->GetJob(id, &got, &got_body);
+        ASSERT_EQ(gs.code(), ws.code()) << "job " << id << " round " << round;
+        if (ws.ok()) {
+          EXPECT_EQ(got, want) << "job " << id;
+          EXPECT_EQ(got_body, want_body) << "job " << id;
+        }
+      }
+      for (const std::string& topic : topics) {
+        for (const std::string& key : keys) {
+          if (key.empty()) continue;
+          JobId want = 0, got = 0;
+          Status ws = mem.FindKey(topic, key, &want);
+          ASSERT_EQ(s->FindKey(topic, key, &got).code(), ws.code()) << topic << "/" << key;
+          EXPECT_EQ(got, want) << topic << "/" << key;
+        }
+        std::vector<DueMark> want, got;
+        ASSERT_TRUE(mem.ScanDue(topic, {}, 1000, [&](DueMark m) { return want.push_back(m), true; }).ok());
+        ASSERT_TRUE(s->ScanDue(topic, {}, 1000, [&](DueMark m) { return got.push_back(m), true; }).ok());
+        ASSERT_EQ(got, want) << topic;
+      }
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST_F(RocksStoreTest, NoteMaxIdPersists) {

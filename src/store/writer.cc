@@ -1,5 +1,6 @@
 #include "store/writer.h"
 
+#include <unordered_map>
 #include <utility>
 
 namespace delayq::store {
@@ -7,12 +8,16 @@ namespace {
 // How long the destructor keeps trying a failing store before it gives up
 // on what it still holds (those changes were never acknowledged).
 constexpr auto kGiveUpAfter = std::chrono::seconds(5);
+// At most this many deferrable changes are held back at once.
+constexpr size_t kMaxHeld = 65'536;
 }  // namespace
 
-Writer::Writer(Store& store, Health on_health, std::chrono::milliseconds retry_interval)
+Writer::Writer(Store& store, Health on_health, std::chrono::milliseconds retry_interval,
+               std::chrono::milliseconds hold_for)
     : store_(store),
       on_health_(std::move(on_health)),
       retry_interval_(retry_interval),
+      hold_for_(hold_for),
       thread_([this] { Loop(); }) {}
 
 Writer::~Writer() {
@@ -36,20 +41,28 @@ void Writer::Submit(std::vector<Mutation> batch, Applied applied) {
 
 void Writer::Loop() {
   std::vector<Mutation> kept;  // written by no successful Apply yet, in order
+  // Deferrable changes held back, in order; a later change of the same job
+  // replaces one (its id becomes 0). held_at: job -> its live entry.
+  std::vector<Mutation> held;
+  std::unordered_map<JobId, size_t> held_at;
+  Clock::time_point held_since{};
   std::deque<Item> taken;
   bool failing = false;
-  std::chrono::steady_clock::time_point give_up{};
+  Clock::time_point give_up{};
+  auto work = [&] { return stop_ || !queue_.empty(); };
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (failing) {
       cv_.wait_for(lock, retry_interval_);  // then try again, with what came
+    } else if (!held_at.empty()) {
+      cv_.wait_until(lock, held_since + hold_for_, work);
     } else {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, work);
       if (stop_ && queue_.empty()) return;
     }
+    Clock::time_point now = Clock::now();
     if (stop_ && failing) {
-      auto now = std::chrono::steady_clock::now();
-      if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + kGiveUpAfter;
+      if (give_up == Clock::time_point{}) give_up = now + kGiveUpAfter;
       if (now >= give_up) return;
     }
     taken.swap(queue_);
@@ -57,8 +70,30 @@ void Writer::Loop() {
 
     // Group commit: one write for every batch handed over since the last.
     for (Item& it : taken) {
-      kept.insert(kept.end(), std::make_move_iterator(it.batch.begin()),
-                  std::make_move_iterator(it.batch.end()));
+      for (Mutation& m : it.batch) {
+        if (auto h = held_at.find(m.record.id); h != held_at.end()) {
+          held[h->second].record.id = 0;  // this change repeats it
+          held_at.erase(h);
+        }
+        if (!m.deferrable) {
+          kept.push_back(std::move(m));
+          continue;
+        }
+        if (held_at.empty()) {
+          held.clear();
+          held_since = now;
+        }
+        held_at[m.record.id] = held.size();
+        held.push_back(std::move(m));
+      }
+    }
+    if (!held_at.empty() && (stop_ || held.size() >= kMaxHeld || now >= held_since + hold_for_)) {
+      // Last, after changes of other jobs handed over later: a deferrable
+      // change touches only its own job's entries.
+      for (Mutation& m : held)
+        if (m.record.id != 0) kept.push_back(std::move(m));
+      held.clear();
+      held_at.clear();
     }
     Status st = kept.empty() ? Status::Ok() : store_.Apply(kept);
     if (st.ok()) {
@@ -75,7 +110,7 @@ void Writer::Loop() {
       if (it.applied) it.applied(st);
     taken.clear();
     lock.lock();
-    if (stop_ && !failing && queue_.empty()) return;
+    if (stop_ && !failing && held_at.empty() && queue_.empty()) return;
   }
 }
 

@@ -8,6 +8,13 @@
 // each as failed, and tries them again every `retry_interval` until the
 // store takes them; `on_health` tells when that starts and ends.
 //
+// A deferrable change (Mutation::deferrable: a reserve's counters) is held
+// back for up to `hold_for` and dropped if a later change of the same job
+// comes first, since that one carries the counters too: most reserved jobs
+// are finished within the moment, and their reserve then costs no write.
+// Its batch is reported applied without it; a crash meanwhile loses only
+// those counters (the job itself comes back ready, as after any crash).
+//
 // Thread: Submit from any one thread; callbacks run on the writer thread.
 #ifndef DELAYQ_STORE_WRITER_H_
 #define DELAYQ_STORE_WRITER_H_
@@ -32,9 +39,10 @@ class Writer {
   using Health = std::function<void(bool ok, const Status& error)>;
 
   Writer(Store& store, Health on_health,
-         std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200));
-  // Writes what was handed over (trying a failing store for up to five
-  // seconds more), then stops the thread.
+         std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200),
+         std::chrono::milliseconds hold_for = std::chrono::seconds(1));
+  // Writes what was handed over, held changes included (trying a failing
+  // store for up to five seconds more), then stops the thread.
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -48,11 +56,13 @@ class Writer {
     std::vector<Mutation> batch;
     Applied applied;
   };
+  using Clock = std::chrono::steady_clock;
   void Loop();
 
   Store& store_;
   Health on_health_;
   std::chrono::milliseconds retry_interval_;
+  std::chrono::milliseconds hold_for_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
