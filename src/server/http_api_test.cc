@@ -232,7 +232,11 @@ TEST_F(HttpApiTest, DrainingRefusesPuts) {
 
 // With a durable store, a put is answered once the store holds it, and a
 // long-poll is not handed a job whose put is not yet written.
-class HttpApiStoreTest : public HttpApiTest {
+// (The store is a base, built before the backend that uses it.)
+struct MemStoreHolder {
+  store::MemStore mem_;
+};
+class HttpApiStoreTest : protected MemStoreHolder, public HttpApiTest {
  protected:
   HttpApiStoreTest() : HttpApiTest(&mem_) {}
   bool RunUntil(const std::function<bool()>& done) {
@@ -244,7 +248,6 @@ class HttpApiStoreTest : public HttpApiTest {
     }
     return true;
   }
-  store::MemStore mem_;
 };
 
 TEST_F(HttpApiStoreTest, RepliesWaitForTheStore) {
