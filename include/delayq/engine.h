@@ -180,8 +180,8 @@ class Engine {
   std::vector<std::string> TopicsWithColdJobs() const;
   // Delayed jobs of the topic held in memory.
   uint64_t DelayedInMemory(std::string_view topic) const;
-  // Counts one more cold job in `topic` (recovery); creates the topic.
-  Status AddColdJob(std::string_view topic);
+  // Counts `count` more cold jobs in `topic` (recovery); creates the topic.
+  Status AddColdJob(std::string_view topic, uint64_t count = 1);
   // Takes a cold job back into memory, as Restore does, one cold job fewer.
   Status Adopt(TimeMs now, const JobRecord& record, std::string_view body);
   // Appends the jobs let go of since the last call, in order.

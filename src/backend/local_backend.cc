@@ -67,17 +67,37 @@ Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint
   // Jobs due beyond the horizon stay on disk; the engine only counts them.
   TimeMs through = horizon_on() ? now + horizon_ms_ : kNever;
   engine_.SetHorizon(through);
+  // Cold jobs are counted per run of one topic (most runs are long).
+  std::string cold_topic;
+  uint64_t cold_run = 0;
+  JobId cold_first = 0;
+  auto count_cold = [&]() -> Status {
+    if (cold_run == 0) return Status::Ok();
+    Status st = engine_.AddColdJob(cold_topic, cold_run);
+    cold_run = 0;
+    if (st.ok()) return st;
+    return Status::Corruption("job " + std::to_string(cold_first) +
+                              " cannot be restored: " + st.message());
+  };
   Status st = store_->Load(
       [&](const JobRecord& r, std::string_view body) {
-        bool cold = r.state == JobState::kDelayed && r.due_ms > through;
-        Status restored = cold ? engine_.AddColdJob(r.topic) : engine_.Restore(now, r, body);
-        if (!restored.ok())
+        if (r.state == JobState::kDelayed && r.due_ms > through) {
+          if (cold_run > 0 && r.topic != cold_topic) {
+            if (Status c = count_cold(); !c.ok()) return c;
+          }
+          if (cold_run++ == 0) {
+            cold_topic = r.topic;
+            cold_first = r.id;
+          }
+        } else if (Status restored = engine_.Restore(now, r, body); !restored.ok()) {
           return Status::Corruption("job " + std::to_string(r.id) +
                                     " cannot be restored: " + restored.message());
+        }
         if (++loaded % every == 0 && progress) progress(loaded);
         return Status::Ok();
       },
       &max_id);
+  if (st.ok()) st = count_cold();
   if (!st.ok()) return st;
   engine_.SkipIdsThrough(max_id);
   durable_put_id_ = engine_.next_id() - 1;

@@ -588,6 +588,30 @@ TEST_F(HorizonTest, RecoveryLeavesFarJobsOnDisk) {
   EXPECT_EQ(e.CheckInvariants(), "");
 }
 
+// Recovery counts far jobs per run of one topic: runs broken by another
+// topic or by a job it loads must all be counted, each in its own topic.
+TEST_F(HorizonTest, RecoveryCountsFarJobsOfInterleavedTopics) {
+  store::MemStore mem;
+  {
+    auto b = MakeWithHorizon(&mem);
+    SessionId s = b->OpenSession();
+    for (int i = 0; i < 100; ++i) {
+      PutRequest r = Req("far", 86'400'000 + i);
+      r.topic = i % 3 == 0 ? "b" : "a";
+      Put(*b, s, r);
+      if (i % 7 == 0) Put(*b, s, Req("near", 1'000));
+    }
+  }
+  auto b = MakeWithHorizon(&mem);
+  ASSERT_TRUE(b->Recover(nullptr, 1).ok());
+  Engine& e = b->engine();
+  EXPECT_EQ(e.ColdJobs("a"), 66u);
+  EXPECT_EQ(e.ColdJobs("b"), 34u);
+  EXPECT_EQ(e.ColdJobs(), 100u);
+  EXPECT_EQ(e.Stats(Now()).delayed, 115u);
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
 // The same random operations on a backend with a short horizon (and a tiny
 // loader batch) and on one that holds every job in memory: every reply and
 // every count must be the same.

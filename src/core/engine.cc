@@ -608,11 +608,11 @@ class Engine::Impl {
     return t == nullptr ? 0 : t->delayed;
   }
 
-  Status AddColdJob(std::string_view name) {
+  Status AddColdJob(std::string_view name, uint64_t count) {
     if (!IsValidTopicName(name)) return Status::InvalidArgument("bad topic name");
     Topic* t = GetOrCreateTopic(name);
-    t->cold++;
-    n_cold_++;
+    t->cold += count;
+    n_cold_ += count;
     return Finish(Status::Ok());
   }
 
@@ -1380,7 +1380,9 @@ uint64_t Engine::ColdJobs(std::string_view t) const { return impl_->ColdJobs(t);
 uint64_t Engine::ColdJobs() const { return impl_->ColdJobs(); }
 std::vector<std::string> Engine::TopicsWithColdJobs() const { return impl_->TopicsWithColdJobs(); }
 uint64_t Engine::DelayedInMemory(std::string_view t) const { return impl_->DelayedInMemory(t); }
-Status Engine::AddColdJob(std::string_view t) { return impl_->AddColdJob(t); }
+Status Engine::AddColdJob(std::string_view t, uint64_t count) {
+  return impl_->AddColdJob(t, count);
+}
 Status Engine::Adopt(TimeMs now, const JobRecord& r, std::string_view body) {
   return impl_->Adopt(now, r, body);
 }

@@ -113,10 +113,11 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
                                    " is newer than this delayqd reads (" +
                                    std::to_string(kRecordVersion) + ")");
   }
-  *r = JobRecord{};
+  // Field by field, not *r = JobRecord{}: a record decoded into again and
+  // again (recovery) keeps its strings' buffers.
   r->id = in.Varint();
-  r->topic = std::string(in.Bytes());
-  r->key = std::string(in.Bytes());
+  r->topic.assign(in.Bytes());
+  r->key.assign(in.Bytes());
   uint8_t state = in.Byte();
   r->priority = in.U32();
   r->due_ms = in.Signed();
@@ -133,6 +134,9 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
       state != static_cast<uint8_t>(JobState::kBuried))
     return Status::Corruption("job record with state " + std::to_string(state));
   r->state = static_cast<JobState>(state);
+  r->backoff.kind = Backoff::Kind::kNone;
+  r->backoff.delays_ms.clear();
+  r->backoff.base_ms = r->backoff.cap_ms = 0;
   switch (kind) {
     case static_cast<uint8_t>(Backoff::Kind::kNone):
       break;

@@ -378,13 +378,14 @@ Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string
                         JobId* max_id) {
   rocksdb::ReadOptions ro;
   ro.verify_checksums = true;
+  ro.fill_cache = false;  // one pass over everything: keep the cache for what follows
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, jobs_));
   JobId highest = max_id_;
+  JobRecord r;  // decoded into again and again: its strings keep their buffers
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     JobId id;
     if (!ParseJobKey(it->key().ToStringView(), &id))
       return Status::Corruption("a job key of " + std::to_string(it->key().size()) + " bytes");
-    JobRecord r;
     std::string_view body;
     Status st = DecodeJobValue(it->value().ToStringView(), &r, &body);
     if (!st.ok()) return Status::Corruption("job " + std::to_string(id) + ": " + st.message());
