@@ -32,3 +32,26 @@ free_port() {
   done
   die "no free loopback port found"
 }
+
+# start_redis_under_callgrind NAME: checks for Valgrind, redis-cli and
+# $REDIS_SERVER, makes the work directory WORK (removed at exit, with the
+# server stopped), starts $REDIS_SERVER (no persistence) under Valgrind's
+# callgrind with instrumentation off, its profiles and log in $WORK; sets
+# PORT and SERVER_PID and waits until it answers.
+start_redis_under_callgrind() {
+  [[ -x $REDIS_SERVER ]] || die "$REDIS_SERVER not found (Debian: apt-get install redis-server)"
+  local t
+  for t in valgrind callgrind_control redis-cli; do
+    command -v $t >/dev/null || die "$t not found (Debian: apt-get install valgrind redis-tools)"
+  done
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  trap 'stop_server 5; rm -rf "$WORK"' EXIT
+  trap 'exit 130' INT TERM
+  PORT=$(free_port)
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.%p" \
+    "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$WORK" >"$WORK/redis.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$PORT" ping >/dev/null 2>&1 || die "redis-server did not start: $(tail -5 "$WORK/redis.log")"
+}

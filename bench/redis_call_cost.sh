@@ -22,25 +22,10 @@ PER_BATCH=6
 
 die() { echo "redis_call_cost: $*" >&2; exit 1; }
 [[ -x $DRIVER ]] || die "$DRIVER not found (make build)"
-[[ -x $REDIS_SERVER ]] || die "$REDIS_SERVER not found (Debian: apt-get install redis-server)"
-for t in valgrind callgrind_control redis-cli; do
-  command -v $t >/dev/null || die "$t not found (Debian: apt-get install valgrind redis-tools)"
-done
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/redis_call_cost.XXXXXX")
 SERVER_PID=""
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-trap 'stop_server 5; rm -rf "$WORK"' EXIT
-trap 'exit 130' INT TERM
-
-PORT=$(free_port)
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.%p" \
-  "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "$WORK" >"$WORK/redis.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$PORT" ping >/dev/null 2>&1 || die "redis-server did not start: $(tail -5 "$WORK/redis.log")"
+start_redis_under_callgrind redis_call_cost
 
 echo "redis_call_cost: warm-up, then $ITERATIONS iterations of $PER_BATCH jobs" >&2
 "$DRIVER" "$PORT" 20 "$PER_BATCH"
