@@ -37,7 +37,6 @@ namespace {
 
 bool ValidDelay(TimeMs d) { return d >= 0 && d <= kMaxDelayMs; }
 
-
 std::string BackoffKey(const Backoff& b) {
   std::string k(1, static_cast<char>(b.kind));
   auto add = [&k](TimeMs v) { k.append(reinterpret_cast<const char*>(&v), sizeof v); };

@@ -213,8 +213,10 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
           EXPECT_EQ(got, want) << topic << "/" << key;
         }
         std::vector<DueMark> want, got;
-        ASSERT_TRUE(mem.ScanDue(topic, {}, 1000, [&](DueMark m) { return want.push_back(m), true; }).ok());
-        ASSERT_TRUE(s->ScanDue(topic, {}, 1000, [&](DueMark m) { return got.push_back(m), true; }).ok());
+        ASSERT_TRUE(
+            mem.ScanDue(topic, {}, 1000, [&](DueMark m) { return want.push_back(m), true; }).ok());
+        ASSERT_TRUE(
+            s->ScanDue(topic, {}, 1000, [&](DueMark m) { return got.push_back(m), true; }).ok());
         ASSERT_EQ(got, want) << topic;
       }
       if (HasFatalFailure()) return;

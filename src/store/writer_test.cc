@@ -66,9 +66,7 @@ Status SubmitAndWait(Writer& w, std::vector<Mutation> batch) {
 std::string Kinds(const std::vector<Mutation>& ms) {
   std::string out;
   for (const Mutation& m : ms) {
-    out += m.kind == Mutation::Kind::kPut      ? "P"
-           : m.kind == Mutation::Kind::kUpdate ? "U"
-                                               : "D";
+    out += m.kind == Mutation::Kind::kPut ? "P" : m.kind == Mutation::Kind::kUpdate ? "U" : "D";
     out += std::to_string(m.record.id) + " ";
   }
   return out;

@@ -12,6 +12,7 @@
 
 #include "backend/local_backend.h"
 #include "server/io_wait.h"
+#include "server/redis_backend_start.h"
 #include "server/redis_process.h"
 
 namespace delayq::backend {
@@ -42,16 +43,8 @@ class RedisBackendTest : public ::testing::Test {
 
   std::unique_ptr<RedisBackend> Make(TimeMs sweep_ms = 200) {
     RedisBackend::Options o;
-    auto addr = ParseRedisUrl(redis_.url());
-    EXPECT_TRUE(addr.ok());
-    o.address = *addr;
     o.sweep_ms = sweep_ms;
-    auto b = std::make_unique<RedisBackend>(io_, o, clock_);
-    b->Start();
-    EXPECT_TRUE(RunUntil([&] { return b->connected(); }));
-    // The scripts are loaded right after the connection; let them land.
-    RunFor(milliseconds(20));
-    return b;
+    return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
   }
 
   template <typename Pred>

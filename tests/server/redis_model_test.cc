@@ -38,6 +38,7 @@
 #include "backend/redis_backend.h"
 #include "core/reference_engine.h"
 #include "server/io_wait.h"
+#include "server/redis_backend_start.h"
 #include "server/redis_process.h"
 
 namespace delayq::backend {
@@ -154,17 +155,9 @@ class RedisModelTest : public ::testing::Test {
 
   std::unique_ptr<RedisBackend> Make() {
     RedisBackend::Options o;
-    auto addr = ParseRedisUrl(redis_.url());
-    EXPECT_TRUE(addr.ok());
-    o.address = *addr;
     o.sweep_ms = 3'600'000;
     o.time_from_clock = true;
-    auto b = std::make_unique<RedisBackend>(io_, o, clock_);
-    b->Start();
-    EXPECT_TRUE(RunUntil([&] { return b->connected(); }));
-    // The functions are loaded right after the connection; let them land.
-    RunFor(milliseconds(20));
-    return b;
+    return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(10000));
   }
 
   template <typename Pred>
