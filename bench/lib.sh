@@ -33,11 +33,12 @@ free_port() {
   die "no free loopback port found"
 }
 
-# start_redis_under_callgrind NAME: checks for Valgrind, redis-cli and
-# $REDIS_SERVER, makes the work directory WORK (removed at exit, with the
-# server stopped), starts $REDIS_SERVER (no persistence) under Valgrind's
-# callgrind with instrumentation off, its profiles and log in $WORK; sets
-# PORT and SERVER_PID and waits until it answers.
+# start_redis_under_callgrind NAME [REDIS_FLAG...]: checks for Valgrind,
+# redis-cli and $REDIS_SERVER, makes the work directory WORK (removed at exit,
+# with the server stopped), starts $REDIS_SERVER (no persistence, unless a
+# flag asks for it) under Valgrind's callgrind with instrumentation off, its
+# profiles and log in $WORK; sets PORT and SERVER_PID and waits until it
+# answers.
 start_redis_under_callgrind() {
   [[ -x $REDIS_SERVER ]] || die "$REDIS_SERVER not found (Debian: apt-get install redis-server)"
   local t
@@ -45,12 +46,13 @@ start_redis_under_callgrind() {
     command -v $t >/dev/null || die "$t not found (Debian: apt-get install valgrind redis-tools)"
   done
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+  shift
   trap 'stop_server 5; rm -rf "$WORK"' EXIT
   trap 'exit 130' INT TERM
   PORT=$(free_port)
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/callgrind.%p" \
     "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$WORK" >"$WORK/redis.log" 2>&1 &
+    --dir "$WORK" "$@" >"$WORK/redis.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$PORT" ping >/dev/null 2>&1 || die "redis-server did not start: $(tail -5 "$WORK/redis.log")"

@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
 
   const std::string prefix = "dq:{bench}:";
   std::vector<std::string> head = {"FCALL", "dq_batch", "6"};
-  for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "meta"})
+  for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "topic"})
     head.push_back(prefix + k);
   head.push_back(prefix);
   const std::string body(64, 'x');

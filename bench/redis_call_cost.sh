@@ -11,7 +11,11 @@
 # does not depend on how busy the machine is, so it compares two versions of
 # the backend's functions exactly (docs/redis-backend.md, "Cost of a call").
 #
-# Output: `redis_instructions_per_job: N` on stdout; progress on stderr.
+# It counts twice: on a Redis without persistence, then on one with an
+# append-only file (appendfsync everysec, as bench/redis_bench.sh runs it).
+#
+# Output: `redis_instructions_per_job: N` and
+# `redis_instructions_per_job_aof: N` on stdout; progress on stderr.
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -25,19 +29,29 @@ die() { echo "redis_call_cost: $*" >&2; exit 1; }
 SERVER_PID=""
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-start_redis_under_callgrind redis_call_cost
+# count [REDIS_FLAG...]: instructions per job, on a Redis started with the flags.
+count() {
+  start_redis_under_callgrind redis_call_cost "$@"
+  echo "redis_call_cost: warm-up, then $ITERATIONS iterations of $PER_BATCH jobs ${*:-(no persistence)}" >&2
+  "$DRIVER" "$PORT" 20 "$PER_BATCH"
+  callgrind_control -i on "$SERVER_PID" >/dev/null 2>&1
+  "$DRIVER" "$PORT" "$ITERATIONS" "$PER_BATCH"
+  callgrind_control -i off "$SERVER_PID" >/dev/null 2>&1
+  callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
+  redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  SERVER_PID=""
+  # Every dump of the run (the explicit one and the one at exit) adds up.
+  local total
+  total=$(cat "$WORK"/callgrind.* | awk '$1 == "totals:" || $1 == "summary:" { s += $2 } END { print s + 0 }')
+  rm -rf "$WORK"
+  [[ $total -gt 0 ]] || die "callgrind counted nothing"
+  echo $((total / (ITERATIONS * PER_BATCH)))
+}
 
-echo "redis_call_cost: warm-up, then $ITERATIONS iterations of $PER_BATCH jobs" >&2
-"$DRIVER" "$PORT" 20 "$PER_BATCH"
-callgrind_control -i on "$SERVER_PID" >/dev/null 2>&1
-"$DRIVER" "$PORT" "$ITERATIONS" "$PER_BATCH"
-callgrind_control -i off "$SERVER_PID" >/dev/null 2>&1
-callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
-redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-wait "$SERVER_PID" 2>/dev/null || true
-SERVER_PID=""
-
-# Every dump of the run (the explicit one and the one at exit) adds up.
-total=$(cat "$WORK"/callgrind.* | awk '$1 == "totals:" || $1 == "summary:" { s += $2 } END { print s + 0 }')
-[[ $total -gt 0 ]] || die "callgrind counted nothing"
-echo "redis_instructions_per_job: $((total / (ITERATIONS * PER_BATCH)))"
+plain=$(count)
+# With an append-only file, as redis_bench.sh runs Redis: every write a
+# function makes is also appended to it.
+aof=$(count --appendonly yes --appendfsync everysec)
+echo "redis_instructions_per_job: $plain"
+echo "redis_instructions_per_job_aof: $aof"

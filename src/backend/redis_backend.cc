@@ -255,7 +255,7 @@ RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   t->name = name;
   t->prefix = "dq:{" + name + "}:";
   t->local_seq = next_topic_seq_++;
-  for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "meta"})
+  for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "topic"})
     t->keys.push_back(t->prefix + k);
   Topic& ref = *t;
   topics_.emplace(name, std::move(t));

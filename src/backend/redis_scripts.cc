@@ -6,21 +6,38 @@ namespace {
 
 // One library of Redis Functions (FUNCTION LOAD), loaded once per
 // connection; a call costs no compilation and no setup of the shared
-// helpers. Keys of topic T (prefix P = "dq:{T}:"):
-//   R  P.."ready"     zset  member -> priority (ties: member order = id order)
-//   D  P.."delayed"   zset  member -> due time (epoch ms)
-//   U  P.."reserved"  zset  member -> TTR deadline (epoch ms)
-//   B  P.."buried"    zset  member -> burial sequence (oldest first)
-//   K  P.."keys"      hash  user key -> member
-//   M  P.."meta"      hash  seq (also the count of puts), bseq, cmd_delete, cmd_pause, pm, pu,
-//                           timeouts
-//   P.."j:"..member   hash  the job (docs/redis-backend.md, "Layout")
+// helpers. Keys of topic T (prefix P = "dq:{T}:"), layout 2:
+//   R  P.."ready"     zset    member -> priority (ties: member order = id order)
+//   D  P.."delayed"   zset    member -> due time (epoch ms)
+//   U  P.."reserved"  zset    member -> TTR deadline (epoch ms)
+//   B  P.."buried"    zset    member -> burial sequence (oldest first)
+//   K  P.."keys"      hash    user key -> member
+//   M  P.."topic"     string  the topic's counters, MessagePack (see load_topic)
+//   P.."j:"..member   string  the job, MessagePack (see load; docs/redis-backend.md)
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
 // Time is Redis's own clock (TIME), the same for every instance (a test may
-// pass its own: see context). Numbers are written with string.format('%d'):
-// Lua's own formatting would turn a large due time into 1.4e+14.
+// pass its own: see context). Numbers written as text go through
+// string.format('%d'): Lua's own formatting would turn a large due time into
+// 1.4e+14.
+//
+// A call reads each job it touches once (GET) and keeps it in c.jobs; the
+// jobs it changed are written at its end with one MSET and the jobs it
+// deleted with one DEL (flush_jobs). The sets, the key hash and the topic's
+// wake channel are written at once.
 constexpr std::string_view kLibrary = R"lua(
 #!lua name=delayq
+
+-- MessagePack (Redis's cmsgpack), taken on the first call: a library
+-- being loaded cannot see it yet.
+local pack, unpack_mp = nil, nil
+
+-- A job is an array; these are its fields' positions, in the order they
+-- are packed. A job's string is pack(job[1], ..., job[NFIELDS]).
+local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, MT, BO, RS, TO, RL, BU, KI, BODY =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
+local NFIELDS = 16
+-- How many jobs one MSET or DEL of flush_jobs names at most.
+local FLUSH_CHUNK = 500
 
 local function s(n) return string.format('%d', n) end
 -- The call's time as a string, written once.
@@ -30,6 +47,71 @@ local function now_s(c)
 end
 local function jk(c, m) return c.P .. 'j:' .. m end
 
+-- The job m as this call knows it, or nil when there is none.
+local function load(c, m)
+  local j = c.jobs[m]
+  if j ~= nil then return j or nil end  -- false: deleted by this call
+  local v = redis.call('GET', jk(c, m))
+  if not v then return nil end
+  j = {unpack_mp(v)}
+  c.jobs[m] = j
+  return j
+end
+
+-- Marks job m as changed: flush_jobs writes it.
+local function save(c, m, j)
+  c.jobs[m] = j
+  c.dirty[m] = true
+end
+
+-- Deletes job m at the end of the call (unless this call created it).
+local function drop(c, m)
+  c.jobs[m] = false
+  c.dirty[m] = nil
+  if not c.fresh[m] then c.gone[#c.gone + 1] = jk(c, m) end
+end
+
+local function flush_jobs(c)
+  local set, n = {}, 0
+  for m in pairs(c.dirty) do
+    set[n + 1] = jk(c, m)
+    set[n + 2] = pack(unpack(c.jobs[m], 1, NFIELDS))
+    n = n + 2
+    if n >= 2 * FLUSH_CHUNK then
+      redis.call('MSET', unpack(set, 1, n))
+      n = 0
+    end
+  end
+  if n > 0 then redis.call('MSET', unpack(set, 1, n)) end
+  c.dirty = {}
+  local i = 1
+  while i <= #c.gone do
+    local last = math.min(i + FLUSH_CHUNK - 1, #c.gone)
+    redis.call('DEL', unpack(c.gone, i, last))
+    i = last + 1
+  end
+  c.gone = {}
+end
+
+-- The topic's counters, one string (M): the job sequence (also the count of
+-- puts), lower bounds of the delayed and reserved sets' lowest scores (-1:
+-- the set is empty), the pause's end and length, the burial sequence, and
+-- the counts of deletes, pauses and TTR expiries.
+local function load_topic(c)
+  local v = redis.call('GET', c.M)
+  if v then
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = unpack_mp(v)
+  else
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = 0, -1, -1, 0, 0, 0, 0, 0, 0
+  end
+end
+
+local function flush_topic(c)
+  if not c.tdirty then return end
+  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts))
+  c.tdirty = false
+end
+
 -- The lowest score of a set, or -1 when it is empty.
 local function head(set)
   local h = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
@@ -37,45 +119,19 @@ local function head(set)
   return -1
 end
 
--- The delayed (D) and reserved (U) sets' lowest scores as the call knows
--- them (c.dh, c.uh): a number, -1 for an empty set, or nil once unknown
--- (after a removal). next_wake asks Redis only for an unknown one.
+-- Adds m to the delayed (D) or reserved (U) set, keeping c.dmin / c.umin a
+-- lower bound of the set's lowest score. A removal leaves the bound as it
+-- is: a bound below the real head only makes the topic's next call look
+-- into the set once more (advance), which then reads the real head.
 -- text: the score already written as a string, or nil.
 local function zadd_timed(c, set, score, m, text)
   redis.call('ZADD', set, text or s(score), m)
-  local h = set == c.D and 'dh' or 'uh'
-  if c[h] ~= nil and (c[h] < 0 or score < c[h]) then c[h] = score end
-end
-
-local function zrem_timed(c, set, m)
-  redis.call('ZREM', set, m)
-  if set == c.D then c.dh = nil else c.uh = nil end
-end
-
--- Adds to a counter of the meta hash; finish writes it once per call.
-local function count(c, field)
-  c.counts[field] = (c.counts[field] or 0) + 1
-end
-
--- The topic's job sequence: read once per call, written once by finish.
-local function next_seq(c)
-  if c.seq == nil then c.seq = tonumber(redis.call('HGET', c.M, 'seq') or '0') end
-  c.seq = c.seq + 1
-  c.seq_dirty = true
-  return c.seq
-end
-
--- Writes what the call kept for the end (see count and next_seq).
-local function flush_meta(c)
-  local set = {}
-  if c.seq_dirty then
-    set[#set + 1] = 'seq'
-    set[#set + 1] = s(c.seq)
-    c.seq_dirty = false
+  if set == c.D then
+    if c.dmin < 0 or score < c.dmin then c.dmin = score; c.tdirty = true end
+  elseif c.umin < 0 or score < c.umin then
+    c.umin = score
+    c.tdirty = true
   end
-  if #set > 0 then redis.call('HSET', c.M, unpack(set)) end
-  for field, n in pairs(c.counts) do redis.call('HINCRBY', c.M, field, n) end
-  c.counts = {}
 end
 
 local function may(owner, caller) return caller == '*' or owner == '' or owner == caller end
@@ -97,110 +153,121 @@ local function delay_for(bo, n)
   return d
 end
 
-local function make_ready(c, m, p)
-  redis.call('HSET', jk(c, m), 's', 'r', 'o', '')
-  redis.call('ZADD', c.R, p, m)
+local function make_ready(c, m, j)
+  j[ST] = 'r'
+  j[OWN] = ''
+  save(c, m, j)
+  redis.call('ZADD', c.R, j[PRI], m)
   c.woke = true
 end
 
-local function bury(c, m)
-  redis.call('HSET', jk(c, m), 's', 'b', 'o', '')
-  redis.call('HINCRBY', jk(c, m), 'bu', 1)
-  redis.call('ZADD', c.B, redis.call('HINCRBY', c.M, 'bseq', 1), m)
+local function bury(c, m, j)
+  j[ST] = 'b'
+  j[OWN] = ''
+  j[BU] = j[BU] + 1
+  save(c, m, j)
+  c.bseq = c.bseq + 1
+  c.tdirty = true
+  redis.call('ZADD', c.B, c.bseq, m)
 end
 
 -- A reservation ended without the job finishing; m is in no set.
-local function come_back(c, m, explicit)
-  local f = redis.call('HMGET', jk(c, m), 'rs', 'mt', 'bo', 'p')
-  local rs, mt, bo = tonumber(f[1] or '0'), tonumber(f[2] or '0'), f[3] or ''
-  if mt > 0 and rs >= mt then
-    bury(c, m)
+local function come_back(c, m, j, explicit)
+  if j[MT] > 0 and j[RS] >= j[MT] then
+    bury(c, m, j)
     return 'buried'
   end
   local d = 0
   if explicit then
     d = explicit
-    redis.call('HSET', jk(c, m), 'dl', s(d))
-  elseif bo ~= '' then
-    d = delay_for(bo, rs)
-    redis.call('HSET', jk(c, m), 'dl', s(d))
+    j[DL] = d
+  elseif j[BO] ~= '' then
+    d = delay_for(j[BO], j[RS])
+    j[DL] = d
   end
   if d > 0 then
-    redis.call('HSET', jk(c, m), 's', 'd', 'due', s(c.now + d), 'o', '')
+    j[ST] = 'd'
+    j[DUE] = c.now + d
+    j[OWN] = ''
+    save(c, m, j)
     zadd_timed(c, c.D, c.now + d, m)
     return 'delayed'
   end
-  make_ready(c, m, f[4])
+  make_ready(c, m, j)
   return 'ready'
 end
 
 local function unplace(c, m, st)
   if st == 'r' then redis.call('ZREM', c.R, m)
-  elseif st == 'd' then zrem_timed(c, c.D, m)
-  elseif st == 'u' then zrem_timed(c, c.U, m)
+  elseif st == 'd' then redis.call('ZREM', c.D, m)
+  elseif st == 'u' then redis.call('ZREM', c.U, m)
   else redis.call('ZREM', c.B, m) end
 end
 
-local function reserve_one(c, m, owner, out)
-  local j = jk(c, m)
-  local f = redis.call('HMGET', j, 'ttr', 'k', 'b', 'p', 'rs')
-  local dl = c.now + tonumber(f[1])
+local function reserve_one(c, m, j, owner, out)
+  local dl = c.now + j[TTR]
   local dls = s(dl)
-  redis.call('HSET', j, 's', 'u', 'o', owner, 'due', dls, 'rs', s(tonumber(f[5] or '0') + 1))
+  j[ST] = 'u'
+  j[OWN] = owner
+  j[DUE] = dl
+  j[RS] = j[RS] + 1
+  save(c, m, j)
   zadd_timed(c, c.U, dl, m, dls)
   out[#out + 1] = m
-  out[#out + 1] = f[2] or ''
-  out[#out + 1] = f[3]
-  out[#out + 1] = f[4]
+  out[#out + 1] = j[KEY]
+  out[#out + 1] = j[BODY]
+  out[#out + 1] = j[PRI]
   out[#out + 1] = dls
 end
 
 local function destroy(c, m, key, st)
   unplace(c, m, st)
   if key ~= '' then redis.call('HDEL', c.K, key) end
-  redis.call('DEL', jk(c, m))
+  drop(c, m)
 end
 
 -- Everything due up to c.now: delayed jobs become ready, TTRs expire, a
 -- pause ends. Bounded per call; the rest waits for the next call.
 local function advance(c)
-  c.dh = head(c.D)
-  if c.dh >= 0 and c.dh <= c.now then
+  if c.dmin >= 0 and c.dmin <= c.now then
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.D, '-inf', now_s(c), 'LIMIT', 0, 1000)) do
       redis.call('ZREM', c.D, m)
-      make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+      local j = load(c, m)
+      if j then make_ready(c, m, j) end
     end
-    c.dh = nil
+    c.dmin = head(c.D)
+    c.tdirty = true
   end
-  c.uh = head(c.U)
-  if c.uh >= 0 and c.uh <= c.now then
+  if c.umin >= 0 and c.umin <= c.now then
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', c.U, '-inf', now_s(c), 'LIMIT', 0, 1000)) do
-      zrem_timed(c, c.U, m)
-      redis.call('HINCRBY', jk(c, m), 'to', 1)
-      count(c, 'timeouts')
-      come_back(c, m, nil)
+      redis.call('ZREM', c.U, m)
+      local j = load(c, m)
+      if j then
+        j[TO] = j[TO] + 1
+        c.touts = c.touts + 1
+        come_back(c, m, j, nil)
+      end
     end
-    c.uh = nil
+    c.umin = head(c.U)
+    c.tdirty = true
   end
-  c.pu = tonumber(redis.call('HGET', c.M, 'pu') or '0')
   if c.pu > 0 and c.pu <= c.now then
-    redis.call('HSET', c.M, 'pu', 0, 'pm', 0)
-    c.pu = 0
+    c.pu, c.pm = 0, 0
+    c.tdirty = true
     c.woke = true
   end
 end
 
 local function next_wake(c)
-  if c.dh == nil then c.dh = head(c.D) end
-  if c.uh == nil then c.uh = head(c.U) end
-  local w = c.dh
-  if c.uh >= 0 and (w < 0 or c.uh < w) then w = c.uh end
+  local w = c.dmin
+  if c.umin >= 0 and (w < 0 or c.umin < w) then w = c.umin end
   if c.pu > c.now and (w < 0 or c.pu < w) then w = c.pu end
   return w
 end
 
 local function finish(c, result)
-  flush_meta(c)
+  flush_jobs(c)
+  flush_topic(c)
   if c.woke then redis.call('PUBLISH', c.P .. 'wake', '1') end
   -- Relative: the instances' clocks need not agree with Redis's.
   local w = next_wake(c)
@@ -215,6 +282,7 @@ end
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
 -- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
 local function context(keys, args)
+  if pack == nil then pack, unpack_mp = cmsgpack.pack, cmsgpack.unpack end
   local p, now = args[1], nil
   if string.byte(p) == 100 then
     local tm = redis.call('TIME')
@@ -224,8 +292,11 @@ local function context(keys, args)
     now = tonumber(string.sub(p, 1, bar - 1))
     p = string.sub(p, bar + 1)
   end
-  return {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
-          P = p, now = now, woke = false, counts = {}}
+  local c = {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
+             P = p, now = now, woke = false, tdirty = false,
+             jobs = {}, dirty = {}, fresh = {}, gone = {}}
+  load_topic(c)
+  return c
 end
 
 local ops = {}
@@ -247,27 +318,27 @@ topic_function('dq_put', function(c, args, o, n)
   local key = args[o + 8]
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
-    if ex then return {0, ex, redis.call('HGET', jk(c, ex), 's')} end
+    if ex then
+      local j = load(c, ex)
+      return {0, ex, j and j[ST] or ''}
+    end
   end
-  local m = string.format('%013d', next_seq(c))
+  c.seq = c.seq + 1
+  c.tdirty = true
+  local m = string.format('%013d', c.seq)
   local due
   if args[o + 6] ~= '' then due = tonumber(args[o + 6]) else due = c.now + tonumber(args[o + 5]) end
   local delay = due - c.now
   if delay < 0 then delay = 0 end
   local st = 'r'
   if due > c.now then st = 'd' end
-  -- Fields at their defaults are left out (the layout's table): each
-  -- field costs a search of the hash on every write.
-  local dues = due == c.now and now_s(c) or s(due)
-  local f = {'b', args[o + 3], 's', st, 'p', args[o + 4], 'due', dues, 'c', now_s(c), 'ttr', args[o + 7]}
-  if delay > 0 then f[#f + 1] = 'dl'; f[#f + 1] = s(delay) end
-  if key ~= '' then f[#f + 1] = 'k'; f[#f + 1] = key end
-  if args[o + 9] ~= '0' then f[#f + 1] = 'mt'; f[#f + 1] = args[o + 9] end
-  if args[o + 10] ~= '' then f[#f + 1] = 'bo'; f[#f + 1] = args[o + 10] end
-  redis.call('HSET', jk(c, m), unpack(f))
+  local j = {st, tonumber(args[o + 4]), due, '', key, delay, tonumber(args[o + 7]), c.now,
+             tonumber(args[o + 9]), args[o + 10], 0, 0, 0, 0, 0, args[o + 3]}
+  c.fresh[m] = true
+  save(c, m, j)
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
-    zadd_timed(c, c.D, due, m, dues)
+    zadd_timed(c, c.D, due, m)
   else
     redis.call('ZADD', c.R, args[o + 4], m)
     c.woke = true
@@ -286,8 +357,11 @@ topic_function('dq_reserve', function(c, args, o, n)
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
       if not top[1] then return out end
-      reserve_one(c, top[1], owner, out)
-      out[#out + 1] = (i - 2) / 2
+      local j = load(c, top[1])
+      if j then
+        reserve_one(c, top[1], j, owner, out)
+        out[#out + 1] = (i - 2) / 2
+      end
     end
     i = i + 2
   end
@@ -303,11 +377,11 @@ end)
 
 topic_function('dq_reserve_job', function(c, args, o, n)
   local m = args[o + 2]
-  local st = redis.call('HGET', jk(c, m), 's')
-  if not st or st == 'u' then return {} end
-  unplace(c, m, st)
+  local j = load(c, m)
+  if not j or j[ST] == 'u' then return {} end
+  unplace(c, m, j[ST])
   local out = {}
-  reserve_one(c, m, args[o + 3], out)
+  reserve_one(c, m, j, args[o + 3], out)
   return out
 end)
 
@@ -315,44 +389,53 @@ topic_function('dq_delete', function(c, args, o, n)
   local m = args[o + 3]
   if args[o + 2] == 'key' then m = redis.call('HGET', c.K, args[o + 3]) end
   if not m then return 0 end
-  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'k')
-  if not f[1] then return 0 end
-  if f[1] == 'u' and not may(f[2] or '', args[o + 4]) then return 0 end
-  destroy(c, m, f[3] or '', f[1])
-  count(c, 'cmd_delete')
+  local j = load(c, m)
+  if not j then return 0 end
+  if j[ST] == 'u' and not may(j[OWN], args[o + 4]) then return 0 end
+  destroy(c, m, j[KEY], j[ST])
+  c.cdel = c.cdel + 1
+  c.tdirty = true
   -- By key, the member: the instance then knows which job went.
   if args[o + 2] == 'key' then return m end
   return 1
 end)
 
+-- The job m if it is reserved and the caller may act on it, else nil.
+local function held(c, m, caller)
+  local j = load(c, m)
+  if not j or j[ST] ~= 'u' or not may(j[OWN], caller) then return nil end
+  return j
+end
+
 topic_function('dq_release', function(c, args, o, n)
   local m = args[o + 2]
-  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'bo')
-  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return '' end
-  zrem_timed(c, c.U, m)
-  redis.call('HSET', jk(c, m), 'p', args[o + 4])
-  redis.call('HINCRBY', jk(c, m), 'rl', 1)
+  local j = held(c, m, args[o + 3])
+  if not j then return '' end
+  redis.call('ZREM', c.U, m)
+  j[PRI] = tonumber(args[o + 4])
+  j[RL] = j[RL] + 1
   local d = nil
-  if args[o + 5] ~= '' then d = tonumber(args[o + 5]) elseif (f[3] or '') == '' then d = 0 end
-  return come_back(c, m, d)
+  if args[o + 5] ~= '' then d = tonumber(args[o + 5]) elseif j[BO] == '' then d = 0 end
+  return come_back(c, m, j, d)
 end)
 
 topic_function('dq_bury', function(c, args, o, n)
   local m = args[o + 2]
-  local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return 0 end
-  zrem_timed(c, c.U, m)
-  redis.call('HSET', jk(c, m), 'p', args[o + 4])
-  bury(c, m)
+  local j = held(c, m, args[o + 3])
+  if not j then return 0 end
+  redis.call('ZREM', c.U, m)
+  j[PRI] = tonumber(args[o + 4])
+  bury(c, m, j)
   return 1
 end)
 
 topic_function('dq_touch', function(c, args, o, n)
   local m = args[o + 2]
-  local f = redis.call('HMGET', jk(c, m), 's', 'o', 'ttr')
-  if f[1] ~= 'u' or not may(f[2] or '', args[o + 3]) then return 0 end
-  local dl = c.now + tonumber(f[3])
-  redis.call('HSET', jk(c, m), 'due', s(dl))
+  local j = held(c, m, args[o + 3])
+  if not j then return 0 end
+  local dl = c.now + j[TTR]
+  j[DUE] = dl
+  save(c, m, j)
   zadd_timed(c, c.U, dl, m)
   return dl
 end)
@@ -367,34 +450,37 @@ topic_function('dq_kick', function(c, args, o, n)
     list = redis.call('ZRANGE', c.D, 0, bound - 1)
   end
   for _, m in ipairs(list) do
-    if from == c.D then zrem_timed(c, c.D, m) else redis.call('ZREM', from, m) end
-    redis.call('HINCRBY', jk(c, m), 'ki', 1)
-    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+    redis.call('ZREM', from, m)
+    local j = load(c, m)
+    if j then
+      j[KI] = j[KI] + 1
+      make_ready(c, m, j)
+    end
   end
   return #list
 end)
 
 topic_function('dq_kick_job', function(c, args, o, n)
   local m = args[o + 2]
-  local st = redis.call('HGET', jk(c, m), 's')
-  if st ~= 'b' and st ~= 'd' then return 0 end
-  unplace(c, m, st)
-  redis.call('HINCRBY', jk(c, m), 'ki', 1)
-  make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+  local j = load(c, m)
+  if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
+  unplace(c, m, j[ST])
+  j[KI] = j[KI] + 1
+  make_ready(c, m, j)
   return 1
 end)
 
 topic_function('dq_return', function(c, args, o, n)
   local m = args[o + 2]
-  local f = redis.call('HMGET', jk(c, m), 's', 'o')
-  if f[1] ~= 'u' or (f[2] or '') ~= args[o + 3] then return 0 end
-  zrem_timed(c, c.U, m)
+  local j = load(c, m)
+  if not j or j[ST] ~= 'u' or j[OWN] ~= args[o + 3] then return 0 end
+  redis.call('ZREM', c.U, m)
   if args[o + 4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
-    redis.call('HINCRBY', jk(c, m), 'rs', -1)
-    make_ready(c, m, redis.call('HGET', jk(c, m), 'p'))
+    j[RS] = j[RS] - 1
+    make_ready(c, m, j)
   else
-    come_back(c, m, nil)
+    come_back(c, m, j, nil)
   end
   return 1
 end)
@@ -409,35 +495,34 @@ topic_function('dq_peek', function(c, args, o, n)
     m = redis.call('ZRANGE', set, 0, 0)[1]
   end
   if not m then return {} end
-  local f = redis.call('HMGET', jk(c, m), 'k', 'b', 's', 'p')
-  if not f[3] then return {} end
-  return {m, f[1] or '', f[2], f[3], f[4]}
+  local j = load(c, m)
+  if not j then return {} end
+  return {m, j[KEY], j[BODY], j[ST], j[PRI]}
 end)
 
+-- {now, field, value, ...} with the field names of docs/redis-backend.md.
 topic_function('dq_stats_job', function(c, args, o, n)
-  local all = redis.call('HGETALL', jk(c, args[o + 2]))
-  if #all == 0 then return {} end
-  table.insert(all, 1, s(c.now))
-  return all
+  local j = load(c, args[o + 2])
+  if not j then return {} end
+  return {s(c.now), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
+          'c', s(j[CR]), 'dl', j[DL], 'ttr', j[TTR], 'rs', j[RS], 'to', j[TO], 'rl', j[RL],
+          'bu', j[BU], 'ki', j[KI], 'mt', j[MT]}
 end)
 
 topic_function('dq_stats_topic', function(c, args, o, n)
-  flush_meta(c)
-  local f = redis.call('HMGET', c.M, 'seq', 'cmd_delete', 'cmd_pause', 'pm', 'pu', 'timeouts')
   return {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     redis.call('ZCARD', c.U), redis.call('ZCARD', c.D), redis.call('ZCARD', c.B),
-    f[1] or '0', f[2] or '0', f[3] or '0', f[4] or '0', f[5] or '0', f[6] or '0', s(c.now)}
+    s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}
 end)
 
 topic_function('dq_pause', function(c, args, o, n)
   local d = tonumber(args[o + 2])
-  redis.call('HINCRBY', c.M, 'cmd_pause', 1)
+  c.cpause = c.cpause + 1
+  c.tdirty = true
   if d > 0 then
-    redis.call('HSET', c.M, 'pm', s(d), 'pu', s(c.now + d))
-    c.pu = c.now + d
+    c.pm, c.pu = d, c.now + d
   else
-    redis.call('HSET', c.M, 'pm', 0, 'pu', 0)
-    c.pu = 0
+    c.pm, c.pu = 0, 0
     c.woke = true
   end
   return 1
@@ -452,7 +537,8 @@ topic_function('dq_clear', function(c, args, o, n)
   for _, set in ipairs(sets) do
     if n >= limit then break end
     for _, m in ipairs(redis.call('ZRANGE', set[1], 0, limit - n - 1)) do
-      destroy(c, m, redis.call('HGET', jk(c, m), 'k') or '', set[2])
+      local j = load(c, m)
+      destroy(c, m, j and j[KEY] or '', set[2])
       n = n + 1
     end
   end
