@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     // Put: topic, body, priority, delay, run_at, ttr, key, max_tries, back-off.
     std::vector<std::string> a = head;
     for (int i = 0; i < per_batch; ++i)
-      a.insert(a.end(), {"dq_put", "9", "bench", body, "1024", "0", "", "60000", "", "0", ""});
+      a.insert(a.end(), {"dq_put", "4", body, "1024", "0", "60000"});
     for (int i = 0; i < per_batch; ++i) a.insert(a.end(), {"dq_reserve", "2", "bench:1", "1"});
     Reply r = Command(c, a);
     // {next_wake, {put results..., reserve results...}}; a reserve result is

@@ -94,10 +94,10 @@ probe lua_table6 p_table6
 probe lua_concat p_concat
 probe lua_format p_format
 P='dq:{probe}:'
-KEYS=(6 "${P}ready" "${P}delayed" "${P}reserved" "${P}buried" "${P}keys" "${P}meta")
+KEYS=(6 "${P}ready" "${P}delayed" "${P}reserved" "${P}buried" "${P}keys" "${P}topic")
 measure FCALL dq_tick "${KEYS[@]}" "$P"
 echo "redis_op_instructions_dq_tick: $per_call"
-measure FCALL dq_put "${KEYS[@]}" "$P" probe "$BODY" 1024 0 '' 60000 '' 0 ''
+measure FCALL dq_put "${KEYS[@]}" "$P" "$BODY" 1024 0 60000
 echo "redis_op_instructions_dq_put: $per_call"
 redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
 wait "$SERVER_PID" 2>/dev/null || true

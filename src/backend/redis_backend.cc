@@ -639,15 +639,20 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
   } else {
     name = "default";
   }
-  std::vector<std::string> args{name,
-                                std::string(r.body),
-                                std::to_string(r.priority),
-                                std::to_string(r.delay_ms),
-                                r.run_at ? std::to_string(*r.run_at) : std::string(),
-                                std::to_string(r.ttr_ms),
-                                std::string(r.key),
-                                std::to_string(r.max_tries),
-                                EncodeBackoff(r.backoff)};
+  // The optional arguments go only up to the last one not at its default
+  // (docs/redis-backend.md): each argument costs Redis a conversion.
+  std::vector<std::string> args{std::string(r.body), std::to_string(r.priority),
+                                std::to_string(r.delay_ms), std::to_string(r.ttr_ms)};
+  std::string backoff = EncodeBackoff(r.backoff);
+  size_t optional = !backoff.empty()   ? 4
+                    : r.max_tries != 0 ? 3
+                    : !r.key.empty()   ? 2
+                    : r.run_at         ? 1
+                                       : 0;
+  if (optional >= 1) args.push_back(r.run_at ? std::to_string(*r.run_at) : std::string());
+  if (optional >= 2) args.emplace_back(r.key);
+  if (optional >= 3) args.push_back(std::to_string(r.max_tries));
+  if (optional >= 4) args.push_back(std::move(backoff));
   Topic& t = GetTopic(name);
   Topic* tp = &t;
   Register(t, [this, tp, args = std::move(args), done = std::move(done)](Status st) mutable {

@@ -123,9 +123,10 @@ end
 -- lower bound of the set's lowest score. A removal leaves the bound as it
 -- is: a bound below the real head only makes the topic's next call look
 -- into the set once more (advance), which then reads the real head.
--- text: the score already written as a string, or nil.
-local function zadd_timed(c, set, score, m, text)
-  redis.call('ZADD', set, text or s(score), m)
+-- The score goes to Redis as a number: Redis writes it out exactly, and for
+-- less than string.format costs.
+local function zadd_timed(c, set, score, m)
+  redis.call('ZADD', set, score, m)
   if set == c.D then
     if c.dmin < 0 or score < c.dmin then c.dmin = score; c.tdirty = true end
   elseif c.umin < 0 or score < c.umin then
@@ -206,18 +207,18 @@ end
 
 local function reserve_one(c, m, j, owner, out)
   local dl = c.now + j[TTR]
-  local dls = s(dl)
   j[ST] = 'u'
   j[OWN] = owner
   j[DUE] = dl
   j[RS] = j[RS] + 1
   save(c, m, j)
-  zadd_timed(c, c.U, dl, m, dls)
-  out[#out + 1] = m
-  out[#out + 1] = j[KEY]
-  out[#out + 1] = j[BODY]
-  out[#out + 1] = j[PRI]
-  out[#out + 1] = dls
+  zadd_timed(c, c.U, dl, m)
+  local k = #out
+  out[k + 1] = m
+  out[k + 2] = j[KEY]
+  out[k + 3] = j[BODY]
+  out[k + 4] = j[PRI]
+  out[k + 5] = dl
 end
 
 local function destroy(c, m, key, st)
@@ -314,8 +315,11 @@ local function topic_function(name, body)
   end)
 end
 
+-- Arguments: body, priority, delay, ttr, then run_at, key, max_tries and
+-- backoff, which the caller leaves out from the last one not at its default
+-- ('', '', 0, ''): a plain put sends four.
 topic_function('dq_put', function(c, args, o, n)
-  local key = args[o + 8]
+  local key = n >= 6 and args[o + 7] or ''
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
     if ex then
@@ -327,20 +331,21 @@ topic_function('dq_put', function(c, args, o, n)
   c.tdirty = true
   local m = string.format('%013d', c.seq)
   local due
-  if args[o + 6] ~= '' then due = tonumber(args[o + 6]) else due = c.now + tonumber(args[o + 5]) end
+  if n >= 5 and args[o + 6] ~= '' then due = tonumber(args[o + 6]) else due = c.now + tonumber(args[o + 4]) end
   local delay = due - c.now
   if delay < 0 then delay = 0 end
   local st = 'r'
   if due > c.now then st = 'd' end
-  local j = {st, tonumber(args[o + 4]), due, '', key, delay, tonumber(args[o + 7]), c.now,
-             tonumber(args[o + 9]), args[o + 10], 0, 0, 0, 0, 0, args[o + 3]}
+  local j = {st, tonumber(args[o + 3]), due, '', key, delay, tonumber(args[o + 5]), c.now,
+             n >= 7 and tonumber(args[o + 8]) or 0, n >= 8 and args[o + 9] or '', 0, 0, 0, 0, 0,
+             args[o + 2]}
   c.fresh[m] = true
   save(c, m, j)
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
     zadd_timed(c, c.D, due, m)
   else
-    redis.call('ZADD', c.R, args[o + 4], m)
+    redis.call('ZADD', c.R, args[o + 3], m)
     c.woke = true
   end
   return {1, m, st}

@@ -15,7 +15,7 @@ namespace delayq::backend::redis {
 // {next_wake, result}: next_wake is in how many ms the topic next has
 // something to do (a due job, a TTR, the end of a pause), or -1 for never.
 enum class Script : size_t {
-  kPut,      // topic, body, priority, delay_ms, run_at|'', ttr_ms, key, max_tries, backoff
+  kPut,      // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
   kReserve,  // (owner, count)...  -> {'ok', member, key, body, priority, deadline, owner-index...}
   kTop,      // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
   kReserveJob,  // member, owner -> {} or {member, key, body, priority, deadline}
