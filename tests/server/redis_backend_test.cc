@@ -34,6 +34,16 @@ struct Jobs {
   std::vector<Job> jobs;
 };
 
+// The number a shell command prints first, or -1.
+int ShellNumber(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  int v = -1;
+  if (std::fscanf(p, "%d", &v) != 1) v = -1;
+  pclose(p);
+  return v;
+}
+
 class RedisBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -115,6 +125,21 @@ class RedisBackendTest : public ::testing::Test {
     return Get<TopicStats>([&](Callback<TopicStats> cb) { b.StatsTopic(t, cb); });
   }
 
+  // A session that uses and watches only `topic`.
+  SessionId SessionOn(Backend& b, const std::string& topic) {
+    SessionId s = b.OpenSession();
+    EXPECT_TRUE(b.Use(s, topic).ok());
+    EXPECT_TRUE(b.Watch(s, topic).ok());
+    EXPECT_TRUE(b.Ignore(s, "default").ok());
+    return s;
+  }
+
+  // How many keys of the test's Redis match a pattern (SCAN).
+  int CountKeys(const std::string& pattern) {
+    return ShellNumber("redis-cli -p " + std::to_string(redis_.port()) + " --scan --pattern '" +
+                       pattern + "' | wc -l");
+  }
+
   RedisProcess redis_;
   boost::asio::io_context io_;
   Clock clock_;
@@ -189,10 +214,7 @@ TEST_F(RedisBackendTest, PutReserveDelete) {
 
 TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
   auto b = Make();
-  SessionId s = b->OpenSession();
-  ASSERT_TRUE(b->Use(s, "orders").ok());
-  ASSERT_TRUE(b->Watch(s, "orders").ok());
-  ASSERT_TRUE(b->Ignore(s, "default").ok());
+  SessionId s = SessionOn(*b, "orders");
   std::vector<JobId> ids;
   for (uint32_t pri : {5u, 1u, 5u, 0u}) {
     std::string body = "p" + std::to_string(pri);  // outlives the put (it holds a view)
@@ -408,6 +430,61 @@ TEST_F(RedisBackendTest, PauseClearAndStats) {
   ASSERT_TRUE(cleared.ok());
   EXPECT_EQ(*cleared, 4u);
   EXPECT_EQ(StatsTopic(*b, "nope").code(), Code::kNotFound);
+}
+
+// A call writes the jobs it changed at its end and deletes the ones it
+// finished with one DEL of at most 500 keys (docs/redis-backend.md): however
+// a job leaves, and however many leave in one call, its key goes too.
+TEST_F(RedisBackendTest, FinishedJobsLeaveNoKeysBehind) {
+  auto b = Make();
+  SessionId s = SessionOn(*b, "gc");
+  // All in flight at once, so that calls carry many puts each.
+  constexpr int kJobs = 1500;
+  std::vector<std::string> bodies;
+  for (int i = 0; i < kJobs; ++i) bodies.push_back("job-" + std::to_string(i));
+  int replies = 0, failed = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    PutRequest r;
+    r.body = bodies[i];
+    r.delay_ms = i % 3 == 0 ? 600'000 : 0;
+    b->Put(s, r, [&](Result<PutResult> x) {
+      ++replies;
+      if (!x.ok()) ++failed;
+    });
+  }
+  ASSERT_TRUE(RunUntil([&] { return replies == kJobs; }, milliseconds(20000)));
+  ASSERT_EQ(failed, 0);
+  EXPECT_EQ(CountKeys("dq:{gc}:j:*"), kJobs);
+  // 100 reserved at once: 60 deleted, 20 released and then deleted, 20 buried.
+  Jobs got = Reserve(*b, s, 0, 100);
+  ASSERT_EQ(got.jobs.size(), 100u) << got.status.ToString();
+  int i = 0;
+  for (const Job& j : got.jobs) {
+    if (i < 60) {
+      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, d); }).ok());
+    } else if (i < 80) {
+      auto st = Get<JobState>(
+          [&](Callback<JobState> cb) { b->Release(s, j.id, j.priority, TimeMs{0}, cb); });
+      EXPECT_TRUE(st.ok() && *st == JobState::kReady);
+      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, d); }).ok());
+    } else {
+      EXPECT_TRUE(Do([&](Done d) { b->Bury(s, j.id, j.priority, d); }).ok());
+    }
+    ++i;
+  }
+  EXPECT_EQ(CountKeys("dq:{gc}:j:*"), kJobs - 80);
+  // The rest in one clear: more than one call takes (1,000), more than one
+  // DEL names (500).
+  auto cleared =
+      Get<uint64_t>([&](Callback<uint64_t> cb) { b->ClearTopic(s, "gc", kClearAll, cb); });
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ(*cleared, static_cast<uint64_t>(kJobs - 80));
+  EXPECT_EQ(CountKeys("dq:{gc}:j:*"), 0);
+  auto ts = StatsTopic(*b, "gc");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->ready + ts->delayed + ts->buried + ts->reserved, 0u);
+  EXPECT_EQ(ts->total_jobs, static_cast<uint64_t>(kJobs));
+  EXPECT_EQ(ts->cmd_delete, 80u);
 }
 
 TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
@@ -824,13 +901,7 @@ class RedisClusterTest : public RedisBackendTest {
   }
   // Keys held by a node.
   int DbSize(const testing::RedisProcess& n) {
-    std::string cmd = "redis-cli -p " + std::to_string(n.port()) + " dbsize";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return -1;
-    int v = -1;
-    if (std::fscanf(p, "%d", &v) != 1) v = -1;
-    pclose(p);
-    return v;
+    return ShellNumber("redis-cli -p " + std::to_string(n.port()) + " dbsize");
   }
   testing::RedisProcess nodes_[3];
 };
