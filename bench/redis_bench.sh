@@ -24,6 +24,9 @@
 #                   one poller doing ZRANGEBYSCORE + ZREM, sleeping
 #                   BENCH_ZSET_POLL_MS (default 1000) unless its batch of 100
 #                   came back full.
+#   memory          BENCH_MEMORY_JOBS (100000; 0: skip) jobs with 64-byte
+#                   bodies delayed by an hour, put through one instance:
+#                   Redis's used_memory per job held.
 # Each throughput figure is the best of BENCH_ROUNDS rounds; each round
 # starts from an empty Redis (FLUSHALL) or a fresh data directory.
 #
@@ -31,7 +34,7 @@
 # `redis2_vs_local_lifecycle_c50` last; progress on stderr.
 # Knobs: BENCH_SECONDS (2), BENCH_WARMUP (0.5), BENCH_ROUNDS (2),
 # BENCH_LATENESS_SECONDS (3), BENCH_LATENESS_RATES ("2000 5000"), BENCH_LATENESS_WORKERS (32), BENCH_ZSET_POLL_MS
-# (1000), REDIS_SERVER (/usr/bin/redis-server).
+# (1000), BENCH_MEMORY_JOBS (100000), REDIS_SERVER (/usr/bin/redis-server).
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -46,6 +49,7 @@ LAT_SECS=${BENCH_LATENESS_SECONDS:-3}
 LAT_RATES=${BENCH_LATENESS_RATES:-2000 5000}
 LAT_WORKERS=${BENCH_LATENESS_WORKERS:-32}
 ZSET_POLL=${BENCH_ZSET_POLL_MS:-1000}
+MEM_JOBS=${BENCH_MEMORY_JOBS:-100000}
 
 die() { echo "redis_bench: $*" >&2; exit 1; }
 for f in "$LOADGEN" "$DELAYQD" "$ZSET"; do [[ -x $f ]] || die "$f not found (make build)"; done
@@ -215,12 +219,33 @@ for rate in $LAT_RATES; do
   keep_lateness zset "$rate" "$out"
 done
 
+# Memory: what Redis holds per waiting job. BENCH_MEMORY_JOBS (100,000) jobs
+# with 64-byte bodies, delayed by an hour, put through one instance;
+# used_memory after minus before, divided by the jobs Redis holds.
+used_memory() {
+  redis-cli -p "$REDIS_PORT" info memory | awk -F: '$1 == "used_memory" { print $2 + 0 }'
+}
+mem_per_job=n/a
+if [[ $MEM_JOBS -gt 0 ]]; then
+  redis-cli -p "$REDIS_PORT" flushall >/dev/null
+  start_dq --backend "redis://127.0.0.1:$REDIS_PORT"
+  before=$(used_memory)
+  "$LOADGEN" --port "${DQ_PORTS[0]}" --connections 10 --mode put --jobs "$MEM_JOBS" --delay-s 3600 \
+    --tube memory >/dev/null 2>&1 || true
+  after=$(used_memory)
+  held=$(redis-cli -p "$REDIS_PORT" zcard 'dq:{memory}:delayed')
+  stop_all
+  if [[ $held -gt 0 ]]; then mem_per_job=$(((after - before) / held)); fi
+  echo "redis_bench: $held delayed jobs, Redis used_memory +$((after - before)) bytes" >&2
+fi
+
 echo "redis_bench_rounds: $ROUNDS"
 echo "redis_bench_seconds_per_round: $SECS"
 echo "local_lifecycle_c50_jobs_per_s: $local_c50"
 echo "redis1_lifecycle_c50_jobs_per_s: $redis1_c50"
 echo "redis2_lifecycle_c50_jobs_per_s: $redis2_c50"
 echo "redis1_vs_local_lifecycle_c50: $(ratio "$redis1_c50" "$local_c50")"
+echo "redis_bytes_per_delayed_job: $mem_per_job"
 echo "zset_poll_ms: $ZSET_POLL"
 for rate in $LAT_RATES; do
   for who in local redis zset; do
