@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   const std::string body(64, 'x');
   long reserved = 0;
   for (long it = 0; it < iterations; ++it) {
-    // Put: topic, body, priority, delay, run_at, ttr, key, max_tries, back-off.
+    // Put: body, priority, delay, ttr (run_at, key, max_tries and back-off
+    // at their defaults, so left out).
     std::vector<std::string> a = head;
     for (int i = 0; i < per_batch; ++i)
       a.insert(a.end(), {"dq_put", "4", body, "1024", "0", "60000"});

@@ -16,9 +16,9 @@ namespace {
 //   P.."j:"..member   string  the job, MessagePack (see load; docs/redis-backend.md)
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
 // Time is Redis's own clock (TIME), the same for every instance (a test may
-// pass its own: see context). Numbers written as text go through
-// string.format('%d'): Lua's own formatting would turn a large due time into
-// 1.4e+14.
+// pass its own: see context). A number that becomes text goes through
+// string.format('%d') or to redis.call as a number (Redis writes it out
+// exactly): Lua's own formatting would turn a large due time into 1.4e+14.
 //
 // A call reads each job it touches once (GET) and keeps it in c.jobs; the
 // jobs it changed are written at its end with one MSET and the jobs it
