@@ -890,14 +890,9 @@ class RedisClusterTest : public RedisBackendTest {
     }
   }
   std::unique_ptr<RedisBackend> MakeOnCluster() {
-    RedisBackend::Options o;
-    auto addr = ParseRedisUrl("redis-cluster://127.0.0.1:" + std::to_string(nodes_[0].port()));
-    EXPECT_TRUE(addr.ok());
-    o.address = *addr;
-    auto b = std::make_unique<RedisBackend>(io_, o, clock_);
-    b->Start();
-    EXPECT_TRUE(RunUntil([&] { return b->connected(); }, milliseconds(10000)));
-    return b;
+    return testing::StartRedisBackend(
+        io_, "redis-cluster://127.0.0.1:" + std::to_string(nodes_[0].port()), {}, clock_,
+        milliseconds(10000));
   }
   // Keys held by a node.
   int DbSize(const testing::RedisProcess& n) {
