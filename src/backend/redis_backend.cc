@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "backend/resp.h"
 #include "delayq/engine.h"
 
 namespace delayq::backend {
@@ -273,7 +274,7 @@ void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
   t.on_registered.push_back(std::move(then));
   if (t.on_registered.size() > 1) return;
   Topic* tp = &t;
-  RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name}, false,
+  RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name},
          [this, tp](Status st, const redisReply* r) {
            if (st.ok()) {
              if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0) {
@@ -347,22 +348,31 @@ void RedisBackend::RefreshRegistry(std::function<void()> then) {
 
 // ---- scripts ---------------------------------------------------------------
 
-void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<std::string> args,
-                          bool retried, std::function<void(Status, const redisReply*)> done) {
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
+void RedisBackend::RunRaw(Script sc, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args,
+                          std::function<void(Status, const redisReply*)> done) {
   std::string nkeys = std::to_string(keys.size());
-  argv.push_back("FCALL");
-  argv.push_back(redis::Name(sc));
-  argv.push_back(nkeys);
-  for (const std::string& k : keys) argv.push_back(k);
-  for (const std::string& a : args) argv.push_back(a);
+  std::string_view name = redis::Name(sc);
+  size_t size = 16 + resp::BulkSize(name.size()) + resp::BulkSize(nkeys.size());
+  for (const std::string& k : keys) size += resp::BulkSize(k.size());
+  for (const std::string& a : args) size += resp::BulkSize(a.size());
+  std::string cmd;
+  cmd.reserve(size);
+  resp::AppendArray(cmd, 3 + keys.size() + args.size());
+  resp::AppendBulk(cmd, "FCALL");
+  resp::AppendBulk(cmd, name);
+  resp::AppendBulk(cmd, nkeys);
+  for (const std::string& k : keys) resp::AppendBulk(cmd, k);
+  for (const std::string& a : args) resp::AppendBulk(cmd, a);
+  Call(keys.front(), std::make_shared<const std::string>(std::move(cmd)), false, std::move(done));
+}
+
+void RedisBackend::Call(const std::string& route, std::shared_ptr<const std::string> command,
+                        bool retried, std::function<void(Status, const redisReply*)> done) {
   std::weak_ptr<bool> alive = alive_;
-  std::string route = keys.front();  // before `keys` moves into the handler
-  router_->Command(
-      route, argv,
-      [this, alive, sc, keys = std::move(keys), args = std::move(args), retried,
-       done = std::move(done)](const redisReply* r) mutable {
+  router_->Send(
+      route, command,
+      [this, alive, route, command, retried, done = std::move(done)](const redisReply* r) {
         if (alive.expired()) return;
         if (r == nullptr) {
           std::string why = router_->last_error().empty() ? "not connected" : router_->last_error();
@@ -371,12 +381,12 @@ void RedisBackend::RunRaw(Script sc, std::vector<std::string> keys, std::vector<
         if (r->type == REDIS_REPLY_ERROR) {
           std::string_view e = Str(r);
           if (!retried && e.find("Function not found") != std::string_view::npos) {
-            // The library is gone (FUNCTION FLUSH, or a Redis that lost
-            // it): load it again on that node, then call once more.
-            std::string route = keys.front();
+            // The library is gone (FUNCTION FLUSH, or a Redis that
+            // lost it): load it again on that node, then call once
+            // more.
             router_->Command(route, {"FUNCTION", "LOAD", "REPLACE", redis::Library()},
                              [](const redisReply*) {});
-            return RunRaw(sc, std::move(keys), std::move(args), true, std::move(done));
+            return Call(route, command, true, done);
           }
           return done(Status::Internal("redis: " + std::string(e)), nullptr);
         }
@@ -403,14 +413,8 @@ std::string RedisBackend::Header(const Topic& t) const {
 void RedisBackend::FlushBatch(Topic& t) {
   t.flush_posted = false;
   if (t.batch.empty() || t.in_flight >= kMaxInFlight) return;
-  std::vector<Topic::Call> calls;
-  if (t.batch.size() <= kCallsPerBatch) {
-    calls.swap(t.batch);
-  } else {
-    calls.assign(std::make_move_iterator(t.batch.begin()),
-                 std::make_move_iterator(t.batch.begin() + kCallsPerBatch));
-    t.batch.erase(t.batch.begin(), t.batch.begin() + kCallsPerBatch);
-  }
+  // The first calls of t.batch go; t.batch keeps its capacity.
+  std::span<Topic::Call> calls(t.batch.data(), std::min(t.batch.size(), kCallsPerBatch));
   t.in_flight++;
   Topic* tp = &t;
   // First thing on the reply: the calls queued meanwhile leave (posted, so
@@ -429,38 +433,66 @@ void RedisBackend::FlushBatch(Topic& t) {
       });
     }
   };
-  if (calls.size() == 1) {
-    Topic::Call call = std::move(calls.front());
-    call.args.insert(call.args.begin(), Header(t));
-    RunRaw(call.script, t.keys, std::move(call.args), false,
-           [landed, done = std::move(call.done)](Status st, const redisReply* r) {
-             landed(st.ok() ? r : nullptr);
-             if (!st.ok()) return done(st, nullptr);
-             if (Size(r) != 2) return done(Unexpected("a function"), nullptr);
-             done(Status::Ok(), At(r, 1));
-           });
-    return;
+  // The command, written straight from the calls: FCALL <function> 6
+  // <keys> <header> <arguments>, where a batch's arguments are, for each
+  // call, its function's name, its argument count and its arguments.
+  bool single = calls.size() == 1;
+  std::string header = Header(t);
+  std::string_view fn = redis::Name(single ? calls.front().script : Script::kBatch);
+  size_t nargs = 3 + t.keys.size() + 1;
+  size_t size = 16 + resp::BulkSize(fn.size()) + resp::BulkSize(header.size());
+  for (const std::string& k : t.keys) size += resp::BulkSize(k.size());
+  for (const Topic::Call& c : calls) {
+    if (!single) {
+      nargs += 2;
+      size += resp::BulkSize(redis::Name(c.script).size()) + 8;
+    }
+    nargs += c.args.size();
+    for (const std::string& a : c.args) size += resp::BulkSize(a.size());
   }
-  std::vector<std::string> args{Header(t)};
+  std::string cmd;
+  cmd.reserve(size);
+  resp::AppendArray(cmd, nargs);
+  resp::AppendBulk(cmd, "FCALL");
+  resp::AppendBulk(cmd, fn);
+  resp::AppendBulk(cmd, std::to_string(t.keys.size()));
+  for (const std::string& k : t.keys) resp::AppendBulk(cmd, k);
+  resp::AppendBulk(cmd, header);
   std::vector<ReplyFn> dones;
   dones.reserve(calls.size());
   for (Topic::Call& c : calls) {
-    args.emplace_back(redis::Name(c.script));
-    args.push_back(std::to_string(c.args.size()));
-    for (std::string& a : c.args) args.push_back(std::move(a));
+    if (!single) {
+      char count[8];
+      char* end = std::to_chars(count, count + sizeof count, c.args.size()).ptr;
+      resp::AppendBulk(cmd, redis::Name(c.script));
+      resp::AppendBulk(cmd, std::string_view(count, static_cast<size_t>(end - count)));
+    }
+    for (const std::string& a : c.args) resp::AppendBulk(cmd, a);
     dones.push_back(std::move(c.done));
   }
-  RunRaw(Script::kBatch, t.keys, std::move(args), false,
-         [landed, dones = std::move(dones)](Status st, const redisReply* r) {
+  t.batch.erase(t.batch.begin(), t.batch.begin() + static_cast<ptrdiff_t>(calls.size()));
+  auto command = std::make_shared<const std::string>(std::move(cmd));
+  if (single) {
+    Call(t.keys.front(), std::move(command), false,
+         [landed, done = std::move(dones.front())](Status st, const redisReply* r) {
            landed(st.ok() ? r : nullptr);
-           if (st.ok() && (Size(r) != 2 || Size(At(r, 1)) != dones.size()))
-             st = Unexpected("a batch");
-           if (!st.ok()) {
-             for (const ReplyFn& d : dones) d(st, nullptr);
-             return;
-           }
-           for (size_t i = 0; i < dones.size(); ++i) dones[i](Status::Ok(), At(At(r, 1), i));
+           if (!st.ok()) return done(st, nullptr);
+           if (Size(r) != 2) return done(Unexpected("a function"), nullptr);
+           done(Status::Ok(), At(r, 1));
          });
+    return;
+  }
+  Call(t.keys.front(), std::move(command), false,
+       [landed, dones = std::move(dones)](Status st, const redisReply* r) {
+         landed(st.ok() ? r : nullptr);
+         if (st.ok() && (Size(r) != 2 || Size(At(r, 1)) != dones.size()))
+           st = Unexpected("a batch");
+         if (!st.ok()) {
+           for (const ReplyFn& d : dones) d(st, nullptr);
+           return;
+         }
+         for (size_t i = 0; i < dones.size(); ++i) dones[i](Status::Ok(), At(At(r, 1), i));
+       });
 }
 
 // ---- timing ----------------------------------------------------------------

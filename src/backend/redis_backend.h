@@ -176,8 +176,14 @@ class RedisBackend final : public Backend {
   // The first argument of a topic function: the topic's prefix, after the
   // call's time with Options::time_from_clock (redis_scripts.cc, context).
   std::string Header(const Topic& t) const;
-  void RunRaw(redis::Script sc, std::vector<std::string> keys, std::vector<std::string> args,
-              bool retried, std::function<void(Status, const redisReply*)> done);
+  // Calls a function with these keys and arguments.
+  void RunRaw(redis::Script sc, const std::vector<std::string>& keys,
+              const std::vector<std::string>& args,
+              std::function<void(Status, const redisReply*)> done);
+  // Sends an FCALL (in RESP) to the node of `route`; when Redis has lost
+  // the library, loads it again and sends the call once more (`retried`).
+  void Call(const std::string& route, std::shared_ptr<const std::string> command, bool retried,
+            std::function<void(Status, const redisReply*)> done);
   void NoteWake(Topic& t, TimeMs when);
   void ArmWakeTimer();
   void OnWakeTimer();

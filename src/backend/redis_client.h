@@ -61,13 +61,16 @@ class RedisClient {
 
   // Sends a command; `done` runs with its reply (or null, see above).
   void Command(const std::vector<std::string_view>& argv, Handler done);
+  // The same for a command already in RESP (backend/resp.h), sent as it is.
+  void Send(std::string_view command, Handler done);
 
   // Subscriber only: subscribes now if connected, and after every reconnect.
   void Subscribe(const std::string& channel);
   void Unsubscribe(const std::string& channel);
 
  private:
-  struct Io;  // the socket's watcher, shared with hiredis's hooks
+  struct Io;         // the socket's watcher, shared with hiredis's hooks
+  class ReplyArena;  // where hiredis's reader builds the replies
   void Connect();
   void ScheduleReconnect();
   void OnConnected(int status);
@@ -78,6 +81,8 @@ class RedisClient {
 
   boost::asio::io_context& io_;
   Options options_;
+  // Declared before ctx_: a context hiredis frees may free a reply into it.
+  std::unique_ptr<ReplyArena> arena_;
   redisAsyncContext* ctx_ = nullptr;
   std::shared_ptr<Io> watcher_;
   bool connected_ = false;

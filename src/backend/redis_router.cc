@@ -6,6 +6,8 @@
 #include <charconv>
 #include <set>
 
+#include "backend/resp.h"
+
 namespace delayq::backend {
 
 namespace {
@@ -153,12 +155,17 @@ void RedisRouter::LoadSlots() {
 
 void RedisRouter::Command(std::string_view key, const std::vector<std::string_view>& argv,
                           RedisClient::Handler done) {
+  Send(key, std::make_shared<const std::string>(resp::Format(argv)), std::move(done));
+}
+
+void RedisRouter::Send(std::string_view key, std::shared_ptr<const std::string> command,
+                       RedisClient::Handler done) {
   if (!options_.cluster) {
     if (clients_.empty()) {
       boost::asio::post(io_, [done = std::move(done)] { done(nullptr); });
       return;
     }
-    clients_.begin()->second->Command(argv, std::move(done));
+    clients_.begin()->second->Send(*command, std::move(done));
     return;
   }
   RedisClient* node = slots_.size() == kSlots ? slots_[KeySlot(key)] : nullptr;
@@ -166,44 +173,42 @@ void RedisRouter::Command(std::string_view key, const std::vector<std::string_vi
     boost::asio::post(io_, [done = std::move(done)] { done(nullptr); });
     return;
   }
-  // Kept for a redirect: the views die with this call.
-  auto owned = std::make_shared<std::vector<std::string>>(argv.begin(), argv.end());
-  Send(node, std::move(owned), false, 0, std::move(done));
+  SendTo(node, std::move(command), false, 0, std::move(done));
 }
 
-void RedisRouter::Send(RedisClient* node, std::shared_ptr<std::vector<std::string>> argv,
-                       bool asking, int redirects, RedisClient::Handler done) {
-  std::vector<std::string_view> v(argv->begin(), argv->end());
+void RedisRouter::SendTo(RedisClient* node, std::shared_ptr<const std::string> command, bool asking,
+                         int redirects, RedisClient::Handler done) {
   if (asking) node->Command({"ASKING"}, [](const redisReply*) {});
   std::weak_ptr<bool> alive = alive_;
-  node->Command(v, [this, alive, argv, redirects, done = std::move(done)](const redisReply* r) {
-    if (alive.expired()) return;
-    if (r != nullptr && r->type == REDIS_REPLY_ERROR && redirects < kMaxRedirects) {
-      std::string_view e(r->str, r->len);
-      bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
-      if (moved || ask) {
-        // "MOVED <slot> <host>:<port>"
-        std::string_view rest = e.substr(moved ? 6 : 4);
-        size_t sp = rest.find(' ');
-        size_t colon = rest.rfind(':');
-        if (sp != std::string_view::npos && colon != std::string_view::npos && colon > sp) {
-          int slot = 0, port = 0;
-          std::from_chars(rest.data(), rest.data() + sp, slot);
-          std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
-          std::string host(rest.substr(sp + 1, colon - sp - 1));
-          if (host.empty() && !options_.seeds.empty()) host = options_.seeds.front().host;
-          RedisClient& to = ClientFor(host, port);
-          if (moved) {
-            if (slots_.size() == kSlots && slot >= 0 && slot < int{kSlots})
-              slots_[static_cast<size_t>(slot)] = &to;
-            LoadSlots();
+  node->Send(
+      *command, [this, alive, command, redirects, done = std::move(done)](const redisReply* r) {
+        if (alive.expired()) return;
+        if (r != nullptr && r->type == REDIS_REPLY_ERROR && redirects < kMaxRedirects) {
+          std::string_view e(r->str, r->len);
+          bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
+          if (moved || ask) {
+            // "MOVED <slot> <host>:<port>"
+            std::string_view rest = e.substr(moved ? 6 : 4);
+            size_t sp = rest.find(' ');
+            size_t colon = rest.rfind(':');
+            if (sp != std::string_view::npos && colon != std::string_view::npos && colon > sp) {
+              int slot = 0, port = 0;
+              std::from_chars(rest.data(), rest.data() + sp, slot);
+              std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
+              std::string host(rest.substr(sp + 1, colon - sp - 1));
+              if (host.empty() && !options_.seeds.empty()) host = options_.seeds.front().host;
+              RedisClient& to = ClientFor(host, port);
+              if (moved) {
+                if (slots_.size() == kSlots && slot >= 0 && slot < int{kSlots})
+                  slots_[static_cast<size_t>(slot)] = &to;
+                LoadSlots();
+              }
+              if (to.connected()) return SendTo(&to, command, ask, redirects + 1, done);
+            }
           }
-          if (to.connected()) return Send(&to, argv, ask, redirects + 1, done);
         }
-      }
-    }
-    done(r);
-  });
+        done(r);
+      });
 }
 
 }  // namespace delayq::backend

@@ -54,6 +54,9 @@ class RedisRouter {
   // Sends `argv` to the node of `key`'s slot; `done` as RedisClient's.
   void Command(std::string_view key, const std::vector<std::string_view>& argv,
                RedisClient::Handler done);
+  // The same for a command already in RESP (backend/resp.h).
+  void Send(std::string_view key, std::shared_ptr<const std::string> command,
+            RedisClient::Handler done);
 
   // The Redis Cluster hash slot of a key (CRC16 of its hash tag, mod 16384).
   static uint16_t KeySlot(std::string_view key);
@@ -61,8 +64,8 @@ class RedisRouter {
  private:
   RedisClient& ClientFor(const std::string& host, int port);
   void LoadSlots();
-  void Send(RedisClient* node, std::shared_ptr<std::vector<std::string>> argv, bool asking,
-            int redirects, RedisClient::Handler done);
+  void SendTo(RedisClient* node, std::shared_ptr<const std::string> command, bool asking,
+              int redirects, RedisClient::Handler done);
 
   boost::asio::io_context& io_;
   Options options_;

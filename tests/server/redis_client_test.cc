@@ -1,0 +1,134 @@
+// RedisClient against a real redis-server: replies of every type and size
+// come through whole, as hiredis's reader parses them into the client's
+// reply arena (backend/redis_client.cc), also when a reply arrives in many
+// reads and when replies follow each other in one read.
+#include "backend/redis_client.h"
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "server/io_wait.h"
+#include "server/redis_process.h"
+
+namespace delayq::backend {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A reply copied out of hiredis's objects (they die with the handler).
+struct Value {
+  int type = 0;
+  long long integer = 0;
+  std::string str;
+  std::vector<Value> elements;
+  bool operator==(const Value&) const = default;
+};
+
+Value Copy(const redisReply* r) {
+  Value v;
+  v.type = r->type;
+  if (r->type == REDIS_REPLY_INTEGER) v.integer = r->integer;
+  if (r->str != nullptr) {
+    v.str.assign(r->str, r->len);
+    EXPECT_EQ(r->str[r->len], '\0');  // hiredis's strings end in a NUL
+  }
+  for (size_t i = 0; i < r->elements; ++i) v.elements.push_back(Copy(r->element[i]));
+  return v;
+}
+
+Value Str(std::string s) { return Value{REDIS_REPLY_STRING, 0, std::move(s), {}}; }
+Value Int(long long i) { return Value{REDIS_REPLY_INTEGER, i, "", {}}; }
+Value Nil() { return Value{REDIS_REPLY_NIL, 0, "", {}}; }
+Value Arr(std::vector<Value> e) { return Value{REDIS_REPLY_ARRAY, 0, "", std::move(e)}; }
+
+class RedisClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(redis_.Start(&error)) << error;
+    RedisClient::Options o;
+    o.port = redis_.port();
+    client_ = std::make_unique<RedisClient>(io_, o);
+    client_->Start();
+    ASSERT_TRUE(testing::RunIoUntil(
+        io_, [&] { return client_->connected(); }, milliseconds(5000)));
+  }
+
+  // Sends the commands at once (their replies may share a read) and
+  // returns their replies.
+  std::vector<Value> Run(const std::vector<std::vector<std::string_view>>& commands) {
+    std::vector<Value> out(commands.size());
+    size_t got = 0;
+    for (size_t i = 0; i < commands.size(); ++i)
+      client_->Command(commands[i], [&out, &got, i](const redisReply* r) {
+        if (r != nullptr) out[i] = Copy(r);
+        ++got;
+      });
+    EXPECT_TRUE(testing::RunIoUntil(
+        io_, [&] { return got == commands.size(); }, milliseconds(10000)));
+    return out;
+  }
+
+  testing::RedisProcess redis_;
+  boost::asio::io_context io_;
+  std::unique_ptr<RedisClient> client_;
+};
+
+TEST_F(RedisClientTest, EveryReplyTypeComesThrough) {
+  auto r = Run({{"SET", "k", "v"},
+                {"GET", "k"},
+                {"GET", "missing"},
+                {"INCRBY", "n", "-42"},
+                {"NOSUCHCOMMAND"},
+                {"EVAL", "return {1, {2, {'a', 'b'}, {}}, 'x', false}", "0"}});
+  EXPECT_EQ(r[0], (Value{REDIS_REPLY_STATUS, 0, "OK", {}}));
+  EXPECT_EQ(r[1], Str("v"));
+  EXPECT_EQ(r[2], Nil());
+  EXPECT_EQ(r[3], Int(-42));
+  EXPECT_EQ(r[4].type, REDIS_REPLY_ERROR);
+  EXPECT_NE(r[4].str.find("unknown command"), std::string::npos) << r[4].str;
+  EXPECT_EQ(r[5],
+            Arr({Int(1), Arr({Int(2), Arr({Str("a"), Str("b")}), Arr({})}), Str("x"), Nil()}));
+}
+
+TEST_F(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
+  std::mt19937 rng(11);
+  auto random_string = [&](size_t n) {
+    std::string s(n, '\0');
+    for (char& c : s) c = static_cast<char>(rng());  // any byte, \r\n and \0 too
+    return s;
+  };
+  // Strings below, at and far above the arena's block sizes, in one list,
+  // and a big value alone: replies of many reads and many blocks.
+  std::vector<std::string> items;
+  for (size_t n : {0, 1, 100, 8191, 8192, 8193, 32767, 32768, 40000, 300000})
+    items.push_back(random_string(n));
+  for (int i = 0; i < 5000; ++i) items.push_back(random_string(rng() % 40));
+  std::vector<std::string_view> rpush{"RPUSH", "list"};
+  rpush.insert(rpush.end(), items.begin(), items.end());
+  std::string big = random_string(3'000'000);
+  auto r = Run({rpush, {"SET", "big", big}});
+  ASSERT_EQ(r[0], Int(static_cast<long long>(items.size())));
+
+  std::vector<Value> want_list;
+  for (const std::string& s : items) want_list.push_back(Str(s));
+  Value want = Arr(want_list);
+  // Several rounds: the arena's blocks are reused from reply to reply.
+  for (int round = 0; round < 5; ++round) {
+    auto got = Run({{"LRANGE", "list", "0", "-1"},
+                    {"GET", "big"},
+                    {"LRANGE", "list", "0", "2"},
+                    {"LLEN", "list"}});
+    ASSERT_EQ(got[0], want) << "round " << round;
+    ASSERT_EQ(got[1], Str(big)) << "round " << round;
+    ASSERT_EQ(got[2], Arr({want_list[0], want_list[1], want_list[2]})) << "round " << round;
+    ASSERT_EQ(got[3], Int(static_cast<long long>(items.size())));
+  }
+}
+
+}  // namespace
+}  // namespace delayq::backend
