@@ -6,13 +6,22 @@
 //   redis_call_cost PORT ITERATIONS [JOBS_PER_BATCH]
 //
 // Loads the backend's function library (the same text delayqd loads), then
-// per iteration: one dq_batch of JOBS_PER_BATCH puts and as many reserves,
-// then one dq_batch deleting the jobs reserved. The database is flushed
-// first; at the end it holds the topic's meta hash only, which is checked.
+// sends calls as they come in the steady state of the lifecycle benchmark
+// at 50 connections (a client sends its reserve after its put's reply, its
+// delete after its reserve's): each one dq_batch of JOBS_PER_BATCH puts of
+// new jobs, as many reserves, and as many deletes. A reserve takes the
+// oldest ready job, put 4 calls before; a delete is of a job reserved 4
+// calls before. So the ready and the reserved set each hold 24 to 30 jobs
+// (with 6 per call), a job is put, reserved and deleted in three calls,
+// written twice and read once. First 4 calls of puts fill the backlog; at
+// the end it is reserved and deleted, and no job key may be left, which is
+// checked. ITERATIONS calls are of the steady kind; the jobs put number
+// (ITERATIONS + 4) * JOBS_PER_BATCH.
 #include <hiredis/hiredis.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +29,11 @@
 #include "backend/redis_scripts.h"
 
 namespace {
+
+// Calls between a job's put and its reserve, and between its reserve and
+// its delete: the sets hold about 4 calls' worth of jobs, as at 50
+// connections.
+constexpr int kLag = 4;
 
 struct ReplyFree {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -74,35 +88,54 @@ int main(int argc, char** argv) {
     head.push_back(prefix + k);
   head.push_back(prefix);
   const std::string body(64, 'x');
-  long reserved = 0;
-  for (long it = 0; it < iterations; ++it) {
+  // One call: `puts` puts, `reserves` reserves, and the deletes of
+  // `to_delete`; returns the members reserved.
+  auto call = [&](int puts, int reserves, const std::vector<std::string>& to_delete) {
     // Put: body, priority, delay, ttr (run_at, key, max_tries and back-off
     // at their defaults, so left out).
     std::vector<std::string> a = head;
-    for (int i = 0; i < per_batch; ++i)
-      a.insert(a.end(), {"dq_put", "4", body, "1024", "0", "60000"});
-    for (int i = 0; i < per_batch; ++i) a.insert(a.end(), {"dq_reserve", "2", "bench:1", "1"});
+    for (int i = 0; i < puts; ++i) a.insert(a.end(), {"dq_put", "4", body, "1024", "0", "60000"});
+    for (int i = 0; i < reserves; ++i) a.insert(a.end(), {"dq_reserve", "2", "bench:1", "1"});
+    for (const std::string& m : to_delete)
+      a.insert(a.end(), {"dq_delete", "3", "id", m, "bench:1"});
     Reply r = Command(c, a);
-    // {next_wake, {put results..., reserve results...}}; a reserve result is
-    // {"ok", member, key, body, priority, deadline, index}.
+    // {next_wake, {put results..., reserve results..., delete results...}};
+    // a reserve result is {"ok", member, key, body, priority, deadline, index}.
     std::vector<std::string> members;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
       const redisReply* results = r->element[1];
-      for (size_t i = static_cast<size_t>(per_batch); i < results->elements; ++i) {
+      for (size_t i = static_cast<size_t>(puts);
+           i < static_cast<size_t>(puts + reserves) && i < results->elements; ++i) {
         const redisReply* one = results->element[i];
         if (one->type == REDIS_REPLY_ARRAY && one->elements > 1)
           members.emplace_back(one->element[1]->str, one->element[1]->len);
       }
     }
-    reserved += static_cast<long>(members.size());
-    std::vector<std::string> d = head;
-    for (const std::string& m : members) d.insert(d.end(), {"dq_delete", "3", "id", m, "bench:1"});
-    Command(c, d);
+    return members;
+  };
+  // The backlog: kLag calls' worth of jobs wait ready, and as many reserved.
+  long reserved = 0;
+  for (int i = 0; i < kLag; ++i) call(per_batch, 0, {});
+  std::deque<std::vector<std::string>> held;
+  for (long it = 0; it < iterations; ++it) {
+    std::vector<std::string> to_delete;
+    if (held.size() == kLag) {
+      to_delete = std::move(held.front());
+      held.pop_front();
+    }
+    held.push_back(call(per_batch, per_batch, to_delete));
+    reserved += static_cast<long>(held.back().size());
   }
-  Reply size = Command(c, {"DBSIZE"});
-  if (reserved != iterations * per_batch || size->integer != 1) {
-    std::fprintf(stderr, "redis_call_cost: reserved %ld of %ld jobs, %lld keys left\n", reserved,
-                 iterations * per_batch, size->integer);
+  // The backlog: reserved, and deleted with the jobs held.
+  std::vector<std::string> rest = call(0, kLag * per_batch, {});
+  reserved += static_cast<long>(rest.size());
+  for (auto& h : held) rest.insert(rest.end(), h.begin(), h.end());
+  call(0, 0, rest);
+  Reply left = Command(c, {"KEYS", prefix + "j:*"});
+  long jobs = (iterations + kLag) * per_batch;
+  if (reserved != jobs || left->elements != 0) {
+    std::fprintf(stderr, "redis_call_cost: reserved %ld of %ld jobs, %zu job keys left\n", reserved,
+                 jobs, left->elements);
     return 1;
   }
   redisFree(c);

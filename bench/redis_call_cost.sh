@@ -6,10 +6,14 @@
 # Runs redis-server under Valgrind's callgrind (instrumentation off while it
 # starts), lets build/redis_call_cost warm it up, then counts the
 # instructions Redis executes while build/redis_call_cost sends
-# BENCH_CALL_COST_ITERATIONS (300) iterations of: one dq_batch of 6 puts and
-# 6 reserves, then one dq_batch of the 6 deletes. A count, not a time: it
-# does not depend on how busy the machine is, so it compares two versions of
-# the backend's functions exactly (docs/redis-backend.md, "Cost of a call").
+# BENCH_CALL_COST_ITERATIONS (300) calls as the lifecycle benchmark's
+# steady state at 50 connections makes them: each one dq_batch of 6 puts,
+# 6 reserves (of jobs put 4 calls before) and 6 deletes (of jobs reserved 4
+# calls before), the ready and the reserved set holding 24 to 30 jobs each.
+# A job is so put, reserved and deleted in three calls.
+# A count, not a time: it does not depend on how busy the machine is, so it
+# compares two versions of the backend's functions exactly
+# (docs/redis-backend.md, "Cost of a call").
 #
 # It counts twice: on a Redis without persistence, then on one with an
 # append-only file (appendfsync everysec, as bench/redis_bench.sh runs it).
@@ -32,7 +36,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # count [REDIS_FLAG...]: instructions per job, on a Redis started with the flags.
 count() {
   start_redis_under_callgrind redis_call_cost "$@"
-  echo "redis_call_cost: warm-up, then $ITERATIONS iterations of $PER_BATCH jobs ${*:-(no persistence)}" >&2
+  echo "redis_call_cost: warm-up, then $ITERATIONS calls of $PER_BATCH jobs ${*:-(no persistence)}" >&2
   "$DRIVER" "$PORT" 20 "$PER_BATCH"
   callgrind_control -i on "$SERVER_PID" >/dev/null 2>&1
   "$DRIVER" "$PORT" "$ITERATIONS" "$PER_BATCH"
@@ -46,7 +50,8 @@ count() {
   total=$(cat "$WORK"/callgrind.* | awk '$1 == "totals:" || $1 == "summary:" { s += $2 } END { print s + 0 }')
   rm -rf "$WORK"
   [[ $total -gt 0 ]] || die "callgrind counted nothing"
-  echo $((total / (ITERATIONS * PER_BATCH)))
+  # The driver puts, reserves and deletes (ITERATIONS + 4) * PER_BATCH jobs.
+  echo $((total / ((ITERATIONS + 4) * PER_BATCH)))
 }
 
 plain=$(count)

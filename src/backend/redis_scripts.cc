@@ -15,6 +15,7 @@ namespace {
 //   M  P.."topic"     string  the topic's counters, MessagePack (see load_topic)
 //   P.."j:"..member   string  the job, MessagePack (see load; docs/redis-backend.md)
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
+// Each set also holds the sentinel member SENT at +inf (see SENT below).
 // Time is Redis's own clock (TIME), the same for every instance (a test may
 // pass its own: see context). A number that becomes text goes through
 // string.format('%d') or to redis.call as a number (Redis writes it out
@@ -38,6 +39,15 @@ local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, MT, BO, RS, TO, RL, BU, KI, BODY =
 local NFIELDS = 16
 -- How many jobs one MSET or DEL of flush_jobs names at most.
 local FLUSH_CHUNK = 500
+-- Each of a topic's four sets holds this member at +inf from the topic's
+-- first call on: a member longer than 64 bytes (zset-max-listpack-value)
+-- makes Redis keep the set as a skiplist for good. A small set (up to 128
+-- members) would otherwise be a listpack, whose every insert and removal
+-- walks the list and parses each score from text: with a few dozen jobs
+-- reserved or ready, that doubled what a ZADD costs (docs/redis-backend.md,
+-- "Cost of a call"). No job has a score of +inf, so the sentinel is last in
+-- every set: readers skip it, and count a set with count_of.
+local SENT = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
 
 local function s(n) return string.format('%d', n) end
 -- The call's time as a string, written once.
@@ -96,26 +106,41 @@ end
 -- The topic's counters, one string (M): the job sequence (also the count of
 -- puts), lower bounds of the delayed and reserved sets' lowest scores (-1:
 -- the set is empty), the pause's end and length, the burial sequence, and
--- the counts of deletes, pauses and TTR expiries.
+-- the counts of deletes, pauses and TTR expiries; last, 1 once the sets
+-- hold their sentinel (SENT). A topic without that mark (new, or written
+-- before the sentinel) gets the sentinel now.
 local function load_topic(c)
   local v = redis.call('GET', c.M)
+  local sent
   if v then
-    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = unpack_mp(v)
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, sent = unpack_mp(v)
   else
     c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = 0, -1, -1, 0, 0, 0, 0, 0, 0
+  end
+  if sent ~= 1 then
+    for _, set in ipairs({c.R, c.D, c.U, c.B}) do redis.call('ZADD', set, '+inf', SENT) end
+    c.tdirty = true
   end
 end
 
 local function flush_topic(c)
   if not c.tdirty then return end
-  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts))
+  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1))
   c.tdirty = false
+end
+
+-- How many jobs a set holds (the sentinel left out).
+local function count_of(set) return redis.call('ZCOUNT', set, '-inf', '(+inf') end
+-- The members of a ZRANGE answer, the sentinel taken off its end.
+local function members(list)
+  if list[#list] == SENT then list[#list] = nil end
+  return list
 end
 
 -- The lowest score of a set, or -1 when it is empty.
 local function head(set)
   local h = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
-  if h[2] then return tonumber(h[2]) end
+  if h[2] and h[1] ~= SENT then return tonumber(h[2]) end
   return -1
 end
 
@@ -354,7 +379,7 @@ end)
 -- Paused: {'paused', ready jobs} (a paused topic's ready jobs defer
 -- DEADLINE_SOON, as in the engine).
 topic_function('dq_reserve', function(c, args, o, n)
-  if c.pu > c.now then return {'paused', redis.call('ZCARD', c.R)} end
+  if c.pu > c.now then return {'paused', count_of(c.R)} end
   local out = {'ok'}
   local i = 2
   while i < n + 1 do
@@ -362,6 +387,10 @@ topic_function('dq_reserve', function(c, args, o, n)
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
       if not top[1] then return out end
+      if top[1] == SENT then
+        redis.call('ZADD', c.R, '+inf', SENT)
+        return out
+      end
       local j = load(c, top[1])
       if j then
         reserve_one(c, top[1], j, owner, out)
@@ -374,9 +403,9 @@ topic_function('dq_reserve', function(c, args, o, n)
 end)
 
 topic_function('dq_top', function(c, args, o, n)
-  if c.pu > c.now then return {'paused', redis.call('ZCARD', c.R)} end
+  if c.pu > c.now then return {'paused', count_of(c.R)} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
-  if not top[1] then return {} end
+  if not top[1] or top[1] == SENT then return {} end
   return {top[2], top[1]}
 end)
 
@@ -449,10 +478,10 @@ topic_function('dq_kick', function(c, args, o, n)
   local bound = tonumber(args[o + 2])
   if bound <= 0 then return 0 end
   local from = c.B
-  local list = redis.call('ZRANGE', c.B, 0, bound - 1)
+  local list = members(redis.call('ZRANGE', c.B, 0, bound - 1))
   if #list == 0 then
     from = c.D
-    list = redis.call('ZRANGE', c.D, 0, bound - 1)
+    list = members(redis.call('ZRANGE', c.D, 0, bound - 1))
   end
   for _, m in ipairs(list) do
     redis.call('ZREM', from, m)
@@ -497,7 +526,7 @@ topic_function('dq_peek', function(c, args, o, n)
   else
     local set = c.R
     if kind == 'delayed' then set = c.D elseif kind == 'buried' then set = c.B end
-    m = redis.call('ZRANGE', set, 0, 0)[1]
+    m = members(redis.call('ZRANGE', set, 0, 0))[1]
   end
   if not m then return {} end
   local j = load(c, m)
@@ -515,8 +544,8 @@ topic_function('dq_stats_job', function(c, args, o, n)
 end)
 
 topic_function('dq_stats_topic', function(c, args, o, n)
-  return {redis.call('ZCARD', c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
-    redis.call('ZCARD', c.U), redis.call('ZCARD', c.D), redis.call('ZCARD', c.B),
+  return {count_of(c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
+    count_of(c.U), count_of(c.D), count_of(c.B),
     s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}
 end)
 
@@ -541,7 +570,7 @@ topic_function('dq_clear', function(c, args, o, n)
   if math.floor(mask / 4) % 2 == 1 then sets[#sets + 1] = {c.B, 'b'} end
   for _, set in ipairs(sets) do
     if n >= limit then break end
-    for _, m in ipairs(redis.call('ZRANGE', set[1], 0, limit - n - 1)) do
+    for _, m in ipairs(members(redis.call('ZRANGE', set[1], 0, limit - n - 1))) do
       local j = load(c, m)
       destroy(c, m, j and j[KEY] or '', set[2])
       n = n + 1

@@ -44,6 +44,18 @@ int ShellNumber(const std::string& cmd) {
   return v;
 }
 
+// What a shell command prints, its last newline taken off.
+std::string ShellText(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  std::string out;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  pclose(p);
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
 class RedisBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,6 +144,11 @@ class RedisBackendTest : public ::testing::Test {
     EXPECT_TRUE(b.Watch(s, topic).ok());
     EXPECT_TRUE(b.Ignore(s, "default").ok());
     return s;
+  }
+
+  // What redis-cli prints for a command on the test's Redis.
+  std::string Cli(const std::string& args) {
+    return ShellText("redis-cli -p " + std::to_string(redis_.port()) + " " + args);
   }
 
   // How many keys of the test's Redis match a pattern (SCAN).
@@ -485,6 +502,51 @@ TEST_F(RedisBackendTest, FinishedJobsLeaveNoKeysBehind) {
   EXPECT_EQ(ts->ready + ts->delayed + ts->buried + ts->reserved, 0u);
   EXPECT_EQ(ts->total_jobs, static_cast<uint64_t>(kJobs));
   EXPECT_EQ(ts->cmd_delete, 80u);
+}
+
+// A topic's sets hold a sentinel that keeps them skiplists (redis_scripts.cc,
+// SENT); a topic written before it gets it on its next call, and no count,
+// peek, kick or reserve ever shows it.
+TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
+  auto b = Make();
+  SessionId s = SessionOn(*b, "sk");
+  ASSERT_TRUE(Put(*b, s, "a").ok());
+  for (const char* set : {"ready", "delayed", "reserved", "buried"})
+    EXPECT_EQ(Cli(std::string("object encoding 'dq:{sk}:") + set + "'"), "skiplist") << set;
+  auto ts = StatsTopic(*b, "sk");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->ready, 1u);
+  EXPECT_EQ(ts->delayed + ts->reserved + ts->buried, 0u);
+  Jobs got = Reserve(*b, s, 0, 5);
+  ASSERT_EQ(got.jobs.size(), 1u);  // the job, and not the sentinel
+  Jobs none = Reserve(*b, s, 0, 1);
+  EXPECT_EQ(none.status.code(), Code::kTimedOut);
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_EQ(Cli("zcard 'dq:{sk}:ready'"), "1");  // the sentinel went back
+  for (auto kind :
+       {Backend::PeekKind::kReady, Backend::PeekKind::kDelayed, Backend::PeekKind::kBuried})
+    EXPECT_TRUE(Peek(*b, kind, 0, "sk").jobs.empty());
+  auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "sk", 10, cb); });
+  ASSERT_TRUE(kicked.ok());
+  EXPECT_EQ(*kicked, 0u);
+
+  // A topic whose counters were written without the sentinel's mark (and
+  // whose sets are listpacks): its next call adds the sentinel, and its
+  // job sequence goes on.
+  std::string number = Cli("hget 'dq:{dq}:topics' sk");
+  ASSERT_FALSE(number.empty());
+  Cli("eval \"redis.call('SET', KEYS[1], cmsgpack.pack(41, -1, -1, 0, 0, 0, 0, 0, 0)); "
+      "redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])\" 5 'dq:{sk}:topic' "
+      "'dq:{sk}:ready' 'dq:{sk}:delayed' 'dq:{sk}:reserved' 'dq:{sk}:buried'");
+  auto put = Put(*b, s, "b", 60'000);
+  ASSERT_TRUE(put.ok()) << put.status().ToString();
+  EXPECT_EQ(put->id & ((JobId{1} << RedisBackend::kSeqBits) - 1), 42u);
+  EXPECT_EQ(Cli("object encoding 'dq:{sk}:delayed'"), "skiplist");
+  EXPECT_EQ(Cli("zcard 'dq:{sk}:delayed'"), "2");
+  ts = StatsTopic(*b, "sk");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->delayed, 1u);
+  EXPECT_EQ(ts->ready + ts->reserved + ts->buried, 0u);
 }
 
 TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
