@@ -88,16 +88,22 @@ int main(int argc, char** argv) {
     head.push_back(prefix + k);
   head.push_back(prefix);
   const std::string body(64, 'x');
+  // An operation of a dq_batch: its code and argument count, then its
+  // arguments (redis_scripts.h).
+  using delayq::backend::redis::Code;
+  using delayq::backend::redis::Script;
+  const std::string kPut = Code(Script::kPut) + std::string("4");
+  const std::string kReserve = Code(Script::kReserve) + std::string("2");
+  const std::string kDelete = Code(Script::kDelete) + std::string("3");
   // One call: `puts` puts, `reserves` reserves, and the deletes of
   // `to_delete`; returns the members reserved.
   auto call = [&](int puts, int reserves, const std::vector<std::string>& to_delete) {
     // Put: body, priority, delay, ttr (run_at, key, max_tries and back-off
     // at their defaults, so left out).
     std::vector<std::string> a = head;
-    for (int i = 0; i < puts; ++i) a.insert(a.end(), {"dq_put", "4", body, "1024", "0", "60000"});
-    for (int i = 0; i < reserves; ++i) a.insert(a.end(), {"dq_reserve", "2", "bench:1", "1"});
-    for (const std::string& m : to_delete)
-      a.insert(a.end(), {"dq_delete", "3", "id", m, "bench:1"});
+    for (int i = 0; i < puts; ++i) a.insert(a.end(), {kPut, body, "1024", "0", "60000"});
+    for (int i = 0; i < reserves; ++i) a.insert(a.end(), {kReserve, "bench:1", "1"});
+    for (const std::string& m : to_delete) a.insert(a.end(), {kDelete, "id", m, "bench:1"});
     Reply r = Command(c, a);
     // {next_wake, {put results..., reserve results..., delete results...}};
     // a reserve result is {"ok", member, key, body, priority, deadline, index}.

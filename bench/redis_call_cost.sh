@@ -37,9 +37,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 count() {
   start_redis_under_callgrind redis_call_cost "$@"
   echo "redis_call_cost: warm-up, then $ITERATIONS calls of $PER_BATCH jobs ${*:-(no persistence)}" >&2
-  "$DRIVER" "$PORT" 20 "$PER_BATCH"
+  "$DRIVER" "$PORT" 20 "$PER_BATCH" || die "$DRIVER failed"
   callgrind_control -i on "$SERVER_PID" >/dev/null 2>&1
-  "$DRIVER" "$PORT" "$ITERATIONS" "$PER_BATCH"
+  "$DRIVER" "$PORT" "$ITERATIONS" "$PER_BATCH" || die "$DRIVER failed"
   callgrind_control -i off "$SERVER_PID" >/dev/null 2>&1
   callgrind_control -d "$SERVER_PID" >/dev/null 2>&1
   redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true

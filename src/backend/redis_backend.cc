@@ -435,7 +435,7 @@ void RedisBackend::FlushBatch(Topic& t) {
   };
   // The command, written straight from the calls: FCALL <function> 6
   // <keys> <header> <arguments>, where a batch's arguments are, for each
-  // call, its function's name, its argument count and its arguments.
+  // call, its code and argument count ("p4") and its arguments.
   bool single = calls.size() == 1;
   std::string header = Header(t);
   std::string_view fn = redis::Name(single ? calls.front().script : Script::kBatch);
@@ -444,8 +444,8 @@ void RedisBackend::FlushBatch(Topic& t) {
   for (const std::string& k : t.keys) size += resp::BulkSize(k.size());
   for (const Topic::Call& c : calls) {
     if (!single) {
-      nargs += 2;
-      size += resp::BulkSize(redis::Name(c.script).size()) + 8;
+      nargs += 1;
+      size += resp::BulkSize(8);
     }
     nargs += c.args.size();
     for (const std::string& a : c.args) size += resp::BulkSize(a.size());
@@ -462,10 +462,11 @@ void RedisBackend::FlushBatch(Topic& t) {
   dones.reserve(calls.size());
   for (Topic::Call& c : calls) {
     if (!single) {
-      char count[8];
-      char* end = std::to_chars(count, count + sizeof count, c.args.size()).ptr;
-      resp::AppendBulk(cmd, redis::Name(c.script));
-      resp::AppendBulk(cmd, std::string_view(count, static_cast<size_t>(end - count)));
+      // The operation's code and argument count: "p4".
+      char code[8];
+      code[0] = redis::Code(c.script);
+      char* end = std::to_chars(code + 1, code + sizeof code, c.args.size()).ptr;
+      resp::AppendBulk(cmd, std::string_view(code, static_cast<size_t>(end - code)));
     }
     for (const std::string& a : c.args) resp::AppendBulk(cmd, a);
     dones.push_back(std::move(c.done));

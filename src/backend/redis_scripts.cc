@@ -1,5 +1,7 @@
 #include "backend/redis_scripts.h"
 
+#include <iterator>
+
 namespace delayq::backend::redis {
 
 namespace {
@@ -29,8 +31,11 @@ constexpr std::string_view kLibrary = R"lua(
 #!lua name=delayq
 
 -- MessagePack (Redis's cmsgpack), taken on the first call: a library
--- being loaded cannot see it yet.
-local pack, unpack_mp = nil, nil
+-- being loaded cannot see it yet (nor `string`).
+local pack, unpack_mp, unpack_limit = nil, nil, nil
+-- The topic functions' bodies by code, and by the code's byte (filled on
+-- the first call: a library being loaded cannot see `string`).
+local codes, ops = {}, nil
 
 -- A job is an array; these are its fields' positions, in the order they
 -- are packed. A job's string is pack(job[1], ..., job[NFIELDS]).
@@ -66,6 +71,19 @@ local function load(c, m)
   j = {unpack_mp(v)}
   c.jobs[m] = j
   return j
+end
+
+-- The state, owner and key of job m (nil when there is none), without
+-- reading the rest of a job this call has not loaded: for a delete, which
+-- needs no more (the job's first five values, cmsgpack.unpack_limit).
+local function head_of(c, m)
+  local j = c.jobs[m]
+  if j then return j[ST], j[OWN], j[KEY] end
+  if j == false then return nil end
+  local v = redis.call('GET', jk(c, m))
+  if not v then return nil end
+  local _, st, _, _, own, key = unpack_limit(v, KEY, 0)
+  return st, own, key
 end
 
 -- Marks job m as changed: flush_jobs writes it.
@@ -308,7 +326,11 @@ end
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
 -- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
 local function context(keys, args)
-  if pack == nil then pack, unpack_mp = cmsgpack.pack, cmsgpack.unpack end
+  if pack == nil then
+    pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
+    ops = {}
+    for code, body in pairs(codes) do ops[string.byte(code)] = body end
+  end
   local p, now = args[1], nil
   if string.byte(p) == 100 then
     local tm = redis.call('TIME')
@@ -325,14 +347,14 @@ local function context(keys, args)
   return c
 end
 
-local ops = {}
 
 -- A topic function: applies what is due in the topic, then acts. Its body
--- is also an operation of dq_batch. A body reads its own arguments as
--- args[o + 2] .. args[o + n + 1] (args[1] is the prefix): called alone,
--- o = 0; in a batch, o is where they start, so no copy is made.
-local function topic_function(name, body)
-  ops[name] = body
+-- is also an operation of dq_batch, named there by the byte `code`. A body
+-- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] is the
+-- prefix): called alone, o = 0; in a batch, o is where they start, less
+-- one, so no copy is made.
+local function topic_function(name, code, body)
+  codes[code] = body
   redis.register_function(name, function(keys, args)
     local c = context(keys, args)
     advance(c)
@@ -343,7 +365,7 @@ end
 -- Arguments: body, priority, delay, ttr, then run_at, key, max_tries and
 -- backoff, which the caller leaves out from the last one not at its default
 -- ('', '', 0, ''): a plain put sends four.
-topic_function('dq_put', function(c, args, o, n)
+topic_function('dq_put', 'p', function(c, args, o, n)
   local key = n >= 6 and args[o + 7] or ''
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
@@ -378,7 +400,7 @@ end)
 
 -- Paused: {'paused', ready jobs} (a paused topic's ready jobs defer
 -- DEADLINE_SOON, as in the engine).
-topic_function('dq_reserve', function(c, args, o, n)
+topic_function('dq_reserve', 'r', function(c, args, o, n)
   if c.pu > c.now then return {'paused', count_of(c.R)} end
   local out = {'ok'}
   local i = 2
@@ -402,14 +424,14 @@ topic_function('dq_reserve', function(c, args, o, n)
   return out
 end)
 
-topic_function('dq_top', function(c, args, o, n)
+topic_function('dq_top', 't', function(c, args, o, n)
   if c.pu > c.now then return {'paused', count_of(c.R)} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
   if not top[1] or top[1] == SENT then return {} end
   return {top[2], top[1]}
 end)
 
-topic_function('dq_reserve_job', function(c, args, o, n)
+topic_function('dq_reserve_job', 'j', function(c, args, o, n)
   local m = args[o + 2]
   local j = load(c, m)
   if not j or j[ST] == 'u' then return {} end
@@ -419,14 +441,14 @@ topic_function('dq_reserve_job', function(c, args, o, n)
   return out
 end)
 
-topic_function('dq_delete', function(c, args, o, n)
+topic_function('dq_delete', 'x', function(c, args, o, n)
   local m = args[o + 3]
   if args[o + 2] == 'key' then m = redis.call('HGET', c.K, args[o + 3]) end
   if not m then return 0 end
-  local j = load(c, m)
-  if not j then return 0 end
-  if j[ST] == 'u' and not may(j[OWN], args[o + 4]) then return 0 end
-  destroy(c, m, j[KEY], j[ST])
+  local st, own, key = head_of(c, m)
+  if not st then return 0 end
+  if st == 'u' and not may(own, args[o + 4]) then return 0 end
+  destroy(c, m, key, st)
   c.cdel = c.cdel + 1
   c.tdirty = true
   -- By key, the member: the instance then knows which job went.
@@ -441,7 +463,7 @@ local function held(c, m, caller)
   return j
 end
 
-topic_function('dq_release', function(c, args, o, n)
+topic_function('dq_release', 'l', function(c, args, o, n)
   local m = args[o + 2]
   local j = held(c, m, args[o + 3])
   if not j then return '' end
@@ -453,7 +475,7 @@ topic_function('dq_release', function(c, args, o, n)
   return come_back(c, m, j, d)
 end)
 
-topic_function('dq_bury', function(c, args, o, n)
+topic_function('dq_bury', 'b', function(c, args, o, n)
   local m = args[o + 2]
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
@@ -463,7 +485,7 @@ topic_function('dq_bury', function(c, args, o, n)
   return 1
 end)
 
-topic_function('dq_touch', function(c, args, o, n)
+topic_function('dq_touch', 'h', function(c, args, o, n)
   local m = args[o + 2]
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
@@ -474,7 +496,7 @@ topic_function('dq_touch', function(c, args, o, n)
   return dl
 end)
 
-topic_function('dq_kick', function(c, args, o, n)
+topic_function('dq_kick', 'k', function(c, args, o, n)
   local bound = tonumber(args[o + 2])
   if bound <= 0 then return 0 end
   local from = c.B
@@ -494,7 +516,7 @@ topic_function('dq_kick', function(c, args, o, n)
   return #list
 end)
 
-topic_function('dq_kick_job', function(c, args, o, n)
+topic_function('dq_kick_job', 'K', function(c, args, o, n)
   local m = args[o + 2]
   local j = load(c, m)
   if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
@@ -504,7 +526,7 @@ topic_function('dq_kick_job', function(c, args, o, n)
   return 1
 end)
 
-topic_function('dq_return', function(c, args, o, n)
+topic_function('dq_return', 'n', function(c, args, o, n)
   local m = args[o + 2]
   local j = load(c, m)
   if not j or j[ST] ~= 'u' or j[OWN] ~= args[o + 3] then return 0 end
@@ -519,7 +541,7 @@ topic_function('dq_return', function(c, args, o, n)
   return 1
 end)
 
-topic_function('dq_peek', function(c, args, o, n)
+topic_function('dq_peek', 'e', function(c, args, o, n)
   local kind, m = args[o + 2], nil
   if kind == 'id' then m = args[o + 3]
   elseif kind == 'key' then m = redis.call('HGET', c.K, args[o + 3])
@@ -535,7 +557,7 @@ topic_function('dq_peek', function(c, args, o, n)
 end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
-topic_function('dq_stats_job', function(c, args, o, n)
+topic_function('dq_stats_job', 's', function(c, args, o, n)
   local j = load(c, args[o + 2])
   if not j then return {} end
   return {s(c.now), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
@@ -543,13 +565,13 @@ topic_function('dq_stats_job', function(c, args, o, n)
           'bu', j[BU], 'ki', j[KI], 'mt', j[MT]}
 end)
 
-topic_function('dq_stats_topic', function(c, args, o, n)
+topic_function('dq_stats_topic', 'S', function(c, args, o, n)
   return {count_of(c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     count_of(c.U), count_of(c.D), count_of(c.B),
     s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}
 end)
 
-topic_function('dq_pause', function(c, args, o, n)
+topic_function('dq_pause', 'z', function(c, args, o, n)
   local d = tonumber(args[o + 2])
   c.cpause = c.cpause + 1
   c.tdirty = true
@@ -562,7 +584,7 @@ topic_function('dq_pause', function(c, args, o, n)
   return 1
 end)
 
-topic_function('dq_clear', function(c, args, o, n)
+topic_function('dq_clear', 'c', function(c, args, o, n)
   local mask, limit, n = tonumber(args[o + 2]), tonumber(args[o + 3]), 0
   local sets = {}
   if mask % 2 == 1 then sets[#sets + 1] = {c.R, 'r'} end
@@ -579,13 +601,14 @@ topic_function('dq_clear', function(c, args, o, n)
   return n
 end)
 
-topic_function('dq_tick', function(c, args, o, n)
+topic_function('dq_tick', 'i', function(c, args, o, n)
   return 0
 end)
 
 -- Several operations on one topic in one call: args = prefix, then for
--- each operation its function name, its argument count and its arguments.
--- Applies what is due once, runs them in order, and answers
+-- each operation one argument naming it, its code (topic_function) and its
+-- argument count in decimal ('p4': a put of four arguments), then its
+-- arguments. Applies what is due once, runs them in order, and answers
 -- {next_wake, {result, ...}}.
 redis.register_function('dq_batch', function(keys, args)
   local c = context(keys, args)
@@ -593,10 +616,12 @@ redis.register_function('dq_batch', function(keys, args)
   local results = {}
   local i = 2
   while i <= #args do
-    local body, n = ops[args[i]], tonumber(args[i + 1])
-    -- The operation's arguments start at args[i + 2], its body's args[o + 2].
-    results[#results + 1] = body(c, args, i, n)
-    i = i + 2 + n
+    local a = args[i]
+    local op, n = string.byte(a, 1, 2)
+    if #a == 2 then n = n - 48 else n = tonumber(string.sub(a, 2)) end
+    -- The operation's arguments start at args[i + 1], its body's args[o + 2].
+    results[#results + 1] = ops[op](c, args, i - 1, n)
+    i = i + 1 + n
   end
   return finish(c, results)
 end)
@@ -613,53 +638,29 @@ redis.register_function('dq_register', function(keys, args)
 end)
 )lua";
 
+// Each function's name, and its code in a dq_batch ('\0': none), in the
+// order of Script.
+struct ScriptInfo {
+  std::string_view name;
+  char code;
+};
+constexpr ScriptInfo kScripts[] = {
+    {"dq_put", 'p'},       {"dq_reserve", 'r'},     {"dq_top", 't'},       {"dq_reserve_job", 'j'},
+    {"dq_delete", 'x'},    {"dq_release", 'l'},     {"dq_bury", 'b'},      {"dq_touch", 'h'},
+    {"dq_kick", 'k'},      {"dq_kick_job", 'K'},    {"dq_return", 'n'},    {"dq_peek", 'e'},
+    {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},     {"dq_clear", 'c'},
+    {"dq_tick", 'i'},      {"dq_batch", '\0'},      {"dq_register", '\0'},
+};
+static_assert(std::size(kScripts) == kScriptCount, "one entry per Script");
+
 }  // namespace
 
 std::string_view Library() { return kLibrary.substr(1); }  // from "#!lua"
+
 std::string_view Name(Script s) {
-  switch (s) {
-    case Script::kPut:
-      return "dq_put";
-    case Script::kReserve:
-      return "dq_reserve";
-    case Script::kTop:
-      return "dq_top";
-    case Script::kReserveJob:
-      return "dq_reserve_job";
-    case Script::kDelete:
-      return "dq_delete";
-    case Script::kRelease:
-      return "dq_release";
-    case Script::kBury:
-      return "dq_bury";
-    case Script::kTouch:
-      return "dq_touch";
-    case Script::kKick:
-      return "dq_kick";
-    case Script::kKickJob:
-      return "dq_kick_job";
-    case Script::kReturn:
-      return "dq_return";
-    case Script::kPeek:
-      return "dq_peek";
-    case Script::kStatsJob:
-      return "dq_stats_job";
-    case Script::kStatsTopic:
-      return "dq_stats_topic";
-    case Script::kPause:
-      return "dq_pause";
-    case Script::kClear:
-      return "dq_clear";
-    case Script::kTick:
-      return "dq_tick";
-    case Script::kBatch:
-      return "dq_batch";
-    case Script::kRegister:
-      return "dq_register";
-    case Script::kCount:
-      break;
-  }
-  return {};
+  return s < Script::kCount ? kScripts[static_cast<size_t>(s)].name : std::string_view();
 }
+
+char Code(Script s) { return s < Script::kCount ? kScripts[static_cast<size_t>(s)].code : '\0'; }
 
 }  // namespace delayq::backend::redis

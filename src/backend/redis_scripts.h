@@ -35,7 +35,7 @@ enum class Script : size_t {
   kPause,       // delay_ms -> 1
   kClear,       // mask, limit -> count
   kTick,        // -> 0 (applies what is due)
-  kBatch,       // (name, argc, args...)... -> {result, ...}: several operations at once
+  kBatch,       // (code+argc, args...)... -> {result, ...}: several operations at once
   kRegister,    // (registry keys) name -> topic number
   kCount
 };
@@ -46,6 +46,9 @@ inline constexpr size_t kScriptCount = static_cast<size_t>(Script::kCount);
 std::string_view Library();
 // The function's name, for FCALL.
 std::string_view Name(Script s);
+// A topic function's code in a dq_batch (its first argument there is the
+// code followed by the argument count: "p4"); '\0' for kBatch and kRegister.
+char Code(Script s);
 
 }  // namespace delayq::backend::redis
 
