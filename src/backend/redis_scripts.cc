@@ -20,8 +20,9 @@ namespace {
 // Each set also holds the sentinel member SENT at +inf (see SENT below).
 // Time is Redis's own clock (TIME), the same for every instance (a test may
 // pass its own: see context). A number that becomes text goes through
-// string.format('%d') or to redis.call as a number (Redis writes it out
-// exactly): Lua's own formatting would turn a large due time into 1.4e+14.
+// string.format('%d'), or to redis.call as a number when small (Redis
+// writes it out exactly, with '%.17g'): Lua's own formatting would turn a
+// large due time into 1.4e+14.
 //
 // A call reads each job it touches once (GET) and keeps it in c.jobs; the
 // jobs it changed are written at its end with one MSET and the jobs it
@@ -166,10 +167,11 @@ end
 -- lower bound of the set's lowest score. A removal leaves the bound as it
 -- is: a bound below the real head only makes the topic's next call look
 -- into the set once more (advance), which then reads the real head.
--- The score goes to Redis as a number: Redis writes it out exactly, and for
--- less than string.format costs.
+-- The score (a time) goes to Redis as text from string.format('%d'): a
+-- number would be written out by Redis with '%.17g', which costs more for a
+-- 13-digit time (docs/redis-backend.md, "Cost of a call").
 local function zadd_timed(c, set, score, m)
-  redis.call('ZADD', set, score, m)
+  redis.call('ZADD', set, s(score), m)
   if set == c.D then
     if c.dmin < 0 or score < c.dmin then c.dmin = score; c.tdirty = true end
   elseif c.umin < 0 or score < c.umin then
