@@ -58,7 +58,7 @@ local SENT = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 local function s(n) return string.format('%d', n) end
 -- The call's time as a string, written once.
 local function now_s(c)
-  if c.ns == nil then c.ns = s(c.now) end
+  if not c.ns then c.ns = s(c.now) end
   return c.ns
 end
 local function jk(c, m) return c.P .. 'j:' .. m end
@@ -112,14 +112,13 @@ local function flush_jobs(c)
     end
   end
   if n > 0 then redis.call('MSET', unpack(set, 1, n)) end
-  c.dirty = {}
+  local gone = c.gone
   local i = 1
-  while i <= #c.gone do
-    local last = math.min(i + FLUSH_CHUNK - 1, #c.gone)
-    redis.call('DEL', unpack(c.gone, i, last))
+  while i <= #gone do
+    local last = math.min(i + FLUSH_CHUNK - 1, #gone)
+    redis.call('DEL', unpack(gone, i, last))
     i = last + 1
   end
-  c.gone = {}
 end
 
 -- The topic's counters, one string (M): the job sequence (also the count of
@@ -324,6 +323,21 @@ local function finish(c, result)
   return {w, result}
 end
 
+-- The state of the call in progress: one table for every call (Redis runs
+-- one call at a time), with all its fields made here, so that a call does
+-- not build it and grow it field by field (dq_tick, the fixed part of every
+-- call: 66,000 -> 57,000 instructions). The per-job tables are new in each
+-- call: jobs (member -> job as loaded or changed; false: deleted), dirty
+-- (the members to write), fresh (the members put by this call) and gone
+-- (the job keys to delete). Emptying them in place for the next call cost
+-- more than making them.
+local call_state = {
+  R = false, D = false, U = false, B = false, K = false, M = false, P = false,
+  now = 0, ns = false, woke = false, tdirty = false,
+  seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
+  jobs = false, dirty = false, fresh = false, gone = false,
+}
+
 -- The state of one call of a topic function. args[1] is the topic's prefix
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
 -- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
@@ -342,9 +356,10 @@ local function context(keys, args)
     now = tonumber(string.sub(p, 1, bar - 1))
     p = string.sub(p, bar + 1)
   end
-  local c = {R = keys[1], D = keys[2], U = keys[3], B = keys[4], K = keys[5], M = keys[6],
-             P = p, now = now, woke = false, tdirty = false,
-             jobs = {}, dirty = {}, fresh = {}, gone = {}}
+  local c = call_state
+  c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  c.P, c.now, c.ns, c.woke, c.tdirty = p, now, false, false, false
+  c.jobs, c.dirty, c.fresh, c.gone = {}, {}, {}, {}
   load_topic(c)
   return c
 end
