@@ -713,7 +713,10 @@ void RedisBackend::TryReserve(SessionId sid, std::vector<std::string> topics, ui
   auto reserve_from = [this, sid, count, detach](
                           Topic* tp, std::function<void(Status, std::vector<Got>, bool)> then) {
     std::string owner = detach ? std::string() : Owner(sid);
-    Run(Script::kReserve, *tp, {owner, std::to_string(count)},
+    // One job: the owner alone (its count defaults to 1).
+    std::vector<std::string> args{owner};
+    if (count != 1) args.push_back(std::to_string(count));
+    Run(Script::kReserve, *tp, std::move(args),
         [this, tp, sid, owner, detach, then](Status st, const redisReply* r) {
           std::vector<Got> got;
           if (!st.ok()) return then(st, got, false);
@@ -1001,13 +1004,12 @@ void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
   ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kDelete, *t, {"id", member, caller},
-        [this, id, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          if (Int(r) != 1) return done(Status::NotFound());
-          Forget(id);
-          done(Status::Ok());
-        });
+    Run(Script::kDelete, *t, {member, caller}, [this, id, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      if (Int(r) != 1) return done(Status::NotFound());
+      Forget(id);
+      done(Status::Ok());
+    });
   });
 }
 

@@ -415,14 +415,16 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   return {1, m, st}
 end)
 
+-- Arguments: (owner, count) pairs; the last count may be left out for 1.
 -- Paused: {'paused', ready jobs} (a paused topic's ready jobs defer
 -- DEADLINE_SOON, as in the engine).
 topic_function('dq_reserve', 'r', function(c, args, o, n)
   if c.pu > c.now then return {'paused', count_of(c.R)} end
   local out = {'ok'}
   local i = 2
-  while i < n + 1 do
-    local owner, want = args[o + i], tonumber(args[o + i + 1])
+  while i <= n + 1 do
+    local owner, want = args[o + i], 1
+    if i <= n then want = tonumber(args[o + i + 1]) end
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
       if not top[1] then return out end
@@ -458,18 +460,23 @@ topic_function('dq_reserve_job', 'j', function(c, args, o, n)
   return out
 end)
 
+-- Arguments: member, caller (by id), or 'key', key, caller.
 topic_function('dq_delete', 'x', function(c, args, o, n)
-  local m = args[o + 3]
-  if args[o + 2] == 'key' then m = redis.call('HGET', c.K, args[o + 3]) end
+  local m, caller, by_key = args[o + 2], args[o + 3], false
+  if n == 3 then
+    by_key = args[o + 2] == 'key'
+    m, caller = args[o + 3], args[o + 4]
+    if by_key then m = redis.call('HGET', c.K, m) end
+  end
   if not m then return 0 end
   local st, own, key = head_of(c, m)
   if not st then return 0 end
-  if st == 'u' and not may(own, args[o + 4]) then return 0 end
+  if st == 'u' and not may(own, caller) then return 0 end
   destroy(c, m, key, st)
   c.cdel = c.cdel + 1
   c.tdirty = true
   -- By key, the member: the instance then knows which job went.
-  if args[o + 2] == 'key' then return m end
+  if by_key then return m end
   return 1
 end)
 

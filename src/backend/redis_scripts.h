@@ -15,11 +15,12 @@ namespace delayq::backend::redis {
 // {next_wake, result}: next_wake is in how many ms the topic next has
 // something to do (a due job, a TTR, the end of a pause), or -1 for never.
 enum class Script : size_t {
-  kPut,      // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
-  kReserve,  // (owner, count)...  -> {'ok', member, key, body, priority, deadline, owner-index...}
-  kTop,      // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
+  kPut,         // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
+  kReserve,     // (owner, count)..., the last count left out for 1 -> {'ok', member, key, body,
+                //     priority, deadline, owner-index...}
+  kTop,         // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
   kReserveJob,  // member, owner -> {} or {member, key, body, priority, deadline}
-  kDelete,      // 'id'|'key', member|key, caller -> 0|1
+  kDelete,      // member, caller | 'key', key, caller -> 0|1 (by key: the member)
   kRelease,     // member, caller, priority, delay_ms|'' -> ''|'ready'|'delayed'|'buried'
   kBury,        // member, caller, priority -> 0|1
   kTouch,       // member, caller -> 0|new deadline
