@@ -123,6 +123,7 @@ bench: build
 	bash bench/http_bench.sh $(BUILD_DIR)
 	bash bench/redis_bench.sh $(BUILD_DIR)
 	bash bench/redis_call_cost.sh $(BUILD_DIR)
+	bash bench/delayqd_redis_cost.sh $(BUILD_DIR)
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
 # e.g. make run ARGS="-p 11301 -V".

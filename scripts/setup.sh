@@ -36,7 +36,7 @@ PACKAGES=(
   ruby-beaneater      # a real beanstalkd client for the black-box tests
   ruby                # runs it (ruby-beaneater does not depend on ruby)
   redis-server        # the Redis the Redis backend's tests start
-  valgrind            # bench/redis_call_cost.sh counts Redis's instructions per job
+  valgrind            # bench/redis_call_cost.sh, delayqd_redis_cost.sh count instructions per job
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):
 # keep a Node.js that is already there (it may not be Debian's, and Debian's
