@@ -364,7 +364,6 @@ local function context(keys, args)
   return c
 end
 
-
 -- A topic function: applies what is due in the topic, then acts. Its body
 -- is also an operation of dq_batch, named there by the byte `code`. A body
 -- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] is the
