@@ -13,7 +13,8 @@
 // oldest ready job, put 4 calls before; a delete is of a job reserved 4
 // calls before. So the ready and the reserved set each hold 24 to 30 jobs
 // (with 6 per call), a job is put, reserved and deleted in three calls,
-// written twice and read once. First 4 calls of puts fill the backlog; at
+// written twice (put, reserve) and read twice (reserve, and in part by the
+// delete). First 4 calls of puts fill the backlog; at
 // the end it is reserved and deleted, and no job key may be left, which is
 // checked. ITERATIONS calls are of the steady kind; the jobs put number
 // (ITERATIONS + 4) * JOBS_PER_BATCH.
