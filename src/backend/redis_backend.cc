@@ -352,19 +352,11 @@ void RedisBackend::RunRaw(Script sc, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args,
                           std::function<void(Status, const redisReply*)> done) {
   std::string nkeys = std::to_string(keys.size());
-  std::string_view name = redis::Name(sc);
-  size_t size = 16 + resp::BulkSize(name.size()) + resp::BulkSize(nkeys.size());
-  for (const std::string& k : keys) size += resp::BulkSize(k.size());
-  for (const std::string& a : args) size += resp::BulkSize(a.size());
-  std::string cmd;
-  cmd.reserve(size);
-  resp::AppendArray(cmd, 3 + keys.size() + args.size());
-  resp::AppendBulk(cmd, "FCALL");
-  resp::AppendBulk(cmd, name);
-  resp::AppendBulk(cmd, nkeys);
-  for (const std::string& k : keys) resp::AppendBulk(cmd, k);
-  for (const std::string& a : args) resp::AppendBulk(cmd, a);
-  Call(keys.front(), std::make_shared<const std::string>(std::move(cmd)), false, std::move(done));
+  std::vector<std::string_view> argv{"FCALL", redis::Name(sc), nkeys};
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  Call(keys.front(), std::make_shared<const std::string>(resp::Format(argv)), false,
+       std::move(done));
 }
 
 void RedisBackend::Call(const std::string& route, std::shared_ptr<const std::string> command,

@@ -34,16 +34,6 @@ struct Jobs {
   std::vector<Job> jobs;
 };
 
-// The number a shell command prints first, or -1.
-int ShellNumber(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  int v = -1;
-  if (std::fscanf(p, "%d", &v) != 1) v = -1;
-  pclose(p);
-  return v;
-}
-
 // What a shell command prints, its last newline taken off.
 std::string ShellText(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
@@ -54,6 +44,13 @@ std::string ShellText(const std::string& cmd) {
   pclose(p);
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
+}
+
+// The number a shell command prints first, or -1.
+int ShellNumber(const std::string& cmd) {
+  int v = -1;
+  if (std::sscanf(ShellText(cmd).c_str(), "%d", &v) != 1) v = -1;
+  return v;
 }
 
 class RedisBackendTest : public ::testing::Test {
