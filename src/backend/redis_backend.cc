@@ -198,13 +198,18 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.host = options_.address.nodes.front().host;
   so.port = options_.address.nodes.front().port;
   so.subscriber = true;
-  so.on_message = [this](std::string_view channel, std::string_view) {
+  // A wake-up, or a subscription confirmed: a job that became ready before
+  // Redis had the subscription published to nobody, and the next one may
+  // not publish (docs/redis-backend.md, "Waiting"), so the waiters look.
+  auto serve = [this](std::string_view channel) {
     // dq:{topic}:wake
     constexpr std::string_view kHead = "dq:{", kTail = "}:wake";
     if (channel.size() <= kHead.size() + kTail.size()) return;
     ServeTopic(
         std::string(channel.substr(kHead.size(), channel.size() - kHead.size() - kTail.size())));
   };
+  so.on_message = [serve](std::string_view channel, std::string_view) { serve(channel); };
+  so.on_subscribed = serve;
   subscriber_ = std::make_unique<RedisClient>(io_, so);
 }
 

@@ -299,8 +299,12 @@ void RedisClient::OnPubSub(redisAsyncContext* ac, void* reply, void*) {
   const auto* r = static_cast<const redisReply*>(reply);
   if (self == nullptr || r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < 3) return;
   std::string_view kind(r->element[0]->str, r->element[0]->len);
-  if (kind != "message" || !self->options_.on_message) return;
   const redisReply* ch = r->element[1];
+  if (kind == "subscribe" && ch->str != nullptr && self->options_.on_subscribed) {
+    self->options_.on_subscribed(std::string_view(ch->str, ch->len));
+    return;
+  }
+  if (kind != "message" || !self->options_.on_message) return;
   const redisReply* msg = r->element[2];
   self->options_.on_message(std::string_view(ch->str, ch->len),
                             msg->str != nullptr ? std::string_view(msg->str, msg->len) : "");

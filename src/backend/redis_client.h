@@ -9,7 +9,8 @@
 // Commands issued while disconnected complete at once with a null reply.
 //
 // A subscriber client (`subscriber` true) delivers pub/sub messages to
-// `on_message`; it re-subscribes its channels after a reconnect.
+// `on_message`, and Redis's confirmations of its subscriptions to
+// `on_subscribed`; it re-subscribes its channels after a reconnect.
 //
 // Thread: every method, and every handler, on the loop thread.
 #ifndef DELAYQ_BACKEND_REDIS_CLIENT_H_
@@ -46,6 +47,9 @@ class RedisClient {
     std::function<void(const std::string& error)> on_disconnect;
     // Subscriber: a message published on a subscribed channel.
     std::function<void(std::string_view channel, std::string_view message)> on_message;
+    // Subscriber: Redis confirmed a subscription (also each one renewed
+    // after a reconnect): from now on the channel's messages arrive.
+    std::function<void(std::string_view channel)> on_subscribed;
   };
 
   RedisClient(boost::asio::io_context& io, Options options);

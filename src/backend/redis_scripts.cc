@@ -38,11 +38,15 @@ local pack, unpack_mp, unpack_limit = nil, nil, nil
 -- the first call: a library being loaded cannot see `string`).
 local codes, ops = {}, nil
 
--- A job is an array; these are its fields' positions, in the order they
--- are packed. A job's string is pack(job[1], ..., job[NFIELDS]).
+-- A job in a call is an array: two flags of the call's own (DIRTY: to be
+-- written; FRESH: put by this call, so never written yet), then the job's
+-- fields, in the order they are packed. A job's string is
+-- pack(job[ST], ..., job[LAST]). The flags live in the job's array rather
+-- than in tables of their own: each table a call makes and grows costs
+-- Redis allocations and rehashes.
 local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, MT, BO, RS, TO, RL, BU, KI, BODY =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16
-local NFIELDS = 16
+  3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
+local DIRTY, FRESH, LAST = 1, 2, 18
 -- How many jobs one MSET or DEL of flush_jobs names at most.
 local FLUSH_CHUNK = 500
 -- Each of a topic's four sets holds this member at +inf from the topic's
@@ -69,7 +73,7 @@ local function load(c, m)
   if j ~= nil then return j or nil end  -- false: deleted by this call
   local v = redis.call('GET', jk(c, m))
   if not v then return nil end
-  j = {unpack_mp(v)}
+  j = {false, false, unpack_mp(v)}
   c.jobs[m] = j
   return j
 end
@@ -90,25 +94,28 @@ end
 -- Marks job m as changed: flush_jobs writes it.
 local function save(c, m, j)
   c.jobs[m] = j
-  c.dirty[m] = true
+  j[DIRTY] = true
 end
 
 -- Deletes job m at the end of the call (unless this call created it).
 local function drop(c, m)
+  local j = c.jobs[m]
   c.jobs[m] = false
-  c.dirty[m] = nil
-  if not c.fresh[m] then c.gone[#c.gone + 1] = jk(c, m) end
+  if not (j and j[FRESH]) then c.gone[#c.gone + 1] = jk(c, m) end
 end
 
 local function flush_jobs(c)
-  local set, n = {}, 0
-  for m in pairs(c.dirty) do
-    set[n + 1] = jk(c, m)
-    set[n + 2] = pack(unpack(c.jobs[m], 1, NFIELDS))
-    n = n + 2
-    if n >= 2 * FLUSH_CHUNK then
-      redis.call('MSET', unpack(set, 1, n))
-      n = 0
+  -- Made with room for 8 jobs (a table grows by doubling, each time a copy).
+  local set, n = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 0
+  for m, j in pairs(c.jobs) do
+    if j and j[DIRTY] then
+      set[n + 1] = jk(c, m)
+      set[n + 2] = pack(unpack(j, ST, LAST))
+      n = n + 2
+      if n >= 2 * FLUSH_CHUNK then
+        redis.call('MSET', unpack(set, 1, n))
+        n = 0
+      end
     end
   end
   if n > 0 then redis.call('MSET', unpack(set, 1, n)) end
@@ -124,17 +131,22 @@ end
 -- The topic's counters, one string (M): the job sequence (also the count of
 -- puts), lower bounds of the delayed and reserved sets' lowest scores (-1:
 -- the set is empty), the pause's end and length, the burial sequence, and
--- the counts of deletes, pauses and TTR expiries; last, 1 once the sets
--- hold their sentinel (SENT). A topic without that mark (new, or written
--- before the sentinel) gets the sentinel now.
+-- the counts of deletes, pauses and TTR expiries; 1 once the sets hold
+-- their sentinel (SENT); last, want: 1 when a reserve may be waiting for
+-- the next ready job (see wanted). A topic without the sentinel's mark
+-- (new, or written before the sentinel) gets the sentinel now; one without
+-- want (new, or written before it) starts at 1.
 local function load_topic(c)
   local v = redis.call('GET', c.M)
   local sent
   if v then
-    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, sent = unpack_mp(v)
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, sent, c.want = unpack_mp(v)
   else
     c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = 0, -1, -1, 0, 0, 0, 0, 0, 0
+    c.want = 1
   end
+  -- (call_state keeps the last call's values: every field is set here.)
+  if c.want == nil then c.want = 1 end
   if sent ~= 1 then
     for _, set in ipairs({c.R, c.D, c.U, c.B}) do redis.call('ZADD', set, '+inf', SENT) end
     c.tdirty = true
@@ -143,7 +155,7 @@ end
 
 local function flush_topic(c)
   if not c.tdirty then return end
-  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1))
+  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1, c.want))
   c.tdirty = false
 end
 
@@ -299,7 +311,23 @@ local function advance(c)
   if c.pu > 0 and c.pu <= c.now then
     c.pu, c.pm = 0, 0
     c.tdirty = true
-    c.woke = true
+    c.want, c.woke = 1, true
+  end
+end
+
+-- A reserve (or a look at the top) found no ready job: its caller may wait,
+-- so the next call that makes a job ready publishes a wake-up (finish) and
+-- sets want back to 0. A call that makes jobs ready while want is 0
+-- publishes nothing: no reserve has come away empty since the last
+-- wake-up, which every instance with waiters answered by trying again. In
+-- the lifecycle benchmark the ready set is rarely empty, so most calls
+-- publish nothing, where each used to reach every instance. (An instance
+-- also tries again when Redis confirms its subscription, for a wake-up
+-- published before that: RedisBackend's on_subscribed.)
+local function wanted(c)
+  if c.want ~= 1 then
+    c.want = 1
+    c.tdirty = true
   end
 end
 
@@ -311,9 +339,14 @@ local function next_wake(c)
 end
 
 local function finish(c, result)
+  local wake = c.woke and c.want == 1
+  if wake then
+    c.want = 0
+    c.tdirty = true
+  end
   flush_jobs(c)
   flush_topic(c)
-  if c.woke then redis.call('PUBLISH', c.P .. 'wake', '1') end
+  if wake then redis.call('PUBLISH', c.P .. 'wake', '1') end
   -- Relative: the instances' clocks need not agree with Redis's.
   local w = next_wake(c)
   if w >= 0 then
@@ -327,15 +360,14 @@ end
 -- one call at a time), with all its fields made here, so that a call does
 -- not build it and grow it field by field (dq_tick, the fixed part of every
 -- call: 66,000 -> 57,000 instructions). The per-job tables are new in each
--- call: jobs (member -> job as loaded or changed; false: deleted), dirty
--- (the members to write), fresh (the members put by this call) and gone
--- (the job keys to delete). Emptying them in place for the next call cost
--- more than making them.
+-- call: jobs (member -> job as loaded or changed, with its DIRTY and FRESH
+-- flags; false: deleted) and gone (the job keys to delete). Emptying them
+-- in place for the next call cost more than making them.
 local call_state = {
   R = false, D = false, U = false, B = false, K = false, M = false, P = false,
-  now = 0, ns = false, woke = false, tdirty = false,
+  now = 0, ns = false, woke = false, tdirty = false, want = 0,
   seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
-  jobs = false, dirty = false, fresh = false, gone = false,
+  jobs = false, gone = false,
 }
 
 -- The state of one call of a topic function. args[1] is the topic's prefix
@@ -359,7 +391,7 @@ local function context(keys, args)
   local c = call_state
   c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
   c.P, c.now, c.ns, c.woke, c.tdirty = p, now, false, false, false
-  c.jobs, c.dirty, c.fresh, c.gone = {}, {}, {}, {}
+  c.jobs, c.gone = {}, {}
   load_topic(c)
   return c
 end
@@ -399,10 +431,9 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   if delay < 0 then delay = 0 end
   local st = 'r'
   if due > c.now then st = 'd' end
-  local j = {st, tonumber(args[o + 3]), due, '', key, delay, tonumber(args[o + 5]), c.now,
+  local j = {false, true, st, tonumber(args[o + 3]), due, '', key, delay, tonumber(args[o + 5]), c.now,
              n >= 7 and tonumber(args[o + 8]) or 0, n >= 8 and args[o + 9] or '', 0, 0, 0, 0, 0,
              args[o + 2]}
-  c.fresh[m] = true
   save(c, m, j)
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
@@ -419,16 +450,17 @@ end)
 -- DEADLINE_SOON, as in the engine).
 topic_function('dq_reserve', 'r', function(c, args, o, n)
   if c.pu > c.now then return {'paused', count_of(c.R)} end
-  local out = {'ok'}
+  -- Room for one job's six values (the nils are not values: #out is 1).
+  local out = {'ok', nil, nil, nil, nil, nil, nil}
   local i = 2
   while i <= n + 1 do
     local owner, want = args[o + i], 1
     if i <= n then want = tonumber(args[o + i + 1]) end
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
-      if not top[1] then return out end
-      if top[1] == SENT then
-        redis.call('ZADD', c.R, '+inf', SENT)
+      if not top[1] or top[1] == SENT then
+        if top[1] then redis.call('ZADD', c.R, '+inf', SENT) end
+        wanted(c)
         return out
       end
       local j = load(c, top[1])
@@ -445,7 +477,10 @@ end)
 topic_function('dq_top', 't', function(c, args, o, n)
   if c.pu > c.now then return {'paused', count_of(c.R)} end
   local top = redis.call('ZRANGE', c.R, 0, 0, 'WITHSCORES')
-  if not top[1] or top[1] == SENT then return {} end
+  if not top[1] or top[1] == SENT then
+    wanted(c)
+    return {}
+  end
   return {top[2], top[1]}
 end)
 
@@ -602,7 +637,7 @@ topic_function('dq_pause', 'z', function(c, args, o, n)
     c.pm, c.pu = d, c.now + d
   else
     c.pm, c.pu = 0, 0
-    c.woke = true
+    c.want, c.woke = 1, true
   end
   return 1
 end)
@@ -636,7 +671,8 @@ end)
 redis.register_function('dq_batch', function(keys, args)
   local c = context(keys, args)
   advance(c)
-  local results = {}
+  -- Room for 16 results.
+  local results = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
   local i = 2
   while i <= #args do
     local a = args[i]

@@ -397,6 +397,53 @@ TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
   EXPECT_NE(p2->id, put->id);
 }
 
+// A wake-up goes out only when a reserve may be waiting: after a reserve
+// found no ready job, the next put publishes once; puts into a ready set
+// that no reserve found empty since publish nothing. The waiter on the
+// other instance (no sweep) is served by that one wake-up.
+TEST_F(RedisBackendTest, WakeUpsGoOutOnlyWhenAReserveMayWait) {
+  auto publishes = [&] {
+    std::string info = Cli("info commandstats");
+    size_t at = info.find("cmdstat_publish:calls=");
+    if (at == std::string::npos) return 0;
+    return std::atoi(info.c_str() + at + std::strlen("cmdstat_publish:calls="));
+  };
+  auto a = Make();
+  auto b = Make(/*sweep_ms=*/600'000);
+  SessionId sa = a->OpenSession(), sb = b->OpenSession();
+  // A new topic starts wanting: its first ready job publishes, the rest not.
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Put(*a, sa, "j" + std::to_string(i)).ok());
+  EXPECT_EQ(publishes(), 1);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Reserve(*b, sb).jobs.size(), 1u);
+  EXPECT_EQ(publishes(), 1);
+  // b waits: its tries find nothing, so a's next put publishes, once.
+  std::optional<Jobs> got;
+  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
+             [&](Status st, backend::Jobs v) { got = Own(st, v); });
+  RunFor(milliseconds(100));
+  ASSERT_FALSE(got.has_value());
+  auto put = Put(*a, sa, "wanted");
+  ASSERT_TRUE(put.ok());
+  ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+  ASSERT_EQ(got->jobs.size(), 1u);
+  EXPECT_EQ(got->jobs[0].id, put->id);
+  EXPECT_EQ(publishes(), 2);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Put(*a, sa, "k" + std::to_string(i)).ok());
+  EXPECT_EQ(publishes(), 2);
+  // A reserve that comes away empty (timeout 0) also makes the next put
+  // publish: its caller could have waited.
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Reserve(*b, sb).jobs.size(), 1u);
+  EXPECT_EQ(Reserve(*b, sb).status.code(), Code::kTimedOut);
+  ASSERT_TRUE(Put(*a, sa, "after").ok());
+  EXPECT_EQ(publishes(), 3);
+  // The end of a pause publishes whatever the flag: reserves that found
+  // the topic paused may wait.
+  ASSERT_TRUE(Do([&](Done d) { a->PauseTopic("default", 100, d); }).ok());
+  int before = publishes();
+  RunFor(milliseconds(400));
+  EXPECT_GE(publishes(), before + 1);
+}
+
 TEST_F(RedisBackendTest, BatchReserveAndDetach) {
   auto b = Make();
   SessionId s = b->OpenSession();

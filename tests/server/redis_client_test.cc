@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -128,6 +129,42 @@ TEST_F(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
     ASSERT_EQ(got[2], Arr({want_list[0], want_list[1], want_list[2]})) << "round " << round;
     ASSERT_EQ(got[3], Int(static_cast<long long>(items.size())));
   }
+}
+
+// A subscriber hears Redis confirm each subscription before any message of
+// the channel, and again for each channel it renews after Redis restarted.
+TEST_F(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) {
+  std::vector<std::string> events;  // "+channel" confirmed, "channel:message"
+  RedisClient::Options so;
+  so.port = redis_.port();
+  so.subscriber = true;
+  so.on_message = [&](std::string_view ch, std::string_view msg) {
+    events.push_back(std::string(ch) + ":" + std::string(msg));
+  };
+  so.on_subscribed = [&](std::string_view ch) { events.push_back("+" + std::string(ch)); };
+  RedisClient sub(io_, so);
+  sub.Start();
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return sub.connected(); }, milliseconds(5000)));
+  sub.Subscribe("a");
+  sub.Subscribe("b");
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 2; }, milliseconds(5000)));
+  Run({{"PUBLISH", "a", "1"}, {"PUBLISH", "b", "2"}, {"PUBLISH", "c", "3"}});
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 4; }, milliseconds(5000)));
+  EXPECT_EQ(events, (std::vector<std::string>{"+a", "+b", "a:1", "b:2"}));
+
+  events.clear();
+  redis_.Kill();
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return !sub.connected(); }, milliseconds(5000)));
+  std::string error;
+  ASSERT_TRUE(redis_.Start(&error)) << error;
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return sub.connected() && client_->connected() && events.size() == 2; },
+      milliseconds(10000)));
+  std::sort(events.begin(), events.end());
+  EXPECT_EQ(events, (std::vector<std::string>{"+a", "+b"}));
+  Run({{"PUBLISH", "b", "after"}});
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 3; }, milliseconds(5000)));
+  EXPECT_EQ(events.back(), "b:after");
 }
 
 }  // namespace
