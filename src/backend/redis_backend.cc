@@ -689,11 +689,20 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     if (!st.ok()) return done(st);
     Run(Script::kPut, *tp, std::move(args), [this, tp, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
-      if (Size(r) != 3) return done(Unexpected("put"));
+      // Created: "<state><member>"; a job with that key already: {0,
+      // member, state}.
       PutResult res;
-      res.created = Int(At(r, 0)) == 1;
-      res.id = IdOf(*tp, Str(At(r, 1)));
-      res.state = StateOf(Str(At(r, 2)));
+      if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1) {
+        res.created = true;
+        res.id = IdOf(*tp, Str(r).substr(1));
+        res.state = StateOf(Str(r).substr(0, 1));
+      } else if (Size(r) == 3) {
+        res.created = false;
+        res.id = IdOf(*tp, Str(At(r, 1)));
+        res.state = StateOf(Str(At(r, 2)));
+      } else {
+        return done(Unexpected("put"));
+      }
       if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
       done(res);
     });

@@ -412,7 +412,10 @@ end
 
 -- Arguments: body, priority, delay, ttr, then run_at, key, max_tries and
 -- backoff, which the caller leaves out from the last one not at its default
--- ('', '', 0, ''): a plain put sends four.
+-- ('', '', 0, ''): a plain put sends four. Answers the new job's state and
+-- member in one string ('r0000000000042'), or, when its key names a job
+-- already, {0, member, state}: a table costs Redis several times what a
+-- string does to turn into a reply.
 topic_function('dq_put', 'p', function(c, args, o, n)
   local key = n >= 6 and args[o + 7] or ''
   if key ~= '' then
@@ -442,7 +445,7 @@ topic_function('dq_put', 'p', function(c, args, o, n)
     redis.call('ZADD', c.R, args[o + 3], m)
     c.woke = true
   end
-  return {1, m, st}
+  return st .. m
 end)
 
 -- Arguments: (owner, count) pairs; the last count may be left out for 1.
