@@ -107,15 +107,15 @@ int main(int argc, char** argv) {
     for (const std::string& m : to_delete) a.insert(a.end(), {kDelete, m, "bench:1"});
     Reply r = Command(c, a);
     // {next_wake, {put results..., reserve results..., delete results...}};
-    // a reserve result is {"ok", member, key, body, priority, deadline, index}.
+    // a reserve of one job answers its string, which starts with its
+    // 13-digit member (reserve_one in src/backend/redis_scripts.cc).
     std::vector<std::string> members;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
       const redisReply* results = r->element[1];
       for (size_t i = static_cast<size_t>(puts);
            i < static_cast<size_t>(puts + reserves) && i < results->elements; ++i) {
         const redisReply* one = results->element[i];
-        if (one->type == REDIS_REPLY_ARRAY && one->elements > 1)
-          members.emplace_back(one->element[1]->str, one->element[1]->len);
+        if (one->type == REDIS_REPLY_STRING && one->len > 13) members.emplace_back(one->str, 13);
       }
     }
     return members;

@@ -99,16 +99,50 @@ JobId JobIdOf(uint64_t topic_no, std::string_view member) {
   return (topic_no << RedisBackend::kSeqBits) | seq;
 }
 
-// The reserved job at r[i..i+4] (member, key, body, priority, deadline).
-Got GotAt(uint64_t topic_no, const std::string& topic, const redisReply* r, size_t i) {
-  Got g;
-  g.id = JobIdOf(topic_no, Str(At(r, i)));
-  g.topic = topic;
-  g.key = std::string(Str(At(r, i + 1)));
-  g.body = std::string(Str(At(r, i + 2)));
-  g.priority = static_cast<uint32_t>(Int(At(r, i + 3)));
-  g.deadline = Int(At(r, i + 4));
-  return g;
+// A reserved job as the functions write it (reserve_one in
+// redis_scripts.cc): "<member><deadline>,<priority>,<index>,<key
+// length>,<key><body>", the member 13 digits; index: which owner of the
+// call it went to. False when s is not one.
+bool ParseGot(uint64_t topic_no, const std::string& topic, std::string_view s, Got* g,
+              size_t* index) {
+  constexpr size_t kMemberDigits = 13;
+  if (s.size() < kMemberDigits) return false;
+  std::string_view member = s.substr(0, kMemberDigits);
+  s.remove_prefix(kMemberDigits);
+  int64_t v[4];
+  for (int64_t& x : v) {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (ec != std::errc() || end == s.data() + s.size() || *end != ',' || x < 0) return false;
+    s.remove_prefix(static_cast<size_t>(end - s.data()) + 1);
+  }
+  if (static_cast<uint64_t>(v[3]) > s.size()) return false;
+  g->id = JobIdOf(topic_no, member);
+  g->topic = topic;
+  g->deadline = v[0];
+  g->priority = static_cast<uint32_t>(v[1]);
+  *index = static_cast<size_t>(v[2]);
+  g->key = std::string(s.substr(0, static_cast<size_t>(v[3])));
+  g->body = std::string(s.substr(static_cast<size_t>(v[3])));
+  return true;
+}
+
+// The jobs a reserve answered (dq_reserve, dq_reserve_job), in order, each
+// with the index of the owner it went to: one job's string, or {'ok', job
+// string, ...}. False when r is neither ({'paused', n} included).
+bool ReservedIn(uint64_t topic_no, const std::string& topic, const redisReply* r,
+                std::vector<std::pair<Got, size_t>>* out) {
+  out->clear();
+  if (r == nullptr) return false;
+  auto one = [&](const redisReply* s) {
+    if (s == nullptr || s->type != REDIS_REPLY_STRING) return false;
+    out->emplace_back();
+    return ParseGot(topic_no, topic, Str(s), &out->back().first, &out->back().second);
+  };
+  if (r->type == REDIS_REPLY_STRING) return one(r);
+  if (Size(r) == 0 || Str(At(r, 0)) != "ok") return false;
+  for (size_t i = 1; i < Size(r); ++i)
+    if (!one(At(r, i))) return false;
+  return true;
 }
 
 std::vector<JobView> Views(const std::vector<Got>& got) {
@@ -726,11 +760,13 @@ void RedisBackend::TryReserve(SessionId sid, std::vector<std::string> topics, ui
         [this, tp, sid, owner, detach, then](Status st, const redisReply* r) {
           std::vector<Got> got;
           if (!st.ok()) return then(st, got, false);
-          if (Size(r) == 0) return then(Unexpected("reserve"), got, false);
           if (Str(At(r, 0)) == "paused") return then(Status::Ok(), got, Int(At(r, 1)) > 0);
+          std::vector<std::pair<Got, size_t>> answered;
+          if (!ReservedIn(tp->no, tp->name, r, &answered))
+            return then(Unexpected("reserve"), got, false);
           bool gone = sessions_.count(sid) == 0;
-          for (size_t i = 1; i + 5 < Size(r); i += 6) {
-            Got g = GotAt(tp->no, tp->name, r, i);
+          for (auto& answer : answered) {
+            Got& g = answer.first;
             if (gone) {
               // The session closed while the call ran: nobody will get the
               // job, so it goes back, as if never reserved.
@@ -938,14 +974,12 @@ void RedisBackend::TryWaiters(Topic& t) {
   Run(Script::kReserve, t, std::move(args),
       [this, tp, batch, live](Status st, const redisReply* r) {
         tp->serving = false;
-        if (!st.ok() || Size(r) == 0 || Str(At(r, 0)) != "ok") return;
+        std::vector<std::pair<Got, size_t>> answered;
+        if (!st.ok() || !ReservedIn(tp->no, tp->name, r, &answered)) return;
         // Jobs per waiter, in the order served.
         std::vector<std::vector<Got>> per(batch.size());
-        for (size_t i = 1; i + 5 < Size(r); i += 6) {
-          size_t w = static_cast<size_t>(Int(At(r, i + 5)));
-          if (w >= batch.size()) continue;
-          per[w].push_back(GotAt(tp->no, tp->name, r, i));
-        }
+        for (auto& [g, w] : answered)
+          if (w < batch.size()) per[w].push_back(std::move(g));
         bool all_served = true;
         for (size_t w = 0; w < batch.size(); ++w) {
           if (per[w].empty()) {
@@ -992,10 +1026,12 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
     Run(Script::kReserveJob, *t, {member, Owner(sid)},
         [this, t, sid, id, done](Status st, const redisReply* r) {
           if (!st.ok()) return done(st, {});
-          if (Size(r) < 5) return done(Status::NotFound(), {});
-          Got g = GotAt(t->no, t->name, r, 0);
+          std::vector<std::pair<Got, size_t>> answered;
+          if (!ReservedIn(t->no, t->name, r, &answered) || answered.size() != 1)
+            return done(Status::NotFound(), {});
+          Got& g = answered.front().first;
           NoteHeld(sid, t->name, id, g.deadline);
-          std::vector<Got> got{g};
+          std::vector<Got> got{std::move(g)};
           std::vector<JobView> views = Views(got);
           done(Status::Ok(), views);
         });

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "backend/local_backend.h"
 #include "server/io_wait.h"
@@ -284,6 +285,67 @@ TEST_F(RedisBackendTest, KeyedPutIsIdempotentAndCancellable) {
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->created);
   EXPECT_NE(c->id, a->id);
+}
+
+// A reserved job comes back as one string of the functions
+// (<member><deadline>,<priority>,<index>,<key length>,<key><body>): keys
+// and bodies with commas, digits, NULs and nothing at all come through
+// byte for byte, whether one job is reserved, several at once, one by id,
+// or several waiters are served by one call.
+TEST_F(RedisBackendTest, ReservedJobsKeepTheirKeysAndBodiesByteForByte) {
+  auto b = Make();
+  SessionId s = SessionOn(*b, "t");
+  const std::vector<std::pair<std::string, std::string>> jobs = {
+      {"1,2,3,", std::string("x,\0,9,", 6)},
+      {"", ""},
+      {"k", std::string(20'000, ',')},
+      {",", "0000000000001"},
+  };
+  std::vector<JobId> ids;
+  for (const auto& [key, body] : jobs) {
+    auto put = Put(*b, s, body, 0, "t", key, 60'000);
+    ASSERT_TRUE(put.ok()) << put.status().ToString();
+    ids.push_back(put->id);
+  }
+  auto check = [&](const Job& got, size_t i) {
+    EXPECT_EQ(got.id, ids[i]);
+    EXPECT_EQ(got.key, jobs[i].first);
+    EXPECT_EQ(got.body, jobs[i].second);
+    EXPECT_EQ(got.topic, "t");
+  };
+  Jobs one = Reserve(*b, s);
+  ASSERT_EQ(one.jobs.size(), 1u);
+  check(one.jobs[0], 0);
+  Jobs two = Reserve(*b, s, 0, 2);
+  ASSERT_EQ(two.jobs.size(), 2u);
+  check(two.jobs[0], 1);
+  check(two.jobs[1], 2);
+  std::optional<Jobs> by_id;
+  b->ReserveJob(s, ids[3], [&](Status st, backend::Jobs v) { by_id = Own(st, v); });
+  ASSERT_TRUE(RunUntil([&] { return by_id.has_value(); }));
+  ASSERT_EQ(by_id->jobs.size(), 1u) << by_id->status.ToString();
+  check(by_id->jobs[0], 3);
+  // Three waiters, and three jobs that become ready together: one call
+  // serves the three (their answer a table, each job with its waiter's
+  // index), and each gets its own job.
+  std::vector<SessionId> waiters;
+  std::vector<std::optional<Jobs>> got(3);
+  for (int w = 0; w < 3; ++w) {
+    waiters.push_back(SessionOn(*b, "t"));
+    b->Reserve(ReserveRequest{waiters.back(), 10'000, 1, false},
+               [&got, w](Status st, backend::Jobs v) { got[w] = Own(st, v); });
+  }
+  RunFor(milliseconds(100));
+  for (size_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(Put(*b, s, jobs[i].second, 300, "t", jobs[i].first + "-again").ok());
+  ASSERT_TRUE(RunUntil([&] { return got[0] && got[1] && got[2]; }));
+  std::set<std::string> bodies;
+  for (const auto& g : got) {
+    ASSERT_EQ(g->jobs.size(), 1u) << g->status.ToString();
+    bodies.insert(g->jobs[0].body);
+    EXPECT_EQ(g->jobs[0].key.substr(g->jobs[0].key.size() - 6), "-again");
+  }
+  EXPECT_EQ(bodies.size(), 3u);
 }
 
 TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
