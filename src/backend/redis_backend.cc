@@ -234,7 +234,8 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.subscriber = true;
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
-  // not publish (docs/redis-backend.md, "Waiting"), so the waiters look.
+  // not publish (docs/redis-backend.md, "Missed messages"), so the waiters
+  // look.
   auto serve = [this](std::string_view channel) {
     // dq:{topic}:wake
     constexpr std::string_view kHead = "dq:{", kTail = "}:wake";
