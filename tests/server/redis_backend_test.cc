@@ -107,6 +107,13 @@ class RedisBackendTest : public ::testing::Test {
     return out ? *out : Jobs{Status::Internal("no reply"), {}};
   }
 
+  // Starts a reserve of one job that may wait up to `timeout`; *out gets
+  // its answer when it comes (the caller runs the loop).
+  static void StartReserve(Backend& b, SessionId s, TimeMs timeout, std::optional<Jobs>* out) {
+    b.Reserve(ReserveRequest{s, timeout, 1, false},
+              [out](Status st, backend::Jobs v) { *out = Own(st, v); });
+  }
+
   template <typename F>
   Status Do(F start) {
     std::optional<Status> out;
@@ -328,13 +335,8 @@ TEST_F(RedisBackendTest, ReservedJobsKeepTheirKeysAndBodiesByteForByte) {
   // Three waiters, and three jobs that become ready together: one call
   // serves the three (their answer a table, each job with its waiter's
   // index), and each gets its own job.
-  std::vector<SessionId> waiters;
   std::vector<std::optional<Jobs>> got(3);
-  for (int w = 0; w < 3; ++w) {
-    waiters.push_back(SessionOn(*b, "t"));
-    b->Reserve(ReserveRequest{waiters.back(), 10'000, 1, false},
-               [&got, w](Status st, backend::Jobs v) { got[w] = Own(st, v); });
-  }
+  for (auto& g : got) StartReserve(*b, SessionOn(*b, "t"), 10'000, &g);
   RunFor(milliseconds(100));
   for (size_t i = 0; i < 3; ++i)
     ASSERT_TRUE(Put(*b, s, jobs[i].second, 300, "t", jobs[i].first + "-again").ok());
@@ -444,8 +446,7 @@ TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
   auto b = Make(/*sweep_ms=*/600'000);
   SessionId sa = a->OpenSession(), sb = b->OpenSession();
   std::optional<Jobs> got;
-  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
-             [&](Status st, backend::Jobs v) { got = Own(st, v); });
+  StartReserve(*b, sb, 10'000, &got);
   RunFor(milliseconds(50));
   EXPECT_FALSE(got.has_value());
   auto put = Put(*a, sa, "cross");
@@ -480,8 +481,7 @@ TEST_F(RedisBackendTest, WakeUpsGoOutOnlyWhenAReserveMayWait) {
   EXPECT_EQ(publishes(), 1);
   // b waits: its tries find nothing, so a's next put publishes, once.
   std::optional<Jobs> got;
-  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
-             [&](Status st, backend::Jobs v) { got = Own(st, v); });
+  StartReserve(*b, sb, 10'000, &got);
   RunFor(milliseconds(100));
   ASSERT_FALSE(got.has_value());
   auto put = Put(*a, sa, "wanted");
@@ -1099,8 +1099,7 @@ TEST_F(RedisClusterTest, TopicsSpreadOverTheMastersAndWorkAcrossInstances) {
   EXPECT_EQ(Reserve(*b, sb).status.code(), Code::kTimedOut);
   // A waiting reserve on b is woken by a put on a, whichever master holds it.
   std::optional<Jobs> waited;
-  b->Reserve(ReserveRequest{sb, 10'000, 1, false},
-             [&](Status st, backend::Jobs v) { waited = Own(st, v); });
+  StartReserve(*b, sb, 10'000, &waited);
   RunFor(milliseconds(50));
   auto late = Put(*a, sa, "late", 0, "topic-7");
   ASSERT_TRUE(late.ok());
