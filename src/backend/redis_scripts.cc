@@ -40,11 +40,18 @@ local codes, ops = {}, nil
 
 -- A job in a call is an array: two flags of the call's own (DIRTY: to be
 -- written; FRESH: put by this call, so never written yet), then the job's
--- fields, in the order they are packed. A job's string is
--- pack(job[ST], ..., job[LAST]). The flags live in the job's array rather
--- than in tables of their own: each table a call makes and grows costs
--- Redis allocations and rehashes.
-local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, MT, BO, RS, TO, RL, BU, KI, BODY =
+-- fields, in the order they are packed. The flags live in the job's array
+-- rather than in tables of their own: each table a call makes and grows
+-- costs Redis allocations and rehashes.
+--
+-- The fields from MT on (max_tries, back-off, and the counts of timeouts,
+-- releases, buries and kicks) are rare: while all six are at their
+-- defaults (0 or ''), a job's string is pack(job[ST], ..., job[BODY]), ten
+-- values, else pack(job[ST], ..., job[LAST]) (pack_job). A job loaded from
+-- ten values has them nil until rare(j) sets them. Each packed value costs
+-- cmsgpack a Lua string of its own and a share of their concatenation: ten
+-- values pack for about 8,000 instructions where sixteen took 12,900.
+local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, RS, BODY, MT, BO, TO, RL, BU, KI =
   3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
 local DIRTY, FRESH, LAST = 1, 2, 18
 -- How many jobs one MSET or DEL of flush_jobs names at most.
@@ -60,6 +67,22 @@ local FLUSH_CHUNK = 500
 local SENT = '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'
 
 local function s(n) return string.format('%d', n) end
+-- The text of the numbers 0 .. 255, made on the first call: a table lookup
+-- costs a small fraction of a string.format.
+local SMALL = nil
+-- The text of the priorities seen, up to PRI_TEXT_MAX of them.
+local pri_text, pri_texts, PRI_TEXT_MAX = {}, 0, 256
+local function small(n) return SMALL[n] or s(n) end
+local function pri_s(p)
+  local t = pri_text[p]
+  if t then return t end
+  t = s(p)
+  if pri_texts < PRI_TEXT_MAX then
+    pri_text[p] = t
+    pri_texts = pri_texts + 1
+  end
+  return t
+end
 -- The call's time as a string, written once.
 local function now_s(c)
   if not c.ns then c.ns = s(c.now) end
@@ -74,8 +97,28 @@ local function load(c, m)
   local v = redis.call('GET', jk(c, m))
   if not v then return nil end
   j = {false, false, unpack_mp(v)}
+  if j[MT] ~= nil and type(j[LAST]) == 'string' then
+    -- Sixteen values with the body last: written before the rare fields
+    -- moved behind the body (docs/redis-backend.md, "Layout").
+    j = {false, false, j[3], j[4], j[5], j[6], j[7], j[8], j[9], j[10], j[13], j[18],
+         j[11], j[12], j[14], j[15], j[16], j[17]}
+  end
   c.jobs[m] = j
   return j
+end
+
+-- Gives job j its rare fields (MT .. KI) when it was loaded without them.
+local function rare(j)
+  if j[MT] == nil then j[MT], j[BO], j[TO], j[RL], j[BU], j[KI] = 0, '', 0, 0, 0, 0 end
+end
+
+-- Job j's string: ten values while its rare fields are at their defaults.
+local function pack_job(j)
+  if j[MT] == nil or (j[MT] == 0 and j[BO] == '' and j[TO] == 0 and j[RL] == 0 and j[BU] == 0
+                      and j[KI] == 0) then
+    return pack(unpack(j, ST, BODY))
+  end
+  return pack(unpack(j, ST, LAST))
 end
 
 -- The state, owner and key of job m (nil when there is none), without
@@ -87,7 +130,7 @@ local function head_of(c, m)
   if j == false then return nil end
   local v = redis.call('GET', jk(c, m))
   if not v then return nil end
-  local _, st, _, _, own, key = unpack_limit(v, KEY, 0)
+  local _, st, _, _, own, key = unpack_limit(v, KEY - ST + 1, 0)
   return st, own, key
 end
 
@@ -110,7 +153,7 @@ local function flush_jobs(c)
   for m, j in pairs(c.jobs) do
     if j and j[DIRTY] then
       set[n + 1] = jk(c, m)
-      set[n + 2] = pack(unpack(j, ST, LAST))
+      set[n + 2] = pack_job(j)
       n = n + 2
       if n >= 2 * FLUSH_CHUNK then
         redis.call('MSET', unpack(set, 1, n))
@@ -181,8 +224,8 @@ end
 -- The score (a time) goes to Redis as text from string.format('%d'): a
 -- number would be written out by Redis with '%.17g', which costs more for a
 -- 13-digit time (docs/redis-backend.md, "Cost of a call").
-local function zadd_timed(c, set, score, m)
-  redis.call('ZADD', set, s(score), m)
+local function zadd_timed(c, set, score, m, text)
+  redis.call('ZADD', set, text or s(score), m)
   if set == c.D then
     if c.dmin < 0 or score < c.dmin then c.dmin = score; c.tdirty = true end
   elseif c.umin < 0 or score < c.umin then
@@ -219,6 +262,7 @@ local function make_ready(c, m, j)
 end
 
 local function bury(c, m, j)
+  rare(j)
   j[ST] = 'b'
   j[OWN] = ''
   j[BU] = j[BU] + 1
@@ -230,6 +274,7 @@ end
 
 -- A reservation ended without the job finishing; m is in no set.
 local function come_back(c, m, j, explicit)
+  rare(j)
   if j[MT] > 0 and j[RS] >= j[MT] then
     bury(c, m, j)
     return 'buried'
@@ -265,17 +310,20 @@ end
 -- reads it: one string, '<member><deadline>,<priority>,<index>,<key
 -- length>,<key><body>' (a member has 13 digits; index: which owner of the
 -- call, from 0). Redis turns a string into a reply for a fraction of what a
--- table of the same values costs it.
+-- table of the same values costs it. The deadline is formatted once, for
+-- the set and the answer; the other numbers come from tables of text
+-- (one string.format of four numbers cost more than the ZADD).
 local function reserve_one(c, m, j, owner, index)
   local dl = c.now + j[TTR]
+  local dls = s(dl)
   j[ST] = 'u'
   j[OWN] = owner
   j[DUE] = dl
   j[RS] = j[RS] + 1
   save(c, m, j)
-  zadd_timed(c, c.U, dl, m)
+  zadd_timed(c, c.U, dl, m, dls)
   local key = j[KEY]
-  return string.format('%s%d,%d,%d,%d,', m, dl, j[PRI], index, #key) .. key .. j[BODY]
+  return m .. dls .. ',' .. pri_s(j[PRI]) .. ',' .. small(index) .. ',' .. small(#key) .. ',' .. key .. j[BODY]
 end
 
 local function destroy(c, m, key, st)
@@ -301,6 +349,7 @@ local function advance(c)
       redis.call('ZREM', c.U, m)
       local j = load(c, m)
       if j then
+        rare(j)
         j[TO] = j[TO] + 1
         c.touts = c.touts + 1
         come_back(c, m, j, nil)
@@ -379,6 +428,8 @@ local function context(keys, args)
     pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
     ops = {}
     for code, body in pairs(codes) do ops[string.byte(code)] = body end
+    SMALL = {}
+    for i = 0, 255 do SMALL[i] = s(i) end
   end
   local p, now = args[1], nil
   if string.byte(p) == 100 then
@@ -436,8 +487,11 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   local st = 'r'
   if due > c.now then st = 'd' end
   local j = {false, true, st, tonumber(args[o + 3]), due, '', key, delay, tonumber(args[o + 5]), c.now,
-             n >= 7 and tonumber(args[o + 8]) or 0, n >= 8 and args[o + 9] or '', 0, 0, 0, 0, 0,
-             args[o + 2]}
+             0, args[o + 2]}
+  if n >= 7 then
+    rare(j)
+    j[MT], j[BO] = tonumber(args[o + 8]), n >= 8 and args[o + 9] or ''
+  end
   save(c, m, j)
   if key ~= '' then redis.call('HSET', c.K, key, m) end
   if st == 'd' then
@@ -531,6 +585,7 @@ topic_function('dq_release', 'l', function(c, args, o, n)
   local j = held(c, m, args[o + 3])
   if not j then return '' end
   redis.call('ZREM', c.U, m)
+  rare(j)
   j[PRI] = tonumber(args[o + 4])
   j[RL] = j[RL] + 1
   local d = nil
@@ -572,6 +627,7 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
     redis.call('ZREM', from, m)
     local j = load(c, m)
     if j then
+      rare(j)
       j[KI] = j[KI] + 1
       make_ready(c, m, j)
     end
@@ -584,6 +640,7 @@ topic_function('dq_kick_job', 'K', function(c, args, o, n)
   local j = load(c, m)
   if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
   unplace(c, m, j[ST])
+  rare(j)
   j[KI] = j[KI] + 1
   make_ready(c, m, j)
   return 1
@@ -623,6 +680,7 @@ end)
 topic_function('dq_stats_job', 's', function(c, args, o, n)
   local j = load(c, args[o + 2])
   if not j then return {} end
+  rare(j)
   return {s(c.now), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
           'c', s(j[CR]), 'dl', j[DL], 'ttr', j[TTR], 'rs', j[RS], 'to', j[TO], 'rl', j[RL],
           'bu', j[BU], 'ki', j[KI], 'mt', j[MT]}

@@ -655,6 +655,82 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
   EXPECT_EQ(ts->ready + ts->reserved + ts->buried, 0u);
 }
 
+// A job's string packs ten values while max_tries, back-off and the counts
+// of timeouts, releases, buries and kicks are at their defaults, sixteen
+// once one is not (redis_scripts.cc, pack_job); a job string of the order
+// before (sixteen values, the body last) is still read, and written back
+// in the new order.
+TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
+  auto b = Make();
+  SessionId s = SessionOn(*b, "jf");
+  auto member = [](JobId id) {
+    char m[16];
+    std::snprintf(m, sizeof m, "%013llu",
+                  static_cast<unsigned long long>(id & ((JobId{1} << RedisBackend::kSeqBits) - 1)));
+    return std::string("'dq:{jf}:j:") + m + "'";
+  };
+  // How many values a job's string packs, and the type of its last.
+  auto shape = [&](JobId id) {
+    return Cli("eval \"local t = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}; "
+               "return #t .. ' ' .. type(t[#t])\" 1 " + member(id));
+  };
+  // The counts stats-job gives: reserves, timeouts, releases, buries,
+  // kicks, max_tries, and the body's size.
+  auto counts = [&](JobId id) {
+    auto st = StatsJob(*b, id);
+    if (!st.ok()) return std::vector<uint32_t>();
+    return std::vector<uint32_t>{st->reserves, st->timeouts, st->releases, st->buries,
+                                 st->kicks,    st->max_tries, st->body_size};
+  };
+  auto plain = Put(*b, s, "plain", 0, "jf");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(shape(plain->id), "10 string");
+  auto retried = Put(*b, s, "retried", 0, "jf", "", 60'000, 3, Backoff::List({5'000, 9'000}));
+  ASSERT_TRUE(retried.ok());
+  EXPECT_EQ(shape(retried->id), "16 number");
+
+  // A reserve and a release of the plain job make it count a release (and
+  // put it behind the other job, by priority).
+  Jobs got = Reserve(*b, s);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  ASSERT_EQ(got.jobs[0].id, plain->id);
+  EXPECT_EQ(shape(plain->id), "10 string");
+  auto rel = Get<JobState>(
+      [&](Callback<JobState> cb) { b->Release(s, plain->id, 2000, TimeMs{0}, cb); });
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*rel, JobState::kReady);
+  EXPECT_EQ(shape(plain->id), "16 number");
+  EXPECT_EQ(counts(plain->id), (std::vector<uint32_t>{1, 0, 1, 0, 0, 0, 5}));
+
+  // The retried job with the order before: state, priority, due, owner,
+  // key, delay, ttr, created, max_tries, back-off, reserves, timeouts,
+  // releases, buries, kicks, body.
+  Cli("eval \"redis.call('SET', KEYS[1], cmsgpack.pack('r', 1024, 0, '', '', 0, 60000, "
+      "1763800000000, 4, 'L:7000', 1, 2, 3, 4, 5, 'old body'))\" 1 " + member(retried->id));
+  auto js = StatsJob(*b, retried->id);
+  ASSERT_TRUE(js.ok()) << js.status().ToString();
+  EXPECT_EQ(js->state, JobState::kReady);
+  EXPECT_EQ(js->created_ms, 1'763'800'000'000);
+  EXPECT_EQ(js->ttr_ms, 60'000);
+  EXPECT_EQ(counts(retried->id), (std::vector<uint32_t>{1, 2, 3, 4, 5, 4, 8}));
+  // Reserved and released: its back-off is the one it had, its second try
+  // of four.
+  got = Reserve(*b, s);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, retried->id);
+  EXPECT_EQ(got.jobs[0].body, "old body");
+  rel = Get<JobState>(
+      [&](Callback<JobState> cb) { b->Release(s, retried->id, 1024, std::nullopt, cb); });
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*rel, JobState::kDelayed);
+  EXPECT_EQ(shape(retried->id), "16 number");
+  js = StatsJob(*b, retried->id);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->state, JobState::kDelayed);
+  EXPECT_EQ(js->delay_ms, 7'000);
+  EXPECT_EQ(counts(retried->id), (std::vector<uint32_t>{2, 2, 4, 4, 5, 4, 8}));
+}
+
 TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
   auto b = Make();
   SessionId s = b->OpenSession();
