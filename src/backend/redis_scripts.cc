@@ -26,7 +26,7 @@ namespace {
 //
 // A call reads each job it touches once (GET) and keeps it in c.jobs; the
 // jobs it changed are written at its end with one MSET and the jobs it
-// deleted with one DEL (flush_jobs). The sets, the key hash and the topic's
+// deleted with one DEL (flush). The sets, the key hash and the topic's
 // wake channel are written at once.
 constexpr std::string_view kLibrary = R"lua(
 #!lua name=delayq
@@ -54,7 +54,7 @@ local codes, ops = {}, nil
 local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, RS, BODY, MT, BO, TO, RL, BU, KI =
   3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
 local DIRTY, FRESH, LAST = 1, 2, 18
--- How many jobs one MSET or DEL of flush_jobs names at most.
+-- How many jobs one MSET or DEL of flush names at most.
 local FLUSH_CHUNK = 500
 -- Each of a topic's four sets holds this member at +inf from the topic's
 -- first call on: a member longer than 64 bytes (zset-max-listpack-value)
@@ -134,7 +134,7 @@ local function head_of(c, m)
   return st, own, key
 end
 
--- Marks job m as changed: flush_jobs writes it.
+-- Marks job m as changed: flush writes it.
 local function save(c, m, j)
   c.jobs[m] = j
   j[DIRTY] = true
@@ -147,9 +147,16 @@ local function drop(c, m)
   if not (j and j[FRESH]) then c.gone[#c.gone + 1] = jk(c, m) end
 end
 
-local function flush_jobs(c)
+-- Writes what the call changed: its jobs and, when it changed, the topic
+-- string (topic_string) in one MSET; then deletes the jobs it finished
+-- with one DEL.
+local function flush(c, topic)
   -- Made with room for 8 jobs (a table grows by doubling, each time a copy).
   local set, n = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 0
+  if topic then
+    set[1], set[2] = c.M, topic
+    n = 2
+  end
   for m, j in pairs(c.jobs) do
     if j and j[DIRTY] then
       set[n + 1] = jk(c, m)
@@ -196,10 +203,10 @@ local function load_topic(c)
   end
 end
 
-local function flush_topic(c)
-  if not c.tdirty then return end
-  redis.call('SET', c.M, pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1, c.want))
-  c.tdirty = false
+-- The topic string, when the call changed it (for flush), else nil.
+local function topic_string(c)
+  if not c.tdirty then return nil end
+  return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1, c.want)
 end
 
 -- How many jobs a set holds (the sentinel left out).
@@ -224,13 +231,65 @@ end
 -- The score (a time) goes to Redis as text from string.format('%d'): a
 -- number would be written out by Redis with '%.17g', which costs more for a
 -- 13-digit time (docs/redis-backend.md, "Cost of a call").
+--
+-- The reserved set's changes wait for the end of the call (flush_reserved):
+-- one ZREM and one ZADD for all the call's reservations, instead of one
+-- command per job (each redis.call costs thousands of instructions, and
+-- each is a command of its own in the append-only file). c.uadd maps a
+-- member to its new score, c.urem holds the members to take out. Only
+-- advance (at the start of a call, before anything is pending) and
+-- dq_stats_topic read the set.
 local function zadd_timed(c, set, score, m, text)
-  redis.call('ZADD', set, text or s(score), m)
   if set == c.D then
+    redis.call('ZADD', set, text or s(score), m)
     if c.dmin < 0 or score < c.dmin then c.dmin = score; c.tdirty = true end
-  elseif c.umin < 0 or score < c.umin then
+    return
+  end
+  local a = c.uadd
+  if not a then
+    a = {}
+    c.uadd = a
+  end
+  a[m] = text or s(score)
+  if c.umin < 0 or score < c.umin then
     c.umin = score
     c.tdirty = true
+  end
+end
+
+-- Takes m out of the reserved set at the end of the call (and drops an
+-- addition of this call's).
+local function zrem_reserved(c, m)
+  local a, r = c.uadd, c.urem
+  if a then a[m] = nil end
+  if not r then
+    c.urem = {m}
+  else
+    r[#r + 1] = m
+  end
+end
+
+-- Applies the reserved set's pending changes: removals first, so that a
+-- member taken out and added again in one call ends up in the set.
+local function flush_reserved(c)
+  local r, a = c.urem, c.uadd
+  c.urem, c.uadd = false, false
+  if r then
+    for i = 1, #r, FLUSH_CHUNK do
+      redis.call('ZREM', c.U, unpack(r, i, math.min(i + FLUSH_CHUNK - 1, #r)))
+    end
+  end
+  if a then
+    local list, n = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}, 0
+    for m, text in pairs(a) do
+      list[n + 1], list[n + 2] = text, m
+      n = n + 2
+      if n >= 2 * FLUSH_CHUNK then
+        redis.call('ZADD', c.U, unpack(list, 1, n))
+        n = 0
+      end
+    end
+    if n > 0 then redis.call('ZADD', c.U, unpack(list, 1, n)) end
   end
 end
 
@@ -302,7 +361,7 @@ end
 local function unplace(c, m, st)
   if st == 'r' then redis.call('ZREM', c.R, m)
   elseif st == 'd' then redis.call('ZREM', c.D, m)
-  elseif st == 'u' then redis.call('ZREM', c.U, m)
+  elseif st == 'u' then zrem_reserved(c, m)
   else redis.call('ZREM', c.B, m) end
 end
 
@@ -394,8 +453,8 @@ local function finish(c, result)
     c.want = 0
     c.tdirty = true
   end
-  flush_jobs(c)
-  flush_topic(c)
+  flush_reserved(c)
+  flush(c, topic_string(c))
   if wake then redis.call('PUBLISH', c.P .. 'wake', '1') end
   -- Relative: the instances' clocks need not agree with Redis's.
   local w = next_wake(c)
@@ -415,7 +474,7 @@ end
 -- in place for the next call cost more than making them.
 local call_state = {
   R = false, D = false, U = false, B = false, K = false, M = false, P = false,
-  now = 0, ns = false, woke = false, tdirty = false, want = 0,
+  now = 0, ns = false, woke = false, tdirty = false, want = 0, uadd = false, urem = false,
   seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
   jobs = false, gone = false,
 }
@@ -443,7 +502,7 @@ local function context(keys, args)
   local c = call_state
   c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
   c.P, c.now, c.ns, c.woke, c.tdirty = p, now, false, false, false
-  c.jobs, c.gone = {}, {}
+  c.jobs, c.gone, c.uadd, c.urem = {}, {}, false, false
   load_topic(c)
   return c
 end
@@ -584,7 +643,7 @@ topic_function('dq_release', 'l', function(c, args, o, n)
   local m = args[o + 2]
   local j = held(c, m, args[o + 3])
   if not j then return '' end
-  redis.call('ZREM', c.U, m)
+  zrem_reserved(c, m)
   rare(j)
   j[PRI] = tonumber(args[o + 4])
   j[RL] = j[RL] + 1
@@ -597,7 +656,7 @@ topic_function('dq_bury', 'b', function(c, args, o, n)
   local m = args[o + 2]
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
-  redis.call('ZREM', c.U, m)
+  zrem_reserved(c, m)
   j[PRI] = tonumber(args[o + 4])
   bury(c, m, j)
   return 1
@@ -650,7 +709,7 @@ topic_function('dq_return', 'n', function(c, args, o, n)
   local m = args[o + 2]
   local j = load(c, m)
   if not j or j[ST] ~= 'u' or j[OWN] ~= args[o + 3] then return 0 end
-  redis.call('ZREM', c.U, m)
+  zrem_reserved(c, m)
   if args[o + 4] == '1' then
     -- Handed to a wait that had ended: as if it had never been reserved.
     j[RS] = j[RS] - 1
@@ -687,6 +746,7 @@ topic_function('dq_stats_job', 's', function(c, args, o, n)
 end)
 
 topic_function('dq_stats_topic', 'S', function(c, args, o, n)
+  flush_reserved(c)
   return {count_of(c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     count_of(c.U), count_of(c.D), count_of(c.B),
     s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}

@@ -156,6 +156,22 @@ class RedisBackendTest : public ::testing::Test {
     return ShellText("redis-cli -p " + std::to_string(redis_.port()) + " " + args);
   }
 
+  // How many times the test's Redis ran a command (INFO commandstats).
+  int Calls(const std::string& command) {
+    std::string info = Cli("info commandstats");
+    std::string field = "cmdstat_" + command + ":calls=";
+    size_t at = info.find(field);
+    return at == std::string::npos ? 0 : std::atoi(info.c_str() + at + field.size());
+  }
+
+  // A job's member in its topic's sets (13 digits).
+  static std::string MemberOf(JobId id) {
+    char m[16];
+    std::snprintf(m, sizeof m, "%013llu",
+                  static_cast<unsigned long long>(id & ((JobId{1} << RedisBackend::kSeqBits) - 1)));
+    return m;
+  }
+
   // How many keys of the test's Redis match a pattern (SCAN).
   int CountKeys(const std::string& pattern) {
     return ShellNumber("redis-cli -p " + std::to_string(redis_.port()) + " --scan --pattern '" +
@@ -465,12 +481,7 @@ TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
 // that no reserve found empty since publish nothing. The waiter on the
 // other instance (no sweep) is served by that one wake-up.
 TEST_F(RedisBackendTest, WakeUpsGoOutOnlyWhenAReserveMayWait) {
-  auto publishes = [&] {
-    std::string info = Cli("info commandstats");
-    size_t at = info.find("cmdstat_publish:calls=");
-    if (at == std::string::npos) return 0;
-    return std::atoi(info.c_str() + at + std::strlen("cmdstat_publish:calls="));
-  };
+  auto publishes = [&] { return Calls("publish"); };
   auto a = Make();
   auto b = Make(/*sweep_ms=*/600'000);
   SessionId sa = a->OpenSession(), sb = b->OpenSession();
@@ -663,12 +674,7 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
 TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   auto b = Make();
   SessionId s = SessionOn(*b, "jf");
-  auto member = [](JobId id) {
-    char m[16];
-    std::snprintf(m, sizeof m, "%013llu",
-                  static_cast<unsigned long long>(id & ((JobId{1} << RedisBackend::kSeqBits) - 1)));
-    return std::string("'dq:{jf}:j:") + m + "'";
-  };
+  auto member = [](JobId id) { return "'dq:{jf}:j:" + MemberOf(id) + "'"; };
   // How many values a job's string packs, and the type of its last.
   auto shape = [&](JobId id) {
     return Cli("eval \"local t = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}; "
@@ -729,6 +735,65 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   EXPECT_EQ(js->state, JobState::kDelayed);
   EXPECT_EQ(js->delay_ms, 7'000);
   EXPECT_EQ(counts(retried->id), (std::vector<uint32_t>{2, 2, 4, 4, 5, 4, 8}));
+}
+
+// The reserved set's changes of a call are made at its end, in one ZREM
+// and one ZADD (redis_scripts.cc, flush_reserved). Operations queued in one
+// turn of the loop go in one call: a reserve, touch, release and second
+// reserve of one job, and a reserve and delete of another, leave the set as
+// the operations one by one would.
+TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
+  auto b = Make();
+  SessionId s = SessionOn(*b, "rs");
+  auto a = Put(*b, s, "a", 0, "rs");
+  auto c = Put(*b, s, "c", 0, "rs");
+  ASSERT_TRUE(a.ok() && c.ok());
+  auto in_set = [&](JobId id) {
+    return !Cli("zscore 'dq:{rs}:reserved' " + MemberOf(id)).empty();
+  };
+  std::optional<Jobs> ra, ra2, rc;
+  std::optional<Status> touched, deleted;
+  std::optional<Result<JobState>> released;
+  int calls = Calls("fcall");
+  b->ReserveJob(s, a->id, [&](Status st, backend::Jobs v) { ra = Own(st, v); });
+  b->Touch(s, a->id, [&](Status st) { touched = st; });
+  b->Release(s, a->id, 1024, TimeMs{0}, [&](Result<JobState> r) { released = r; });
+  b->ReserveJob(s, a->id, [&](Status st, backend::Jobs v) { ra2 = Own(st, v); });
+  b->ReserveJob(s, c->id, [&](Status st, backend::Jobs v) { rc = Own(st, v); });
+  b->Delete(s, c->id, [&](Status st) { deleted = st; });
+  ASSERT_TRUE(RunUntil([&] { return ra && touched && released && ra2 && rc && deleted; }));
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_EQ(ra->jobs.size(), 1u);
+  EXPECT_TRUE(touched->ok());
+  ASSERT_TRUE(released->ok());
+  EXPECT_EQ(**released, JobState::kReady);
+  ASSERT_EQ(ra2->jobs.size(), 1u);
+  ASSERT_EQ(rc->jobs.size(), 1u);
+  EXPECT_TRUE(deleted->ok());
+  EXPECT_TRUE(in_set(a->id));
+  EXPECT_FALSE(in_set(c->id));
+  EXPECT_EQ(Cli("zcard 'dq:{rs}:reserved'"), "2");  // a, and the sentinel
+  auto js = StatsJob(*b, a->id);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->state, JobState::kReserved);
+  EXPECT_EQ(js->reserves, 2u);
+  EXPECT_EQ(js->releases, 1u);
+  EXPECT_EQ(StatsJob(*b, c->id).code(), Code::kNotFound);
+
+  // A touch and a delete in one call: the job leaves the set.
+  touched.reset();
+  deleted.reset();
+  calls = Calls("fcall");
+  b->Touch(s, a->id, [&](Status st) { touched = st; });
+  b->Delete(s, a->id, [&](Status st) { deleted = st; });
+  ASSERT_TRUE(RunUntil([&] { return touched && deleted; }));
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  EXPECT_TRUE(touched->ok());
+  EXPECT_TRUE(deleted->ok());
+  EXPECT_FALSE(in_set(a->id));
+  auto ts = StatsTopic(*b, "rs");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->reserved + ts->ready + ts->delayed + ts->buried, 0u);
 }
 
 TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
