@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdio>
 #include <random>
+#include <span>
 
 #include "backend/resp.h"
 #include "delayq/engine.h"
@@ -145,6 +146,17 @@ bool ReservedIn(uint64_t topic_no, const std::string& topic, const redisReply* r
   return true;
 }
 
+// A call's arguments in RESP (RedisBackend::Topic::Call).
+template <typename Range>
+std::string RespArgs(const Range& args) {
+  size_t size = 0;
+  for (std::string_view a : args) size += resp::BulkSize(a.size());
+  std::string out;
+  out.reserve(size);
+  for (std::string_view a : args) resp::AppendBulk(out, a);
+  return out;
+}
+
 std::vector<JobView> Views(const std::vector<Got>& got) {
   std::vector<JobView> v;
   v.reserve(got.size());
@@ -264,7 +276,15 @@ void RedisBackend::Start() {
 bool RedisBackend::connected() const { return router_->connected(); }
 
 std::string RedisBackend::Owner(SessionId sid) const {
+  if (auto it = sessions_.find(sid); it != sessions_.end()) return it->second.owner;
   return options_.instance_id + ":" + std::to_string(sid);
+}
+
+std::string_view RedisBackend::Caller(SessionId sid) const {
+  if (sid == 0) return "*";
+  auto it = sessions_.find(sid);
+  // A closed session's jobs went back (CloseSession): it holds none.
+  return it == sessions_.end() ? std::string_view("-") : std::string_view(it->second.owner);
 }
 
 JobId RedisBackend::IdOf(const Topic& t, std::string_view member) const {
@@ -368,7 +388,17 @@ void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::stri
   uint64_t no = id >> kSeqBits;
   JobId seq = id & kSeqMask;
   if (seq == 0) return then(Status::Ok(), nullptr, "");
-  TopicByNumber(no, [seq, then](Status st, Topic* t) { then(st, t, Member(seq)); });
+  TopicByNumber(no,
+                [seq, then = std::move(then)](Status st, Topic* t) { then(st, t, Member(seq)); });
+}
+
+template <typename F>
+void RedisBackend::WithJob(JobId id, F&& then) {
+  JobId seq = id & kSeqMask;
+  if (seq == 0) return then(Status::Ok(), nullptr, std::string());
+  if (auto it = by_number_.find(id >> kSeqBits); it != by_number_.end())
+    return then(Status::Ok(), it->second, Member(seq));
+  ForJob(id, std::forward<F>(then));
 }
 
 void RedisBackend::RefreshRegistry(std::function<void()> then) {
@@ -426,8 +456,17 @@ void RedisBackend::Call(const std::string& route, std::shared_ptr<const std::str
       });
 }
 
-void RedisBackend::Run(Script sc, Topic& t, std::vector<std::string> args, ReplyFn done) {
-  t.batch.push_back(Topic::Call{sc, std::move(args), std::move(done)});
+void RedisBackend::Run(Script sc, Topic& t, std::initializer_list<std::string_view> args,
+                       ReplyFn done) {
+  Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
+}
+
+void RedisBackend::Run(Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done) {
+  Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
+}
+
+void RedisBackend::Enqueue(Topic& t, Topic::Call call) {
+  t.batch.push_back(std::move(call));
   if (t.flush_posted || t.in_flight >= kMaxInFlight) return;
   t.flush_posted = true;
   std::weak_ptr<bool> alive = alive_;
@@ -479,8 +518,8 @@ void RedisBackend::FlushBatch(Topic& t) {
       nargs += 1;
       size += resp::BulkSize(8);
     }
-    nargs += c.args.size();
-    for (const std::string& a : c.args) size += resp::BulkSize(a.size());
+    nargs += c.nargs;
+    size += c.args.size();
   }
   std::string cmd;
   cmd.reserve(size);
@@ -497,10 +536,10 @@ void RedisBackend::FlushBatch(Topic& t) {
       // The operation's code and argument count: "p4".
       char code[8];
       code[0] = redis::Code(c.script);
-      char* end = std::to_chars(code + 1, code + sizeof code, c.args.size()).ptr;
+      char* end = std::to_chars(code + 1, code + sizeof code, c.nargs).ptr;
       resp::AppendBulk(cmd, std::string_view(code, static_cast<size_t>(end - code)));
     }
-    for (const std::string& a : c.args) resp::AppendBulk(cmd, a);
+    cmd.append(c.args);
     dones.push_back(std::move(c.done));
   }
   t.batch.erase(t.batch.begin(), t.batch.begin() + static_cast<ptrdiff_t>(calls.size()));
@@ -592,7 +631,8 @@ void RedisBackend::Sweep() {
 
 SessionId RedisBackend::OpenSession() {
   SessionId id = next_session_++;
-  sessions_.emplace(id, Session{});
+  Session& s = sessions_.emplace(id, Session{}).first->second;
+  s.owner = options_.instance_id + ":" + std::to_string(id);
   Topic& d = GetTopic("default");
   d.using_count++;
   d.watching++;
@@ -706,89 +746,103 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
   }
   // The optional arguments go only up to the last one not at its default
   // (docs/redis-backend.md): each argument costs Redis a conversion.
-  std::vector<std::string> args{std::string(r.body), std::to_string(r.priority),
-                                std::to_string(r.delay_ms), std::to_string(r.ttr_ms)};
+  // The call is written now (its arguments point into `r`), and queued
+  // once the topic has its number.
   std::string backoff = EncodeBackoff(r.backoff);
   size_t optional = !backoff.empty()   ? 4
                     : r.max_tries != 0 ? 3
                     : !r.key.empty()   ? 2
                     : r.run_at         ? 1
                                        : 0;
-  if (optional >= 1) args.push_back(r.run_at ? std::to_string(*r.run_at) : std::string());
-  if (optional >= 2) args.emplace_back(r.key);
-  if (optional >= 3) args.push_back(std::to_string(r.max_tries));
-  if (optional >= 4) args.push_back(std::move(backoff));
+  std::string pri = std::to_string(r.priority), delay = std::to_string(r.delay_ms),
+              ttr = std::to_string(r.ttr_ms);
+  std::string run_at = r.run_at ? std::to_string(*r.run_at) : std::string();
+  std::string max_tries = std::to_string(r.max_tries);
+  const std::string_view all[] = {r.body, pri, delay, ttr, run_at, r.key, max_tries, backoff};
+  std::span<const std::string_view> args(all, 4 + optional);
+  Topic::Call call{Script::kPut, args.size(), RespArgs(args), nullptr};
   Topic& t = GetTopic(name);
   Topic* tp = &t;
-  Register(t, [this, tp, args = std::move(args), done = std::move(done)](Status st) mutable {
+  call.done = [this, tp, done = std::move(done)](Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
-    Run(Script::kPut, *tp, std::move(args), [this, tp, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      // Created: "<state><member>"; a job with that key already: {0,
-      // member, state}.
-      PutResult res;
-      if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1) {
-        res.created = true;
-        res.id = IdOf(*tp, Str(r).substr(1));
-        res.state = StateOf(Str(r).substr(0, 1));
-      } else if (Size(r) == 3) {
-        res.created = false;
-        res.id = IdOf(*tp, Str(At(r, 1)));
-        res.state = StateOf(Str(At(r, 2)));
-      } else {
-        return done(Unexpected("put"));
-      }
-      if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
-      done(res);
-    });
+    // Created: "<state><member>"; a job with that key already: {0,
+    // member, state}.
+    PutResult res;
+    if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1) {
+      res.created = true;
+      res.id = IdOf(*tp, Str(r).substr(1));
+      res.state = StateOf(Str(r).substr(0, 1));
+    } else if (Size(r) == 3) {
+      res.created = false;
+      res.id = IdOf(*tp, Str(At(r, 1)));
+      res.state = StateOf(Str(At(r, 2)));
+    } else {
+      return done(Unexpected("put"));
+    }
+    if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
+    done(res);
+  };
+  if (t.registered) return Enqueue(t, std::move(call));
+  Register(t, [this, tp, call = std::move(call)](Status st) mutable {
+    if (!st.ok()) return call.done(st, nullptr);
+    Enqueue(*tp, std::move(call));
   });
 }
 
 // ---- consuming -------------------------------------------------------------
 
-void RedisBackend::TryReserve(SessionId sid, std::vector<std::string> topics, uint32_t count,
+void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& topics, uint32_t count,
                               bool detach,
                               std::function<void(Status, std::vector<JobView>, bool)> done) {
   // Reserves from one topic; `then` gets the jobs (owned), and whether the
   // topic is paused with ready jobs.
   auto reserve_from = [this, sid, count, detach](
                           Topic* tp, std::function<void(Status, std::vector<Got>, bool)> then) {
-    std::string owner = detach ? std::string() : Owner(sid);
+    std::string_view owner = detach ? std::string_view() : Caller(sid);
     // One job: the owner alone (its count defaults to 1).
-    std::vector<std::string> args{owner};
-    if (count != 1) args.push_back(std::to_string(count));
-    Run(Script::kReserve, *tp, std::move(args),
-        [this, tp, sid, owner, detach, then](Status st, const redisReply* r) {
-          std::vector<Got> got;
-          if (!st.ok()) return then(st, got, false);
-          if (Str(At(r, 0)) == "paused") return then(Status::Ok(), got, Int(At(r, 1)) > 0);
-          std::vector<std::pair<Got, size_t>> answered;
-          if (!ReservedIn(tp->no, tp->name, r, &answered))
-            return then(Unexpected("reserve"), got, false);
-          bool gone = sessions_.count(sid) == 0;
-          for (auto& answer : answered) {
-            Got& g = answer.first;
-            if (gone) {
-              // The session closed while the call ran: nobody will get the
-              // job, so it goes back, as if never reserved.
-              Run(Script::kReturn, *tp, {Member(g.id & kSeqMask), owner, "1"},
-                  [](Status, const redisReply*) {});
-              continue;
-            }
-            if (detach) {
-              Forget(g.id);
-            } else {
-              NoteHeld(sid, tp->name, g.id, g.deadline);
-            }
-            got.push_back(std::move(g));
-          }
-          then(Status::Ok(), std::move(got), false);
-        });
+    ReplyFn got_reply = [this, tp, sid, detach, then = std::move(then)](Status st,
+                                                                        const redisReply* r) {
+      std::vector<Got> got;
+      if (!st.ok()) return then(st, got, false);
+      if (Str(At(r, 0)) == "paused") return then(Status::Ok(), got, Int(At(r, 1)) > 0);
+      std::vector<std::pair<Got, size_t>> answered;
+      if (!ReservedIn(tp->no, tp->name, r, &answered))
+        return then(Unexpected("reserve"), got, false);
+      bool gone = sessions_.count(sid) == 0;
+      for (auto& answer : answered) {
+        Got& g = answer.first;
+        if (gone) {
+          // The session closed while the call ran: nobody will get the
+          // job, so it goes back, as if never reserved.
+          Run(Script::kReturn, *tp,
+              {Member(g.id & kSeqMask), detach ? std::string() : Owner(sid), "1"},
+              [](Status, const redisReply*) {});
+          continue;
+        }
+        if (detach) {
+          Forget(g.id);
+        } else {
+          NoteHeld(sid, tp->name, g.id, g.deadline);
+        }
+        got.push_back(std::move(g));
+      }
+      then(Status::Ok(), std::move(got), false);
+    };
+    if (count == 1) return Run(Script::kReserve, *tp, {owner}, std::move(got_reply));
+    Run(Script::kReserve, *tp, {owner, std::to_string(count)}, std::move(got_reply));
   };
-  auto finish = [done](Status st, std::vector<Got> got, bool paused_ready) {
+  auto finish = [done = std::move(done)](Status st, std::vector<Got> got, bool paused_ready) {
     std::vector<JobView> views = Views(got);  // they point into `got`
     done(st, views, paused_ready);
   };
+  if (topics.size() == 1) {
+    Topic* tp = &GetTopic(topics.front());
+    if (tp->registered) return reserve_from(tp, std::move(finish));
+    return Register(*tp, [tp, reserve_from, finish = std::move(finish)](Status st) mutable {
+      if (!st.ok()) return finish(st, {}, false);
+      reserve_from(tp, std::move(finish));
+    });
+  }
   // Registers every topic first (a topic nobody put to has no jobs: skip it).
   auto remaining = std::make_shared<size_t>(topics.size());
   auto failed = std::make_shared<Status>();
@@ -803,13 +857,6 @@ void RedisBackend::TryReserve(SessionId sid, std::vector<std::string> topics, ui
                    finish(st, std::move(got), p || *paused_ready);
                  });
   };
-  if (topics.size() == 1) {
-    Topic* tp = &GetTopic(topics.front());
-    return Register(*tp, [tp, reserve_from, finish](Status st) {
-      if (!st.ok()) return finish(st, {}, false);
-      reserve_from(tp, finish);
-    });
-  }
   for (const std::string& name : topics) {
     Topic* tp = &GetTopic(name);
     Register(*tp, [this, tp, remaining, failed, candidates, paused_ready, after_tops](Status st) {
@@ -860,8 +907,8 @@ void RedisBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   bool detach = r.detach;
   done = Guard(sid, std::move(done));
   TryReserve(sid, s.watched, count, detach,
-             [this, sid, count, timeout, detach, done](Status st, std::vector<JobView> views,
-                                                       bool paused_ready) {
+             [this, sid, count, timeout, detach, done = std::move(done)](
+                 Status st, std::vector<JobView> views, bool paused_ready) mutable {
                if (!st.ok()) return done(st, {});
                if (!views.empty()) return done(Status::Ok(), views);
                auto it = sessions_.find(sid);
@@ -875,7 +922,7 @@ void RedisBackend::Reserve(const ReserveRequest& r, JobsDone done) {
                s.wait_detach = detach;
                s.wait_deadline =
                    timeout < 0 ? kNever : Now() + std::min<TimeMs>(timeout, kMaxDelayMs);
-               s.wait_done = done;
+               s.wait_done = std::move(done);
                StartWait(sid);
              });
 }
@@ -1043,17 +1090,18 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
 
 void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
-  std::string caller = sid == 0 ? "*" : Owner(sid);
-  ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
-    if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kDelete, *t, {member, caller}, [this, id, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      if (Int(r) != 1) return done(Status::NotFound());
-      Forget(id);
-      done(Status::Ok());
-    });
-  });
+  WithJob(id,
+          [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
+            if (!st.ok()) return done(st);
+            if (t == nullptr) return done(Status::NotFound());
+            Run(Script::kDelete, *t, {member, Caller(sid)},
+                [this, id, done = std::move(done)](Status st, const redisReply* r) {
+                  if (!st.ok()) return done(st);
+                  if (Int(r) != 1) return done(Status::NotFound());
+                  Forget(id);
+                  done(Status::Ok());
+                });
+          });
 }
 
 void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::string_view key,

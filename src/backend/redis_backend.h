@@ -23,10 +23,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -127,9 +129,12 @@ class RedisBackend final : public Backend {
     std::vector<std::function<void(Status)>> on_registered;
     // Calls waiting to go to Redis, and whether their flush is posted, and
     // whether a batch of this topic awaits its reply.
+    // A call's arguments are written in RESP when it is made (Run), so
+    // that a batch only copies them.
     struct Call {
       redis::Script script;
-      std::vector<std::string> args;
+      size_t nargs = 0;
+      std::string args;
       std::function<void(Status, const redisReply*)> done;
     };
     std::vector<Call> batch;
@@ -150,6 +155,7 @@ class RedisBackend final : public Backend {
     bool wait_detach = false;
     TimeMs wait_deadline = kNever;
     JobsDone wait_done;
+    std::string owner;  // of its reservations: "<instance>:<session>"
     std::unique_ptr<boost::asio::steady_timer> wait_timer;
   };
   using ReplyFn = std::function<void(Status, const redisReply*)>;
@@ -166,12 +172,18 @@ class RedisBackend final : public Backend {
   // Finds a registered topic by name without registering it.
   void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
   void ForJob(JobId id, std::function<void(Status, Topic*, std::string member)> then);
+  // ForJob, calling `then` at once (and not through a std::function) when
+  // the job's topic is known.
+  template <typename F>
+  void WithJob(JobId id, F&& then);
   // Runs a topic function. A topic has at most kMaxInFlight calls to Redis
   // in flight; the calls made meanwhile go together when one returns, as
   // one dq_batch (what is due applied once), in the order made: group
   // commit, so batches grow with the load and an idle topic's call leaves
   // at once. (One connection: Redis applies them in the order sent.)
-  void Run(redis::Script sc, Topic& t, std::vector<std::string> args, ReplyFn done);
+  void Run(redis::Script sc, Topic& t, std::initializer_list<std::string_view> args, ReplyFn done);
+  void Run(redis::Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done);
+  void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
   // call's time with Options::time_from_clock (redis_scripts.cc, context).
@@ -199,9 +211,13 @@ class RedisBackend final : public Backend {
   // Reserves up to `count` from the best of `topics` for the session.
   // `paused_ready`: a paused topic among them has ready jobs, which defer
   // DEADLINE_SOON (as in the engine, and beanstalkd).
-  void TryReserve(SessionId sid, std::vector<std::string> topics, uint32_t count, bool detach,
+  void TryReserve(SessionId sid, const std::vector<std::string>& topics, uint32_t count,
+                  bool detach,
                   std::function<void(Status, std::vector<JobView>, bool paused_ready)> done);
   std::string Owner(SessionId sid) const;
+  // The caller of an operation on a job: the session's owner, or "*" for
+  // the operator (session 0).
+  std::string_view Caller(SessionId sid) const;
   // `done` wrapped so that it is dropped when the session has closed.
   template <typename F>
   F Guard(SessionId sid, F done);
