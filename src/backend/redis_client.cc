@@ -21,6 +21,9 @@ struct RedisClient::Io : std::enable_shared_from_this<RedisClient::Io> {
   redisAsyncContext* ac = nullptr;  // null once hiredis cleaned up
   bool want_read = false, want_write = false;
   bool reading = false, writing = false;
+  // Set while Send queues a command: it writes the command itself (WriteNow)
+  // rather than wait for write readiness.
+  bool direct = false;
 
   void ArmRead() {
     if (reading || ac == nullptr || !want_read) return;
@@ -44,6 +47,20 @@ struct RedisClient::Io : std::enable_shared_from_this<RedisClient::Io> {
                     self->ArmWrite();
                   });
   }
+  // Writes what hiredis has queued at once: waiting for write readiness
+  // cost an epoll_ctl per command and held the command back until the
+  // loop's next epoll_wait, behind every handler ready by then. What the
+  // socket does not take, and any error, is left to ArmWrite (hiredis's
+  // own write then sees the error and disconnects, as it would have).
+  void WriteNow() {
+    int done = 0;
+    if (ac != nullptr && redisBufferWrite(&ac->c, &done) == REDIS_OK && done) {
+      want_write = false;
+      AddRead(this);  // as hiredis does after a write
+      return;
+    }
+    ArmWrite();
+  }
   static Io* From(void* p) { return static_cast<Io*>(p); }
   static void AddRead(void* p) {
     From(p)->want_read = true;
@@ -52,7 +69,7 @@ struct RedisClient::Io : std::enable_shared_from_this<RedisClient::Io> {
   static void DelRead(void* p) { From(p)->want_read = false; }
   static void AddWrite(void* p) {
     From(p)->want_write = true;
-    From(p)->ArmWrite();
+    if (!From(p)->direct) From(p)->ArmWrite();
   }
   static void DelWrite(void* p) { From(p)->want_write = false; }
   static void Cleanup(void* p) {
@@ -287,11 +304,16 @@ void RedisClient::Send(std::string_view command, Handler done) {
     return;
   }
   auto* h = new Handler(std::move(done));
-  if (redisAsyncFormattedCommand(ctx_, &RedisClient::OnReply, h, command.data(), command.size()) !=
-      REDIS_OK) {
+  std::shared_ptr<Io> io = watcher_;
+  io->direct = true;
+  int rc =
+      redisAsyncFormattedCommand(ctx_, &RedisClient::OnReply, h, command.data(), command.size());
+  io->direct = false;
+  if (rc != REDIS_OK) {
     std::unique_ptr<Handler> owned(h);
     boost::asio::post(io_, [done = std::move(*owned)] { done(nullptr); });
   }
+  if (io->want_write) io->WriteNow();
 }
 
 void RedisClient::OnPubSub(redisAsyncContext* ac, void* reply, void*) {

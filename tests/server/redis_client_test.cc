@@ -96,6 +96,32 @@ TEST_F(RedisClientTest, EveryReplyTypeComesThrough) {
             Arr({Int(1), Arr({Int(2), Arr({Str("a"), Str("b")}), Arr({})}), Str("x"), Nil()}));
 }
 
+// A command is written when it is sent (RedisClient::Io::WriteNow); what
+// the socket does not take goes on write readiness. Redis, busy in a
+// script on another connection, reads nothing meanwhile, so a command of
+// 24 MB fills the socket's buffers and leaves in parts; the commands after
+// it wait their turn, and all come back whole and in order.
+TEST_F(RedisClientTest, ACommandTheSocketTakesInPartsGoesWhole) {
+  RedisClient::Options o;
+  o.port = redis_.port();
+  RedisClient busy(io_, o);
+  busy.Start();
+  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return busy.connected(); }, milliseconds(5000)));
+  bool script_done = false;
+  busy.Command({"EVAL", "local t = 0 for i = 1, 40000000 do t = t + i end return 1", "0"},
+               [&](const redisReply*) { script_done = true; });
+  testing::RunIoFor(io_, milliseconds(50));  // the script runs
+  std::mt19937 rng(5);
+  std::string big(24'000'000, '\0');
+  for (char& c : big) c = static_cast<char>(rng());
+  auto r = Run({{"SET", "big", big}, {"SET", "small", "s"}, {"STRLEN", "big"}, {"GET", "small"}});
+  EXPECT_TRUE(script_done);
+  EXPECT_EQ(r[0], (Value{REDIS_REPLY_STATUS, 0, "OK", {}}));
+  EXPECT_EQ(r[2], Int(24'000'000));
+  EXPECT_EQ(r[3], Str("s"));
+  EXPECT_EQ(Run({{"GET", "big"}})[0], Str(big));
+}
+
 TEST_F(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
   std::mt19937 rng(11);
   auto random_string = [&](size_t n) {
