@@ -798,6 +798,10 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
   // topic is paused with ready jobs.
   auto reserve_from = [this, sid, count, detach](
                           Topic* tp, std::function<void(Status, std::vector<Got>, bool)> then) {
+    // A session that closed while its topic was registered reserves
+    // nothing (its reply would be dropped). So the session exists here, and
+    // Owner(sid) below, after it closed, is the owner the jobs got.
+    if (sessions_.count(sid) == 0) return then(Status::Ok(), {}, false);
     std::string_view owner = detach ? std::string_view() : Caller(sid);
     // One job: the owner alone (its count defaults to 1).
     ReplyFn got_reply = [this, tp, sid, detach, then = std::move(then)](Status st,
