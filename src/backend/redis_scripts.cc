@@ -371,7 +371,7 @@ end
 -- call, from 0). Redis turns a string into a reply for a fraction of what a
 -- table of the same values costs it. The deadline is formatted once, for
 -- the set and the answer; the other numbers come from tables of text
--- (one string.format of four numbers cost more than the ZADD).
+-- (a string.format of four numbers cost about as much as the ZADD).
 local function reserve_one(c, m, j, owner, index)
   local dl = c.now + j[TTR]
   local dls = s(dl)
