@@ -149,11 +149,9 @@ bool ReservedIn(uint64_t topic_no, const std::string& topic, const redisReply* r
 // A call's arguments in RESP (RedisBackend::Topic::Call).
 template <typename Range>
 std::string RespArgs(const Range& args) {
-  size_t size = 0;
-  for (std::string_view a : args) size += resp::BulkSize(a.size());
   std::string out;
-  out.reserve(size);
-  for (std::string_view a : args) resp::AppendBulk(out, a);
+  out.reserve(resp::BulksSize(args));
+  resp::AppendBulks(out, args);
   return out;
 }
 
@@ -329,9 +327,10 @@ RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   return ref;
 }
 
-void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
+template <typename F>
+void RedisBackend::Register(Topic& t, F&& then) {
   if (t.registered) return then(Status::Ok());
-  t.on_registered.push_back(std::move(then));
+  t.on_registered.emplace_back(std::forward<F>(then));
   if (t.on_registered.size() > 1) return;
   Topic* tp = &t;
   RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name},
@@ -351,11 +350,12 @@ void RedisBackend::Register(Topic& t, std::function<void(Status)> then) {
          });
 }
 
-void RedisBackend::TopicByNumber(uint64_t no, std::function<void(Status, Topic*)> then) {
+template <typename F>
+void RedisBackend::TopicByNumber(uint64_t no, F&& then) {
   if (auto it = by_number_.find(no); it != by_number_.end()) return then(Status::Ok(), it->second);
   std::string n = std::to_string(no);
   router_->Command(registry_numbers_, {"HGET", registry_numbers_, n},
-                   [this, no, then](const redisReply* r) {
+                   [this, no, then = std::forward<F>(then)](const redisReply* r) mutable {
                      if (r == nullptr)
                        return then(Status::Unavailable("redis: not connected"), nullptr);
                      if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
@@ -384,21 +384,13 @@ void RedisBackend::TopicByName(const std::string& name, std::function<void(Statu
                    });
 }
 
-void RedisBackend::ForJob(JobId id, std::function<void(Status, Topic*, std::string)> then) {
-  uint64_t no = id >> kSeqBits;
-  JobId seq = id & kSeqMask;
-  if (seq == 0) return then(Status::Ok(), nullptr, "");
-  TopicByNumber(no,
-                [seq, then = std::move(then)](Status st, Topic* t) { then(st, t, Member(seq)); });
-}
-
 template <typename F>
-void RedisBackend::WithJob(JobId id, F&& then) {
+void RedisBackend::ForJob(JobId id, F&& then) {
   JobId seq = id & kSeqMask;
   if (seq == 0) return then(Status::Ok(), nullptr, std::string());
-  if (auto it = by_number_.find(id >> kSeqBits); it != by_number_.end())
-    return then(Status::Ok(), it->second, Member(seq));
-  ForJob(id, std::forward<F>(then));
+  TopicByNumber(id >> kSeqBits, [seq, then = std::forward<F>(then)](Status st, Topic* t) mutable {
+    then(st, t, Member(seq));
+  });
 }
 
 void RedisBackend::RefreshRegistry(std::function<void()> then) {
@@ -782,7 +774,6 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
     done(res);
   };
-  if (t.registered) return Enqueue(t, std::move(call));
   Register(t, [this, tp, call = std::move(call)](Status st) mutable {
     if (!st.ok()) return call.done(st, nullptr);
     Enqueue(*tp, std::move(call));
@@ -841,7 +832,6 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
   };
   if (topics.size() == 1) {
     Topic* tp = &GetTopic(topics.front());
-    if (tp->registered) return reserve_from(tp, std::move(finish));
     return Register(*tp, [tp, reserve_from, finish = std::move(finish)](Status st) mutable {
       if (!st.ok()) return finish(st, {}, false);
       reserve_from(tp, std::move(finish));
@@ -1094,25 +1084,25 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
 
 void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
-  WithJob(id,
-          [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
-            if (!st.ok()) return done(st);
-            if (t == nullptr) return done(Status::NotFound());
-            Run(Script::kDelete, *t, {member, Caller(sid)},
-                [this, id, done = std::move(done)](Status st, const redisReply* r) {
-                  if (!st.ok()) return done(st);
-                  if (Int(r) != 1) return done(Status::NotFound());
-                  Forget(id);
-                  done(Status::Ok());
-                });
-          });
+  ForJob(id,
+         [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
+           if (!st.ok()) return done(st);
+           if (t == nullptr) return done(Status::NotFound());
+           Run(Script::kDelete, *t, {member, Caller(sid)},
+               [this, id, done = std::move(done)](Status st, const redisReply* r) {
+                 if (!st.ok()) return done(st);
+                 if (Int(r) != 1) return done(Status::NotFound());
+                 Forget(id);
+                 done(Status::Ok());
+               });
+         });
 }
 
 void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::string_view key,
                                Done done) {
   done = Guard(sid, std::move(done));
   if (key.empty()) return done(Status::NotFound());
-  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string caller(Caller(sid));
   std::string k(key);
   TopicByName(std::string(topic), [this, caller, k, done](Status st, Topic* t) {
     if (!st.ok()) return done(st);
@@ -1132,7 +1122,7 @@ void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::opti
   done = Guard(sid, std::move(done));
   if (delay && (*delay < 0 || *delay > kMaxDelayMs))
     return done(Status::InvalidArgument("delay out of range"));
-  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string caller(Caller(sid));
   std::string pri = std::to_string(priority);
   std::string d = delay ? std::to_string(*delay) : std::string();
   ForJob(id, [this, id, caller, pri, d, done](Status st, Topic* t, std::string member) {
@@ -1155,7 +1145,7 @@ void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::opti
 
 void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
   done = Guard(sid, std::move(done));
-  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string caller(Caller(sid));
   std::string pri = std::to_string(priority);
   ForJob(id, [this, id, caller, pri, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
@@ -1171,7 +1161,7 @@ void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
 
 void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
-  std::string caller = sid == 0 ? "*" : Owner(sid);
+  std::string caller(Caller(sid));
   ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());

@@ -164,18 +164,21 @@ class RedisBackend final : public Backend {
   // Used or watched by a session of this instance (or the default topic):
   // such a topic exists even with no job in Redis.
   bool LocallyKnown(const std::string& name) const;
-  // Runs `then` once the topic has its number (registering it).
-  void Register(Topic& t, std::function<void(Status)> then);
+  // Runs `then` once the topic has its number (registering it): at once,
+  // and not through a std::function, when it has it.
+  template <typename F>
+  void Register(Topic& t, F&& then);
   // Finds a topic by number (asking the registry when unknown): nullptr
   // when no topic has it.
-  void TopicByNumber(uint64_t no, std::function<void(Status, Topic*)> then);
+  // (At once, and not through a std::function, when the topic is known.)
+  template <typename F>
+  void TopicByNumber(uint64_t no, F&& then);
   // Finds a registered topic by name without registering it.
   void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
-  void ForJob(JobId id, std::function<void(Status, Topic*, std::string member)> then);
-  // ForJob, calling `then` at once (and not through a std::function) when
-  // the job's topic is known.
+  // Finds the topic and member of a job: `then(Status, Topic*, member)`,
+  // the topic nullptr when no topic has the job's number.
   template <typename F>
-  void WithJob(JobId id, F&& then);
+  void ForJob(JobId id, F&& then);
   // Runs a topic function. A topic has at most kMaxInFlight calls to Redis
   // in flight; the calls made meanwhile go together when one returns, as
   // one dq_batch (what is due applied once), in the order made: group

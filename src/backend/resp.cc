@@ -37,12 +37,10 @@ void AppendBulk(std::string& out, std::string_view arg) {
 }
 
 std::string Format(std::span<const std::string_view> argv) {
-  size_t size = 1 + Digits(argv.size()) + 2;
-  for (std::string_view a : argv) size += BulkSize(a.size());
   std::string out;
-  out.reserve(size);
+  out.reserve(1 + Digits(argv.size()) + 2 + BulksSize(argv));
   AppendArray(out, argv.size());
-  for (std::string_view a : argv) AppendBulk(out, a);
+  AppendBulks(out, argv);
   return out;
 }
 

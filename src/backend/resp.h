@@ -21,6 +21,18 @@ size_t BulkSize(size_t size);
 void AppendArray(std::string& out, size_t n);
 // "$<size>\r\n<arg>\r\n".
 void AppendBulk(std::string& out, std::string_view arg);
+// Bytes AppendBulks adds for these arguments.
+template <typename Range>
+size_t BulksSize(const Range& args) {
+  size_t size = 0;
+  for (std::string_view a : args) size += BulkSize(a.size());
+  return size;
+}
+// Each argument as AppendBulk writes it, one after the other.
+template <typename Range>
+void AppendBulks(std::string& out, const Range& args) {
+  for (std::string_view a : args) AppendBulk(out, a);
+}
 // The whole command.
 std::string Format(std::span<const std::string_view> argv);
 
