@@ -12,8 +12,13 @@
 # BENCH_ROUNDS rounds (highest jobs/s; for lateness, lowest p99).
 #
 # Measurements (loadgen --mode ...):
-#   lifecycle c=1, 10, 50   put -> reserve -> delete per job, one request in flight
-#   put c=50                put-only
+#   lifecycle c=1, 10, 50   put -> reserve -> delete per job, one request in flight;
+#                           also against build/ceiling_server (bench/ceiling_server.cc),
+#                           which answers with the least work a server can do: its
+#                           jobs/s is what the machine allows any single-threaded
+#                           epoll server, the load generator sharing its cores
+#   lifecycle_busy_poll c=1 delayqd --busy-poll-us 50 (ratio against beanstalkd's c=1)
+#   put c=50                put-only (and the ceiling)
 #   pipeline c=4 depth=64   pipelined puts
 #   lateness                2 producers put BENCH_LATENESS_RATE jobs/s for
 #                           BENCH_LATENESS_SECONDS with delays spread over
@@ -38,6 +43,7 @@ set -euo pipefail
 
 BUILD_DIR=${1:-build}
 LOADGEN=$BUILD_DIR/loadgen
+CEILING=$BUILD_DIR/ceiling_server
 DELAYQD=$BUILD_DIR/delayqd
 BEANSTALKD=${BEANSTALKD:-/usr/bin/beanstalkd}
 SECS=${BENCH_SECONDS:-2}
@@ -54,6 +60,7 @@ DQ_SERVER_ARGS="--in-memory"
 die() { echo "server_bench: $*" >&2; exit 1; }
 [[ -x $LOADGEN ]] || die "$LOADGEN not found (build the loadgen target: make build)"
 [[ -x $DELAYQD ]] || die "$DELAYQD not found (make build)"
+[[ -x $CEILING ]] || die "$CEILING not found (build the ceiling_server target: make build)"
 [[ -x $BEANSTALKD ]] ||
   die "$BEANSTALKD not found (Debian: apt-get install beanstalkd; or set BEANSTALKD=)"
 
@@ -69,7 +76,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 
-# start_server beanstalkd|delayq: sets SERVER_PID and SERVER_PORT.
+# start_server beanstalkd|delayq|ceiling: sets SERVER_PID and SERVER_PORT.
 start_server() {
   local which=$1 log=$WORK/$1.log
   SERVER_PORT=$(free_port)
@@ -80,6 +87,8 @@ start_server() {
   # shellcheck disable=SC2086  # the *ARGS are lists of flags
   if [[ $which == beanstalkd ]]; then
     "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" $bargs >"$log" 2>&1 &
+  elif [[ $which == ceiling ]]; then
+    "$CEILING" --host 127.0.0.1 --port "$SERVER_PORT" >"$log" 2>&1 &
   else
     "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --no-http --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
   fi
@@ -183,16 +192,17 @@ run_one() {
   fi
 }
 
-# measure <tag> <beanstalkd args|-> <delayq args|-> : ROUNDS alternating rounds.
-# "-" skips that server.
+# measure <tag> <beanstalkd args|-> <delayq args|-> [<ceiling args>|-] :
+# ROUNDS alternating rounds. "-" skips that server (the ceiling by default).
 measure() {
-  local tag=$1 bargs=$2 dargs=$3 r
+  local tag=$1 bargs=$2 dargs=$3 cargs=${4:--} r
   for ((r = 1; r <= ROUNDS; r++)); do
-    local order=(beanstalkd delayq)
-    ((r % 2 == 0)) && order=(delayq beanstalkd)
+    local order=(beanstalkd delayq ceiling)
+    ((r % 2 == 0)) && order=(ceiling delayq beanstalkd)
     for s in "${order[@]}"; do
       local a=$bargs
       [[ $s == delayq ]] && a=$dargs
+      [[ $s == ceiling ]] && a=$cargs
       [[ $a == - ]] && continue
       # shellcheck disable=SC2086  # $a is a list of loadgen flags
       run_one "$s" "$tag" $a
@@ -207,9 +217,14 @@ echo "server_bench: $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)
 T="--seconds $SECS --warmup $WARMUP"
 if [[ $ONLY != durable ]]; then
   for c in 1 10 50; do
-    measure "lifecycle_c$c" "--mode lifecycle --connections $c $T" "--mode lifecycle --connections $c $T"
+    A="--mode lifecycle --connections $c $T"
+    measure "lifecycle_c$c" "$A" "$A" "$A"
   done
-  measure put_c50 "--mode put --connections 50 $T" "--mode put --connections 50 $T"
+  DQ_SERVER_ARGS="--in-memory --busy-poll-us 50"
+  measure lifecycle_busy_poll_c1 - "--mode lifecycle --connections 1 $T"
+  DQ_SERVER_ARGS="--in-memory"
+  A="--mode put --connections 50 $T"
+  measure put_c50 "$A" "$A" "$A"
   measure pipeline_c4_d64 "--mode pipeline --connections 4 --pipeline-depth 64 $T" \
     "--mode pipeline --connections 4 --pipeline-depth 64 $T"
   L="--mode lateness --connections 8 --producers 2 --rate $LAT_RATE --seconds $LAT_SECS --max-delay-ms 2000"
@@ -260,6 +275,14 @@ for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64; do
   [[ $tag == lifecycle_c50 ]] ||
     echo "${base}_vs_beanstalkd_${suffix}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
 done
+# The ceiling: what a server doing nothing but the socket work gets here.
+for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50; do
+  emit "ceiling_${tag}_jobs_per_s"
+  echo "ceiling_vs_beanstalkd_${tag}: $(ratio "ceiling_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+  echo "delayq_vs_ceiling_${tag}: $(ratio "delayq_${tag}_jobs_per_s" "ceiling_${tag}_jobs_per_s")"
+done
+emit delayq_lifecycle_busy_poll_c1_jobs_per_s
+echo "lifecycle_busy_poll_vs_beanstalkd_c1: $(ratio delayq_lifecycle_busy_poll_c1_jobs_per_s beanstalkd_lifecycle_c1_jobs_per_s)"
 echo "lateness_rate_jobs_per_s: $LAT_RATE"
 for k in beanstalkd_lateness_s delayq_lateness_s delayq_lateness_ms; do
   emit "${k}_p50_ms"
