@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench_smoke.sh BUILD_DIR: runs bench/server_bench.sh's in-memory part at a
+# token size (a fraction of a second per figure, one round) and fails unless
+# every figure it reports is a number: the load generator, the ceiling
+# server, delayqd and beanstalkd all ran and answered in every mode. The
+# figures themselves mean nothing at this size and are not checked.
+set -euo pipefail
+
+BUILD_DIR=${1:?usage: bench_smoke.sh BUILD_DIR}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=$(mktemp)
+ERR=$(mktemp)
+trap 'rm -f "$OUT" "$ERR"' EXIT
+
+rc=0
+BENCH_ONLY=memory BENCH_ROUNDS=1 BENCH_SECONDS=0.2 BENCH_WARMUP=0.05 \
+  BENCH_LATENESS_SECONDS=0.5 BENCH_LATENESS_RATE=500 \
+  bash "$ROOT/bench/server_bench.sh" "$BUILD_DIR" >"$OUT" 2>"$ERR" || rc=$?
+if ((rc != 0)); then
+  echo "bench_smoke: server_bench.sh exited $rc" >&2
+  cat "$ERR" >&2
+  exit 1
+fi
+
+# Every figure of the in-memory part, the ceiling's included, is a number.
+missing=$(grep -E '^(beanstalkd|delayq|ceiling|lifecycle|put|pipeline|lateness)' "$OUT" |
+  grep -v '_durable_\|^durable_' | grep -vE ': -?[0-9]+(\.[0-9]+)?$' || true)
+if [[ -n $missing ]]; then
+  echo "bench_smoke: figures without a value:" >&2
+  echo "$missing" >&2
+  cat "$ERR" >&2
+  exit 1
+fi
+for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
+  lifecycle_busy_poll_vs_beanstalkd_c1 lateness_p99_delayq_ms_over_beanstalkd_s; do
+  if ! grep -qE "^$want: [0-9.]+$" "$OUT"; then
+    echo "bench_smoke: no figure $want" >&2
+    cat "$OUT" >&2
+    exit 1
+  fi
+done
+# The headline comes last.
+last=$(tail -1 "$OUT")
+if [[ $last != lifecycle_vs_beanstalkd_c50:* ]]; then
+  echo "bench_smoke: the last line is '$last', not the headline" >&2
+  exit 1
+fi
+echo "bench_smoke: $(grep -c ': ' "$OUT") figures, all with values"
