@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <csignal>
@@ -35,6 +36,9 @@
 #include <vector>
 
 namespace {
+
+// Bodies beyond this are refused (beanstalkd's own limit is 65,535 by default).
+constexpr uint64_t kMaxBody = uint64_t{1} << 30;
 
 constexpr char kUsage[] =
     "usage: ceiling_server --port N [--host ADDR]\n"
@@ -100,6 +104,10 @@ class Ceiling {
       auto [p, ec] = std::from_chars(line.data() + sp + 1, line.data() + line.size(), bytes);
       if (ec != std::errc() || p != line.data() + line.size()) {
         out_ += "BAD_FORMAT\r\n";
+        return;
+      }
+      if (bytes > kMaxBody) {  // not read past: what follows is taken for commands
+        out_ += "JOB_TOO_BIG\r\n";
         return;
       }
       c.body_left = bytes + 2;
