@@ -70,6 +70,7 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
   backend::LocalBackend::Options bo;
   bo.max_job_size = config.max_job_size;
   bo.store = rocks;
+  bo.journal = rocks != nullptr ? rocks->journal() : nullptr;
   bo.horizon_ms = config.horizon_ms;
   bo.on_store_health = [](bool ok, const Status& error) {
     if (ok) {
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     rocks = std::move(opened).value();
+    if (rocks->replayed_records() > 0)
+      spdlog::info("event=journal_replayed records={} note=\"changes a stop without a flush left "
+                   "in the journal are in the store again\"",
+                   rocks->replayed_records());
   }
 
   // One thread runs every socket: the reactor needs no locks (other threads

@@ -22,6 +22,9 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       timer_(io),
       store_(options.store),
       on_store_health_(options.on_store_health),
+      journal_(options.store != nullptr ? options.journal : nullptr),
+      retry_interval_(options.store_retry_interval),
+      journal_retry_timer_(io),
       horizon_ms_(options.store != nullptr ? std::max<TimeMs>(0, options.horizon_ms) : 0),
       horizon_batch_(std::max<size_t>(1, options.horizon_batch)),
       horizon_timer_(io) {
@@ -32,15 +35,17 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       [this, alive, io = &io_](bool ok, const Status& error) {
         boost::asio::post(*io, [this, alive, ok, error] {
           if (alive.expired()) return;
-          degraded_ = !ok;
-          store_error_ = error;
           // The write that worked took every batch kept since the failure
           // (all settled ones, failed, come before this in the loop's queue).
-          if (ok) PutsDurableThrough(settled_seq_);
-          if (on_store_health_) on_store_health_(ok, error);
+          if (ok && journal_ == nullptr) {
+            PutsDurableThrough(settled_seq_);
+            ForgetWritten(settled_seq_);
+          }
+          SetHealth(!journal_failing_, ok, error);
         });
       },
-      options.store_retry_interval);
+      options.store_retry_interval, std::chrono::seconds(1),
+      journal_ != nullptr ? options.journal_batch_window : std::chrono::milliseconds(0));
   if (horizon_on()) {
     engine_.SetHorizon(Now() + horizon_ms_);
     ArmHorizonTimer(false);
@@ -51,8 +56,11 @@ LocalBackend::~LocalBackend() {
   *alive_ = false;
   timer_.cancel();
   horizon_timer_.cancel();
+  journal_retry_timer_.cancel();
   if (writer_ != nullptr) {
-    // What closing sessions changed last is written before the writer stops.
+    // What the journal would not take, and what closing sessions changed
+    // last, go to the store before the writer stops (it flushes at close).
+    for (auto& [seq, batch] : unjournaled_) writer_->Submit(std::move(batch), nullptr);
     engine_.TakeMutations(&open_batch_);
     if (!open_batch_.empty()) writer_->Submit(std::move(open_batch_), nullptr);
     writer_.reset();
@@ -153,9 +161,10 @@ void LocalBackend::Flush() {
   uint64_t seq = next_seq_++;
   if (open_max_put_id_ != 0) batch_max_put_id_.emplace_back(seq, open_max_put_id_);
   open_max_put_id_ = 0;
-  std::weak_ptr<bool> alive = alive_;
   std::vector<Mutation> batch;
   batch.swap(open_batch_);
+  if (journal_ != nullptr) return JournalBatch(seq, std::move(batch));
+  std::weak_ptr<bool> alive = alive_;
   writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
     boost::asio::post(*io, [this, alive, seq, st = std::move(st)] {
       if (!alive.expired()) OnSettled(seq, st);
@@ -163,10 +172,72 @@ void LocalBackend::Flush() {
   });
 }
 
+void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
+  ForgetWritten(applied_seq_->load(std::memory_order_acquire));
+  unjournaled_.emplace_back(seq, std::move(batch));
+  OnSettled(seq, AppendUnjournaled());
+}
+
+Status LocalBackend::AppendUnjournaled() {
+  Status st = Status::Ok();
+  uint64_t through = 0;
+  while (!unjournaled_.empty()) {
+    auto& [seq, batch] = unjournaled_.front();
+    uint64_t lsn = 0;
+    st = journal_->Append(batch, &lsn);
+    if (!st.ok()) break;
+    through = seq;
+    writer_->Submit(
+        std::move(batch),
+        [applied = applied_seq_, seq = seq](Status written) {
+          if (written.ok()) applied->store(seq, std::memory_order_release);
+        },
+        lsn);
+    unjournaled_.pop_front();
+  }
+  if (through != 0) PutsDurableThrough(through);
+  if (!st.ok()) {
+    if (!journal_failing_) SetHealth(false, !writer_failing_, st);
+    ArmJournalRetry();
+  } else if (journal_failing_) {
+    SetHealth(true, !writer_failing_, st);
+  }
+  return st;
+}
+
+void LocalBackend::ArmJournalRetry() {
+  if (journal_retry_armed_) return;
+  journal_retry_armed_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  journal_retry_timer_.expires_after(retry_interval_);
+  journal_retry_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    journal_retry_armed_ = false;
+    if (!unjournaled_.empty()) (void)AppendUnjournaled();  // arms the timer again on failure
+    Settle();
+  });
+}
+
+void LocalBackend::SetHealth(bool journal_ok, bool writer_ok, const Status& error) {
+  bool was = degraded_;
+  journal_failing_ = !journal_ok;
+  writer_failing_ = !writer_ok;
+  degraded_ = journal_failing_ || writer_failing_;
+  if (degraded_ == was) {
+    if (degraded_ && !error.ok()) store_error_ = error;
+    return;
+  }
+  store_error_ = error;
+  if (on_store_health_) on_store_health_(!degraded_, error);
+}
+
 void LocalBackend::OnSettled(uint64_t seq, Status st) {
   settled_seq_ = seq;
   // A write that worked also wrote every batch kept from failed ones.
-  if (st.ok()) PutsDurableThrough(seq);
+  if (st.ok() && journal_ == nullptr) {
+    PutsDurableThrough(seq);
+    ForgetWritten(seq);
+  }
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
@@ -180,7 +251,6 @@ void LocalBackend::PutsDurableThrough(uint64_t seq) {
     durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
     batch_max_put_id_.pop_front();
   }
-  ForgetWritten(seq);
 }
 
 // ---- the horizon -----------------------------------------------------------

@@ -21,6 +21,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -30,6 +31,7 @@
 
 #include "backend/backend.h"
 #include "backend/clock.h"
+#include "store/journal.h"
 #include "store/store.h"
 #include "store/writer.h"
 
@@ -45,6 +47,13 @@ class LocalBackend final : public Backend {
     // (ok=false, with its error) and when it takes them again.
     std::function<void(bool ok, const Status& error)> on_store_health;
     std::chrono::milliseconds store_retry_interval{200};
+    // Not owned; with a store only. Batches are appended here on the loop
+    // thread, and a change is acknowledged once appended (or synced, as the
+    // journal's policy says): the writer thread takes them into the store
+    // later, and no reply waits for it.
+    store::Journal* journal = nullptr;
+    // With a journal: how long the writer gathers batches before a write.
+    std::chrono::milliseconds journal_batch_window{10};
     // With a store: delayed jobs due later than now + horizon_ms are not
     // held in memory. 0: every job is.
     TimeMs horizon_ms = 0;
@@ -115,7 +124,7 @@ class LocalBackend final : public Backend {
   void Collect();
   void Flush();
   void OnSettled(uint64_t seq, Status st);
-  // Batches up to `seq` are written: their puts may be shown.
+  // Batches up to `seq` are durable: their puts may be shown.
   void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without
   // a store), with Ok, or with the store's error when the write failed.
@@ -156,6 +165,15 @@ class LocalBackend final : public Backend {
   Status AdoptStored(JobId id);
   // Batches up to `seq` are durable: forgets what the store now holds.
   void ForgetWritten(uint64_t seq);
+  // With a journal: appends batch `seq` after any that failed to append
+  // before, then settles it.
+  void JournalBatch(uint64_t seq, std::vector<Mutation> batch);
+  // Appends the batches kept after failed appends, in order, and hands
+  // them to the writer. Returns the error of the first that fails.
+  Status AppendUnjournaled();
+  void ArmJournalRetry();
+  // The store refuses writes while the journal or the writer fails.
+  void SetHealth(bool journal_ok, bool writer_ok, const Status& error);
 
   // The barrier a reply waits for: the open batch, else the last one.
   uint64_t Barrier() const { return open_batch_.empty() ? next_seq_ - 1 : next_seq_; }
@@ -192,7 +210,19 @@ class LocalBackend final : public Backend {
   JobId open_max_put_id_ = 0;
   std::deque<std::pair<uint64_t, JobId>> batch_max_put_id_;  // submitted, unsettled
   bool degraded_ = false;
+  bool journal_failing_ = false;
+  bool writer_failing_ = false;
   Status store_error_;
+  store::Journal* journal_;
+  std::chrono::milliseconds retry_interval_;
+  // Batches not appended to the journal yet (an append failed), in order.
+  std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;
+  boost::asio::steady_timer journal_retry_timer_;
+  bool journal_retry_armed_ = false;
+  // With a journal: the last batch the writer wrote to the store (set on
+  // the writer thread).
+  std::shared_ptr<std::atomic<uint64_t>> applied_seq_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 
   // ---- the horizon (with a store) ----
   TimeMs horizon_ms_ = 0;

@@ -22,6 +22,10 @@ namespace {
 
 constexpr const char* kFormatKey = "format";
 constexpr const char* kMaxIdKey = "max_id";
+// The last journal record the jobs families hold (8 bytes, big-endian).
+constexpr const char* kJournalLsnKey = "journal_lsn";
+// Journal records applied again at start per write.
+constexpr size_t kReplayBatch = 4096;
 
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return Status::Ok();
@@ -60,6 +64,8 @@ class StderrLogger final : public rocksdb::Logger {
   std::string last_;
 };
 
+std::string JournalDir(const std::string& dir) { return dir + "/journal"; }
+
 std::string BigEndian(uint64_t v) { return JobKey(v); }  // same 8-byte form
 
 uint64_t ReadBigEndian(std::string_view s) {
@@ -91,6 +97,10 @@ rocksdb::DBOptions DbOptions() {
   // Every flush and compaction appends to the MANIFEST: start a new one at
   // 16 MB, not 1 GB.
   o.max_manifest_file_size = uint64_t{16} << 20;
+  // Writes under a journal skip RocksDB's log: every family's memtable is
+  // then flushed at once, so the tables always hold the same prefix of the
+  // writes, journal_lsn included.
+  o.atomic_flush = true;
   return o;
 }
 
@@ -195,10 +205,62 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
   } else if (!s.IsNotFound()) {
     return FromRocks(s, "reading the highest id");
   }
+  if (Status st = store->ReplayJournal(); !st.ok()) return st;
+  if (options.fsync != FsyncPolicy::kAlways) {
+    Journal::Options jo;
+    jo.dir = JournalDir(options.dir);
+    jo.fsync = options.fsync;
+    if (options.journal_segment_bytes != 0) jo.segment_bytes = options.journal_segment_bytes;
+    auto journal = Journal::Create(jo, store->journal_lsn_ + 1);
+    if (!journal.ok()) return journal.status();
+    store->journal_ = std::move(journal).value();
+    store->wal_off_ = true;
+  }
   if (options.fsync == FsyncPolicy::kEverySec) {
     store->syncer_ = std::thread([raw = store.get()] { raw->SyncLoop(); });
   }
   return store;
+}
+
+Status RocksStore::ReplayJournal() {
+  std::string lsn;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), meta_, kJournalLsnKey, &lsn);
+  if (s.ok()) {
+    journal_lsn_ = ReadBigEndian(lsn);
+  } else if (!s.IsNotFound()) {
+    return FromRocks(s, "reading the journal's checkpoint");
+  }
+  std::string dir = JournalDir(options_.dir);
+  // What a crash left in the journal goes to RocksDB (without its log),
+  // the memtables are flushed, and then the journal is not needed.
+  wal_off_ = true;
+  std::vector<Mutation> pending;
+  uint64_t pending_lsn = 0;
+  auto apply_pending = [&]() -> Status {
+    if (pending.empty()) return Status::Ok();
+    Status st = ApplyThrough(pending, pending_lsn);
+    pending.clear();
+    return st;
+  };
+  uint64_t last = 0;
+  Status st = Journal::Replay(
+      dir, journal_lsn_,
+      [&](uint64_t record, std::vector<Mutation>& batch) -> Status {
+        for (Mutation& m : batch) pending.push_back(std::move(m));
+        pending_lsn = record;
+        replayed_records_++;
+        return pending.size() >= kReplayBatch ? apply_pending() : Status::Ok();
+      },
+      &last);
+  if (st.ok()) st = apply_pending();
+  if (!st.ok()) return st;
+  wal_off_ = false;
+  if (replayed_records_ > 0) {
+    rocksdb::FlushOptions fo;
+    s = db_->Flush(fo, {jobs_, due_, keys_, meta_});
+    if (!s.ok()) return FromRocks(s, "writing the replayed journal to tables");
+  }
+  return Journal::RemoveAll(dir);
 }
 
 RocksStore::~RocksStore() {
@@ -208,6 +270,7 @@ RocksStore::~RocksStore() {
   }
   cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
+  journal_.reset();  // synced; what it holds is in the memtables, flushed next
   if (db_ != nullptr) {
     if (options_.fsync != FsyncPolicy::kNo) db_->SyncWAL();
     // Tables instead of a log to replay: the next start is faster. (A
@@ -227,11 +290,12 @@ void RocksStore::SyncLoop() {
     if (stop_) break;
     lock.unlock();
     db_->SyncWAL();  // a failure shows again at the next write
+    if (journal_ != nullptr) (void)journal_->Sync();  // likewise, at the next append
     lock.lock();
   }
 }
 
-Status RocksStore::Apply(const std::vector<Mutation>& batch) {
+Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) {
   // First the net effect of the batch on each job it touches: its image
   // before (from recent_, else read) and after. A job put and deleted in
   // the same batch then writes nothing, and an update that leaves the due
@@ -317,6 +381,7 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
   }
   for (const JobRecord* a : key_puts) wb.Put(keys_, UserKey(a->topic, a->key), JobKey(a->id));
   if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
+  if (journal_lsn > journal_lsn_) wb.Put(meta_, kJournalLsnKey, BigEndian(journal_lsn));
   if (wb.Count() == 0) return Status::Ok();
   if (failed_) {
     // After a failed write RocksDB refuses every write until it is told to
@@ -326,19 +391,27 @@ Status RocksStore::Apply(const std::vector<Mutation>& batch) {
     failed_ = false;
   }
   rocksdb::WriteOptions wo;
-  wo.sync = options_.fsync == FsyncPolicy::kAlways;
+  wo.sync = options_.fsync == FsyncPolicy::kAlways && !wal_off_;
+  wo.disableWAL = wal_off_;
   rocksdb::Status s = db_->Write(wo, &wb);
   if (!s.ok()) {
     failed_ = true;
     return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");
   }
   max_id_ = max_id;
+  if (journal_lsn > journal_lsn_) journal_lsn_ = journal_lsn;
   for (auto& [id, c] : changes) {
     if (c.after) {
       Remember(id, std::move(c.record), std::move(c.body));
     } else {
       Forget(id);
     }
+  }
+  if (journal_ != nullptr && journal_->HasSealed()) {
+    // A checkpoint: the tables then hold every record written so far, and
+    // the sealed segments can go. (A failure is tried again next time.)
+    rocksdb::FlushOptions fo;
+    if (db_->Flush(fo, {jobs_, due_, keys_, meta_}).ok()) journal_->ReleaseThrough(journal_lsn_);
   }
   return Status::Ok();
 }

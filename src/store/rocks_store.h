@@ -1,7 +1,12 @@
 // The embedded store on RocksDB: column families `jobs`, `due` and `keys`
-// (docs/storage.md). Apply writes one atomic WriteBatch; with kAlways the
-// write-ahead log is synced before it returns, with kEverySec a background
-// thread syncs it once a second.
+// (docs/storage.md). Apply writes one atomic WriteBatch. With kAlways it goes
+// to RocksDB's write-ahead log, synced before Apply returns. With kEverySec
+// and kNo the store keeps a journal (journal()) that the caller appends
+// every batch to before it hands the batch to Apply; RocksDB then writes
+// without its log, its memtables are flushed as a checkpoint when a
+// journal segment is sealed, and Open applies the journal's records past
+// the last checkpoint again. Under kEverySec a background thread syncs the
+// journal (and RocksDB's log) once a second.
 #ifndef DELAYQ_STORE_ROCKS_STORE_H_
 #define DELAYQ_STORE_ROCKS_STORE_H_
 
@@ -14,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "store/journal.h"
 #include "store/store.h"
 
 namespace rocksdb {
@@ -29,6 +35,9 @@ struct RocksStoreOptions {
   // How many recently written jobs Apply remembers (see recent_ below);
   // tests make it small to exercise reads of forgotten jobs.
   size_t recent_jobs = 65'536;
+  // Size at which a journal segment is sealed; 0: the journal's default.
+  // Tests make it small to exercise checkpoints.
+  uint64_t journal_segment_bytes = 0;
 };
 
 class RocksStore final : public Store {
@@ -39,7 +48,8 @@ class RocksStore final : public Store {
   static Result<std::unique_ptr<RocksStore>> Open(const RocksStoreOptions& options);
   ~RocksStore() override;
 
-  Status Apply(const std::vector<Mutation>& batch) override;
+  Status Apply(const std::vector<Mutation>& batch) override { return ApplyThrough(batch, 0); }
+  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override;
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override;
   Status NoteMaxId(JobId id) override;
@@ -49,9 +59,18 @@ class RocksStore final : public Store {
   Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
                  const std::function<bool(DueMark)>& visit) override;
 
+  // The journal batches go to before Apply (kEverySec, kNo); nullptr under
+  // kAlways. Owned by the store.
+  Journal* journal() const { return journal_.get(); }
+  // How many journal records Open applied again (a crash left them).
+  uint64_t replayed_records() const { return replayed_records_; }
+
  private:
   explicit RocksStore(const RocksStoreOptions& options);
   void SyncLoop();
+  // Applies the journal's records past the last checkpoint, flushes them to
+  // tables and removes the journal (Open).
+  Status ReplayJournal();
 
   // What Apply last wrote for recently written jobs, so that an update or a
   // delete finds the image it replaces (the body an update keeps, the index
@@ -75,6 +94,10 @@ class RocksStore final : public Store {
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // the default family
   JobId max_id_ = 0;
   bool failed_ = false;  // the last write failed: Resume before the next
+  std::unique_ptr<Journal> journal_;
+  bool wal_off_ = false;        // writes skip RocksDB's log (a journal holds them)
+  uint64_t journal_lsn_ = 0;    // the last journal record written to RocksDB
+  uint64_t replayed_records_ = 0;
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
   size_t recent_bytes_ = 0;

@@ -30,6 +30,13 @@ class Store {
   // Applies the mutations in order, all or none. Returns kUnavailable when
   // the disk refuses (full, failing); nothing of the batch is applied then.
   virtual Status Apply(const std::vector<Mutation>& batch) = 0;
+  // As Apply, for a batch that holds the journal's records up to
+  // `journal_lsn` (0: none): a store under a journal records the number
+  // with the batch, so that a start replays only what follows it.
+  virtual Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) {
+    (void)journal_lsn;
+    return Apply(batch);
+  }
 
   // Calls `job` for every stored job (in id order), then returns the
   // highest id ever handed out (0 for an empty store). Stops at the first

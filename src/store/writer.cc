@@ -1,5 +1,6 @@
 #include "store/writer.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 
@@ -13,11 +14,12 @@ constexpr size_t kMaxHeld = 65'536;
 }  // namespace
 
 Writer::Writer(Store& store, Health on_health, std::chrono::milliseconds retry_interval,
-               std::chrono::milliseconds hold_for)
+               std::chrono::milliseconds hold_for, std::chrono::milliseconds batch_window)
     : store_(store),
       on_health_(std::move(on_health)),
       retry_interval_(retry_interval),
       hold_for_(hold_for),
+      batch_window_(batch_window),
       thread_([this] { Loop(); }) {}
 
 Writer::~Writer() {
@@ -29,12 +31,12 @@ Writer::~Writer() {
   thread_.join();
 }
 
-void Writer::Submit(std::vector<Mutation> batch, Applied applied) {
+void Writer::Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     wake = queue_.empty();
-    queue_.push_back(Item{std::move(batch), std::move(applied)});
+    queue_.push_back(Item{std::move(batch), std::move(applied), journal_lsn});
   }
   if (wake) cv_.notify_one();
 }
@@ -47,6 +49,7 @@ void Writer::Loop() {
   std::unordered_map<JobId, size_t> held_at;
   Clock::time_point held_since{};
   std::deque<Item> taken;
+  uint64_t journal_lsn = 0;  // the last journal record in what was taken
   bool failing = false;
   Clock::time_point give_up{};
   auto work = [&] { return stop_ || !queue_.empty(); };
@@ -60,6 +63,8 @@ void Writer::Loop() {
       cv_.wait(lock, work);
       if (stop_ && queue_.empty()) return;
     }
+    if (batch_window_.count() > 0 && !failing && !stop_ && !queue_.empty())
+      cv_.wait_for(lock, batch_window_, [&] { return stop_; });
     Clock::time_point now = Clock::now();
     if (stop_ && failing) {
       if (give_up == Clock::time_point{}) give_up = now + kGiveUpAfter;
@@ -70,6 +75,7 @@ void Writer::Loop() {
 
     // Group commit: one write for every batch handed over since the last.
     for (Item& it : taken) {
+      journal_lsn = std::max(journal_lsn, it.journal_lsn);
       for (Mutation& m : it.batch) {
         if (auto h = held_at.find(m.record.id); h != held_at.end()) {
           held[h->second].record.id = 0;  // this change repeats it
@@ -95,7 +101,7 @@ void Writer::Loop() {
       held.clear();
       held_at.clear();
     }
-    Status st = kept.empty() ? Status::Ok() : store_.Apply(kept);
+    Status st = kept.empty() ? Status::Ok() : store_.ApplyThrough(kept, journal_lsn);
     if (st.ok()) {
       kept.clear();
       if (failing) {

@@ -38,9 +38,14 @@ class Writer {
   // when the kept batches were written after all.
   using Health = std::function<void(bool ok, const Status& error)>;
 
+  // batch_window: once woken by a batch, wait this long for more before
+  // writing (0: write at once). Under a journal no reply waits for the
+  // writer, and a longer window lets more jobs be put and deleted within
+  // one write, which then stores nothing of them.
   Writer(Store& store, Health on_health,
          std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200),
-         std::chrono::milliseconds hold_for = std::chrono::seconds(1));
+         std::chrono::milliseconds hold_for = std::chrono::seconds(1),
+         std::chrono::milliseconds batch_window = std::chrono::milliseconds(0));
   // Writes what was handed over, held changes included (trying a failing
   // store for up to five seconds more), then stops the thread.
   ~Writer();
@@ -49,12 +54,14 @@ class Writer {
 
   // Hands over a batch; `applied` runs once the store holds it (Ok), or at
   // once with the error while writes fail (the batch is kept and retried).
-  void Submit(std::vector<Mutation> batch, Applied applied);
+  // journal_lsn: the journal record that holds the batch (0: none).
+  void Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn = 0);
 
  private:
   struct Item {
     std::vector<Mutation> batch;
     Applied applied;
+    uint64_t journal_lsn;
   };
   using Clock = std::chrono::steady_clock;
   void Loop();
@@ -63,6 +70,7 @@ class Writer {
   Health on_health_;
   std::chrono::milliseconds retry_interval_;
   std::chrono::milliseconds hold_for_;
+  std::chrono::milliseconds batch_window_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

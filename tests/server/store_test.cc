@@ -33,6 +33,13 @@ class StoreTest : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
   }
+  void ExpectTheStartFailsOnCorruption(const std::string& damaged) {
+    std::string error;
+    EXPECT_FALSE(server_.Start(DelayqdPath(), {"-b", dir_.path()}, &error, 5000ms))
+        << "delayqd started with " << damaged << " damaged";
+    EXPECT_NE(error.find("code=corruption"), std::string::npos) << error;
+    EXPECT_NE(error.find("event=store_open_failed"), std::string::npos) << error;
+  }
   RawClient Connect() {
     RawClient c(server_.port());
     EXPECT_TRUE(c.ok()) << c.error();
@@ -126,21 +133,56 @@ void FillJobs(RawClient& c, int n) {
   ASSERT_EQ(replies.find("INTERNAL_ERROR"), std::string::npos);
 }
 
-TEST_F(StoreTest, ADamagedLogStopsTheStartWithAClearError) {
+TEST_F(StoreTest, ASigkillLeavesJobsInTheJournalAndTheStartReplaysThem) {
+  Start();  // everysec: the journal holds the changes, RocksDB writes no log
+  {
+    RawClient c = Connect();
+    FillJobs(c, 2000);
+    ASSERT_EQ(c.Call("delete 7\r\n"), "DELETED\r\n");
+  }
+  server_.Signal(SIGKILL);
+  while (server_.Alive()) std::this_thread::sleep_for(5ms);
+  Start();
+  RawClient c = Connect();
+  EXPECT_EQ(YamlValue(c.Call("stats\r\n"), "current-jobs-ready"), "1999");
+  EXPECT_EQ(c.Call("peek 7\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(c.Call("peek 2000\r\n").rfind("FOUND 2000 ", 0), 0u);
+  EXPECT_NE(server_.Log().find("event=journal_replayed"), std::string::npos) << server_.Log();
+  // Replayed, flushed, and removed: a graceful stop and start replay nothing.
+  ASSERT_EQ(WEXITSTATUS(server_.Stop()), 0);
+  Start();
+  std::string log = server_.Log();  // of all three starts
+  EXPECT_EQ(log.find("event=journal_replayed", log.find("event=journal_replayed") + 1),
+            std::string::npos)
+      << log;
+  RawClient d = Connect();
+  EXPECT_EQ(YamlValue(d.Call("stats\r\n"), "current-jobs-ready"), "1999");
+}
+
+TEST_F(StoreTest, ADamagedJournalStopsTheStartWithAClearError) {
   Start();
   {
     RawClient c = Connect();
     FillJobs(c, 2000);
   }
-  server_.Signal(SIGKILL);  // the jobs stay in the write-ahead log only
+  server_.Signal(SIGKILL);  // the jobs stay in the journal only
+  while (server_.Alive()) std::this_thread::sleep_for(5ms);
+  std::string damaged = Damage(dir_.path() + "/journal", ".jnl", 64);
+  ASSERT_FALSE(damaged.empty()) << "no journal in " << dir_.path();
+  ExpectTheStartFailsOnCorruption(damaged);
+}
+
+TEST_F(StoreTest, ADamagedLogStopsTheStartWithAClearError) {
+  Start({"--fsync", "always"});
+  {
+    RawClient c = Connect();
+    FillJobs(c, 2000);
+  }
+  server_.Signal(SIGKILL);  // the jobs stay in RocksDB's write-ahead log only
   while (server_.Alive()) std::this_thread::sleep_for(5ms);
   std::string damaged = Damage(dir_.path(), ".log", 64);
   ASSERT_FALSE(damaged.empty()) << "no write-ahead log in " << dir_.path();
-  std::string error;
-  EXPECT_FALSE(server_.Start(DelayqdPath(), {"-b", dir_.path()}, &error, 5000ms))
-      << "delayqd started on a damaged log " << damaged;
-  EXPECT_NE(error.find("code=corruption"), std::string::npos) << error;
-  EXPECT_NE(error.find("event=store_open_failed"), std::string::npos) << error;
+  ExpectTheStartFailsOnCorruption(damaged);
 }
 
 TEST_F(StoreTest, ADamagedTableStopsTheStartWithAClearError) {
@@ -168,7 +210,7 @@ TEST_F(StoreTest, AForeignDirectoryIsRefused) {
 
 // A tmpfs with a size is a disk that really fills up. Needs CAP_SYS_ADMIN (root
 // in CI); skipped elsewhere.
-class DiskFullTest : public ::testing::Test {
+class DiskFullTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     mount_ = dir_.path() + "/disk";
@@ -187,7 +229,9 @@ class DiskFullTest : public ::testing::Test {
   ServerProcess server_;
 };
 
-TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns) {
+// Under `always` RocksDB's log meets the full disk; under `everysec` the
+// journal does.
+TEST_P(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns) {
   // A filler file takes most of the space, so the store hits the wall soon;
   // deleting it is "space returns".
   std::string filler = mount_ + "/filler";
@@ -199,7 +243,7 @@ TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns)
     for (int i = 0; i < 90; ++i) f.write(mb.data(), static_cast<std::streamsize>(mb.size()));
   }
   std::string error;
-  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", mount_ + "/data", "--fsync", "always"}, &error))
+  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", mount_ + "/data", "--fsync", GetParam()}, &error))
       << error;
   RawClient c(server_.port());
   ASSERT_TRUE(c.ok());
@@ -239,6 +283,11 @@ TEST_F(DiskFullTest, ChangesFailClearlyReadsGoOnAndWritesResumeWhenSpaceReturns)
     ASSERT_EQ(d.Call("peek " + std::to_string(id) + "\r\n"),
               "FOUND " + std::to_string(id) + " 4000\r\n" + body + "\r\n");
 }
+
+INSTANTIATE_TEST_SUITE_P(DiskFull, DiskFullTest, ::testing::Values("always", "everysec"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace delayq::testing

@@ -1,0 +1,400 @@
+#include "store/journal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/crc.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "store/record_codec.h"
+
+namespace delayq::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A segment starts with 8 bytes: the magic, then the format version.
+constexpr char kMagic[7] = {'d', 'q', 'j', 'r', 'n', 'l', '\n'};
+constexpr size_t kHeaderBytes = 8;
+// A record: the payload's length, the CRC-32C of those 4 bytes, the
+// CRC-32C of the payload (4 bytes each, little endian), then the payload:
+// the record number (8 bytes, little endian), the count of changes
+// (varint), and per change its kind (1 byte) and the job's value (varint
+// length, then EncodeJobValue's bytes). The length has its own checksum so
+// that a damaged length is told from an append cut short.
+constexpr size_t kRecordHeaderBytes = 12;
+// No batch comes near this; a larger length is damage.
+constexpr uint32_t kMaxRecordBytes = uint32_t{1} << 30;
+
+uint32_t Crc32c(std::string_view data) {
+  boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
+  crc.process_bytes(data.data(), data.size());
+  return crc.checksum();
+}
+
+void PutFixed64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+void SetFixed32(char* at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<char>(v >> (8 * i));
+}
+uint64_t GetFixed(std::string_view s, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[i])) << (8 * i);
+  return v;
+}
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+bool GetVarint(std::string_view* in, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
+    uint8_t b = static_cast<uint8_t>((*in)[0]);
+    in->remove_prefix(1);
+    *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+std::string SegmentName(uint64_t first_lsn) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%020llu.jnl", static_cast<unsigned long long>(first_lsn));
+  return name;
+}
+
+Status Errno(const std::string& what) {
+  int e = errno;
+  std::string msg = what + ": " + std::strerror(e);
+  if (e == EINVAL || e == EBADF) return Status::Internal(msg);
+  return Status::Unavailable(msg);
+}
+
+Status WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("appending to the journal");
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("opening " + dir);
+  Status st = ::fsync(fd) == 0 ? Status::Ok() : Errno("syncing " + dir);
+  ::close(fd);
+  return st;
+}
+
+// The segments in `dir`, oldest first (by the number in their names).
+Status ListSegments(const std::string& dir, std::vector<std::pair<uint64_t, std::string>>* out) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status::Ok();
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() != 24 || name.substr(20) != ".jnl") continue;
+    if (!std::all_of(name.begin(), name.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    out->emplace_back(std::stoull(name.substr(0, 20)), entry.path().string());
+  }
+  if (ec) return Status::Unavailable("listing the journal in " + dir + ": " + ec.message());
+  std::sort(out->begin(), out->end());
+  return Status::Ok();
+}
+
+Status ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Unavailable("opening " + path + ": " + std::strerror(errno));
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (in.bad()) return Status::Unavailable("reading " + path);
+  return Status::Ok();
+}
+
+Status DecodeRecord(std::string_view payload, uint64_t* lsn, std::vector<Mutation>* batch) {
+  if (payload.size() < 8) return Status::Corruption("record shorter than its number");
+  *lsn = GetFixed(payload, 8);
+  payload.remove_prefix(8);
+  uint64_t n = 0;
+  if (!GetVarint(&payload, &n) || n > payload.size())
+    return Status::Corruption("bad count of changes");
+  batch->clear();
+  batch->reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (payload.empty()) return Status::Corruption("record ends inside a change");
+    uint8_t kind = static_cast<uint8_t>(payload[0]);
+    payload.remove_prefix(1);
+    uint64_t len = 0;
+    if (kind > static_cast<uint8_t>(Mutation::Kind::kDelete) || !GetVarint(&payload, &len) ||
+        len > payload.size())
+      return Status::Corruption("bad change");
+    Mutation& m = batch->emplace_back();
+    m.kind = static_cast<Mutation::Kind>(kind);
+    std::string_view body;
+    if (Status st = DecodeJobValue(payload.substr(0, len), &m.record, &body); !st.ok()) return st;
+    m.body = std::string(body);
+    payload.remove_prefix(len);
+  }
+  if (!payload.empty()) return Status::Corruption("bytes after the last change");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Journal::Journal(const Options& options) : options_(options) {}
+
+Result<std::unique_ptr<Journal>> Journal::Create(const Options& options, uint64_t next_lsn) {
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec) return Status::Unavailable("creating " + options.dir + ": " + ec.message());
+  std::unique_ptr<Journal> j(new Journal(options));
+  j->next_lsn_ = next_lsn;
+  std::lock_guard<std::mutex> lock(j->mu_);
+  if (Status st = j->OpenSegment(next_lsn); !st.ok()) return st;
+  // The directory entry of the first segment is durable before any record.
+  if (Status st = SyncDir(options.dir); !st.ok()) return st;
+  j->dir_dirty_ = false;
+  return j;
+}
+
+Journal::~Journal() {
+  if (options_.fsync != FsyncPolicy::kNo) (void)Sync();  // as after a crash if it fails
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int fd : to_close_) ::close(fd);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status Journal::OpenSegment(uint64_t first_lsn) {
+  std::string path = options_.dir + "/" + SegmentName(first_lsn);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("creating " + path);
+  std::string header(kMagic, sizeof kMagic);
+  header.push_back(static_cast<char>(kJournalVersion));
+  if (Status st = WriteAll(fd, header.data(), header.size()); !st.ok()) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    return st;
+  }
+  if (fd_ >= 0) {
+    if (options_.fsync == FsyncPolicy::kNo) {
+      ::close(fd_);
+    } else {
+      to_close_.push_back(fd_);  // Sync syncs and closes it
+    }
+  }
+  fd_ = fd;
+  size_ = kHeaderBytes;
+  bytes_.fetch_add(kHeaderBytes, std::memory_order_relaxed);
+  segments_.push_back(Segment{first_lsn, path});
+  dir_dirty_ = true;
+  return Status::Ok();
+}
+
+Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
+  if (cut_pending_) {
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cutting the journal back");
+    cut_pending_ = false;
+  }
+  buf_.assign(kRecordHeaderBytes, '\0');
+  PutFixed64(&buf_, next_lsn_);
+  size_t count = 0;
+  for (const Mutation& m : batch) count += m.deferrable ? 0 : 1;
+  if (count == 0) {
+    *lsn = 0;
+    return Status::Ok();
+  }
+  PutVarint(&buf_, count);
+  std::string value;
+  for (const Mutation& m : batch) {
+    if (m.deferrable) continue;
+    buf_.push_back(static_cast<char>(m.kind));
+    value.clear();
+    EncodeJobValue(m.record, m.kind == Mutation::Kind::kPut ? std::string_view(m.body) : "", &value);
+    PutVarint(&buf_, value.size());
+    buf_.append(value);
+  }
+  std::string_view payload(buf_.data() + kRecordHeaderBytes, buf_.size() - kRecordHeaderBytes);
+  SetFixed32(buf_.data(), static_cast<uint32_t>(payload.size()));
+  SetFixed32(buf_.data() + 4, Crc32c(std::string_view(buf_.data(), 4)));
+  SetFixed32(buf_.data() + 8, Crc32c(payload));
+  if (size_ >= options_.segment_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status st = OpenSegment(next_lsn_); !st.ok()) return st;
+  }
+  if (Status st = WriteAll(fd_, buf_.data(), buf_.size()); !st.ok()) {
+    // Never a record after a torn one: cut back now, or before the next.
+    cut_pending_ = ::ftruncate(fd_, static_cast<off_t>(size_)) != 0;
+    return st;
+  }
+  size_ += buf_.size();
+  bytes_.fetch_add(buf_.size(), std::memory_order_relaxed);
+  *lsn = next_lsn_++;
+  return Status::Ok();
+}
+
+Status Journal::Sync() {
+  std::vector<int> sealed;
+  bool dir_dirty;
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sealed.swap(to_close_);
+    dir_dirty = dir_dirty_;
+    dir_dirty_ = false;
+    fd = fd_ >= 0 ? ::dup(fd_) : -1;  // Append may seal and close it meanwhile
+  }
+  Status result = Status::Ok();
+  for (int s : sealed) {
+    if (::fdatasync(s) != 0 && result.ok()) result = Errno("syncing the journal");
+    ::close(s);
+  }
+  if (fd >= 0) {
+    if (::fdatasync(fd) != 0 && result.ok()) result = Errno("syncing the journal");
+    ::close(fd);
+  }
+  if (dir_dirty) {
+    if (Status st = SyncDir(options_.dir); !st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      dir_dirty_ = true;  // again next time
+      if (result.ok()) result = st;
+    }
+  }
+  return result;
+}
+
+bool Journal::HasSealed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segments_.size() > 1;
+}
+
+void Journal::ReleaseThrough(uint64_t lsn) {
+  std::vector<std::string> gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    // Segment i ends where segment i + 1 begins; the open one stays.
+    while (n + 1 < segments_.size() && segments_[n + 1].first_lsn - 1 <= lsn) n++;
+    for (size_t i = 0; i < n; ++i) gone.push_back(segments_[i].path);
+    segments_.erase(segments_.begin(), segments_.begin() + static_cast<ptrdiff_t>(n));
+  }
+  for (const std::string& path : gone) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0)
+      bytes_.fetch_sub(static_cast<uint64_t>(st.st_size), std::memory_order_relaxed);
+    ::unlink(path.c_str());
+  }
+}
+
+Status Journal::Replay(const std::string& dir, uint64_t after,
+                       const std::function<Status(uint64_t, std::vector<Mutation>&)>& apply,
+                       uint64_t* last) {
+  *last = after;
+  std::vector<std::pair<uint64_t, std::string>> segments;
+  if (Status st = ListSegments(dir, &segments); !st.ok()) return st;
+  if (!segments.empty() && segments[0].first > after + 1)
+    return Status::Corruption("the journal in " + dir + " lacks records " +
+                              std::to_string(after + 1) + " to " +
+                              std::to_string(segments[0].first - 1));
+  uint64_t expect = 0;  // the next record's number, once one was seen
+  std::string data;
+  std::vector<Mutation> batch;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const std::string& path = segments[s].second;
+    bool last_segment = s + 1 == segments.size();
+    if (Status st = ReadFile(path, &data); !st.ok()) return st;
+    auto damaged = [&](size_t at, const std::string& what) {
+      return Status::Corruption("the journal " + path + " is damaged at byte " +
+                                std::to_string(at) + ": " + what);
+    };
+    if (data.size() < kHeaderBytes) {
+      // A crash right after the segment was created.
+      if (last_segment && std::string_view(data) == std::string_view(kMagic, data.size())) break;
+      return damaged(0, "no header");
+    }
+    if (std::string_view(data.data(), sizeof kMagic) != std::string_view(kMagic, sizeof kMagic))
+      return damaged(0, "not a delayq journal");
+    if (static_cast<uint8_t>(data[7]) > kJournalVersion)
+      return Status::InvalidArgument("the journal " + path +
+                                     " has a format this delayqd does not know");
+    // The first record of a segment is the one its name gives.
+    if (expect != 0 && segments[s].first != expect)
+      return damaged(0, "records " + std::to_string(expect) + " to " +
+                            std::to_string(segments[s].first - 1) + " are missing");
+    size_t at = kHeaderBytes;
+    while (at < data.size()) {
+      std::string_view rest(data.data() + at, data.size() - at);
+      // Torn: the append a crash cut short, the last one written. Its bytes
+      // are a prefix of what was written, or zeros where a power cut left
+      // the file longer than its data; anything else is damage.
+      auto torn = [&] {
+        return last_segment && (rest.size() < kRecordHeaderBytes ||
+                                std::all_of(rest.begin(), rest.end(),
+                                            [](char c) { return c == '\0'; }));
+      };
+      if (rest.size() < kRecordHeaderBytes) {
+        if (torn()) break;
+        return damaged(at, "a record header cut short");
+      }
+      uint32_t len = static_cast<uint32_t>(GetFixed(rest, 4));
+      if (Crc32c(rest.substr(0, 4)) != static_cast<uint32_t>(GetFixed(rest.substr(4), 4))) {
+        if (torn()) break;
+        return damaged(at, "checksum mismatch in a record header");
+      }
+      if (len > kMaxRecordBytes) return damaged(at, "a record of " + std::to_string(len) + " bytes");
+      if (len > rest.size() - kRecordHeaderBytes) {
+        if (last_segment) break;  // the payload was not all written
+        return damaged(at, "a record runs past the end of its segment");
+      }
+      bool at_end = len == rest.size() - kRecordHeaderBytes;
+      std::string_view payload = rest.substr(kRecordHeaderBytes, len);
+      if (Crc32c(payload) != static_cast<uint32_t>(GetFixed(rest.substr(8), 4))) {
+        if (last_segment && at_end) break;  // its data blocks never written
+        return damaged(at, "checksum mismatch");
+      }
+      uint64_t lsn = 0;
+      if (Status st = DecodeRecord(payload, &lsn, &batch); !st.ok())
+        return damaged(at, st.message());
+      if (expect == 0 && lsn != segments[s].first)
+        return damaged(at, "record " + std::to_string(lsn) + " opens segment " +
+                               std::to_string(segments[s].first));
+      if (expect != 0 && lsn != expect)
+        return damaged(at, "record " + std::to_string(lsn) + " where " + std::to_string(expect) +
+                               " was due");
+      if (lsn > after + 1 && *last < lsn - 1)
+        return damaged(at, "records " + std::to_string(*last + 1) + " to " +
+                               std::to_string(lsn - 1) + " are missing");
+      expect = lsn + 1;
+      if (lsn > after) {
+        if (Status st = apply(lsn, batch); !st.ok()) return st;
+        *last = lsn;
+      }
+      at += kRecordHeaderBytes + len;
+    }
+    if (expect == 0) expect = segments[s].first;  // an empty segment
+  }
+  return Status::Ok();
+}
+
+Status Journal::RemoveAll(const std::string& dir) {
+  std::vector<std::pair<uint64_t, std::string>> segments;
+  if (Status st = ListSegments(dir, &segments); !st.ok()) return st;
+  for (const auto& [first, path] : segments) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("removing " + path);
+  }
+  return segments.empty() ? Status::Ok() : SyncDir(dir);
+}
+
+}  // namespace delayq::store

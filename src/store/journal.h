@@ -1,0 +1,104 @@
+// The journal (docs/storage.md, "The journal"): under `everysec` and `no`
+// the loop thread appends every batch of changes here, one record per batch,
+// before it replies; RocksDB takes the same batches later on the writer
+// thread, without a log of its own, and a job put and deleted within one of
+// its writes never reaches it. At start the records RocksDB does not hold
+// yet are applied again (Replay), and a checkpoint (a flush of RocksDB's
+// memtables) lets the segments it covers go.
+//
+// Files: <dir>/<first record number, 20 digits>.jnl, each a header and
+// records; a segment is sealed once it passes `segment_bytes` and a new
+// one starts.
+//
+// Thread: Append on one thread (the loop thread); Sync, HasSealed and
+// ReleaseThrough from any other.
+#ifndef DELAYQ_STORE_JOURNAL_H_
+#define DELAYQ_STORE_JOURNAL_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "delayq/status.h"
+#include "delayq/types.h"
+#include "store/store.h"
+
+namespace delayq::store {
+
+// The journal's format version, in every segment's header.
+inline constexpr uint8_t kJournalVersion = 1;
+
+class Journal {
+ public:
+  struct Options {
+    std::string dir;
+    FsyncPolicy fsync = FsyncPolicy::kEverySec;
+    uint64_t segment_bytes = uint64_t{32} << 20;
+  };
+
+  // Starts a journal in options.dir (created if missing) whose first record
+  // is `next_lsn`. Segments already there must have been replayed and
+  // removed (RemoveAll) first.
+  static Result<std::unique_ptr<Journal>> Create(const Options& options, uint64_t next_lsn);
+  // Syncs what was appended (unless kNo) and closes the files.
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  // Appends the batch's changes, deferrable ones left out, as one record:
+  // *lsn is its number, or 0 when nothing was left to append. On failure
+  // (a full disk) nothing is appended, the file is cut back to where it
+  // was, and the next call may succeed. The record survives a crash of the
+  // process once this returns, and a power cut once Sync has run.
+  Status Append(const std::vector<Mutation>& batch, uint64_t* lsn);
+
+  // fdatasyncs what was appended so far, sealed segments and the directory
+  // included (everysec's timer).
+  Status Sync();
+  // Whether a sealed segment waits for a checkpoint to release it.
+  bool HasSealed() const;
+  // Deletes the sealed segments whose every record is at most `lsn` (the
+  // store holds them on disk).
+  void ReleaseThrough(uint64_t lsn);
+  // Bytes in the journal's files, sealed ones included.
+  uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  // Calls `apply` for every record in `dir` numbered above `after`, in
+  // order, and sets *last to the number of the last record (or `after`).
+  // A record torn at the very end of the last segment (a crash in the
+  // middle of an append) ends the journal; any other damage, or a gap in
+  // the numbers, is kCorruption.
+  static Status Replay(const std::string& dir, uint64_t after,
+                       const std::function<Status(uint64_t lsn, std::vector<Mutation>& batch)>& apply,
+                       uint64_t* last);
+  // Deletes every segment in `dir`.
+  static Status RemoveAll(const std::string& dir);
+
+ private:
+  struct Segment {
+    uint64_t first_lsn;
+    std::string path;
+  };
+  explicit Journal(const Options& options);
+  Status OpenSegment(uint64_t first_lsn);  // mu_ held
+
+  Options options_;
+  int fd_ = -1;            // the open segment; changed under mu_ by Append only
+  uint64_t size_ = 0;      // of the open segment (Append's thread)
+  uint64_t next_lsn_ = 1;  // Append's thread
+  bool cut_pending_ = false;  // a failed append is still to be cut off
+  std::string buf_;
+  std::atomic<uint64_t> bytes_{0};
+
+  mutable std::mutex mu_;
+  std::vector<Segment> segments_;  // oldest first; the last is open
+  std::vector<int> to_close_;      // sealed, not synced yet
+  bool dir_dirty_ = false;         // a segment was created since the last Sync
+};
+
+}  // namespace delayq::store
+
+#endif  // DELAYQ_STORE_JOURNAL_H_

@@ -1,0 +1,341 @@
+// The journal on a real directory: records come back in order with every
+// field, a torn last append ends the journal, damage anywhere else and
+// missing records are errors, sealed segments go once released; and the
+// RocksDB store applies at open what a crash left only in its journal.
+#include "store/journal.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <map>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/rocks_store.h"
+
+namespace delayq::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/delayq-journal-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Journal> Create(uint64_t next_lsn = 1, uint64_t segment_bytes = 1 << 20) {
+    Journal::Options o;
+    o.dir = dir_ + "/journal";
+    o.fsync = FsyncPolicy::kEverySec;
+    o.segment_bytes = segment_bytes;
+    auto j = Journal::Create(o, next_lsn);
+    EXPECT_TRUE(j.ok()) << j.status().ToString();
+    return j.ok() ? std::move(j).value() : nullptr;
+  }
+
+  static Mutation Put(JobId id, std::string body, std::string key = "") {
+    Mutation m;
+    m.kind = Mutation::Kind::kPut;
+    m.record.id = id;
+    m.record.topic = "orders";
+    m.record.key = std::move(key);
+    m.record.state = JobState::kDelayed;
+    m.record.due_ms = 1'700'000'000'000 + static_cast<TimeMs>(id);
+    m.record.ttr_ms = 60'000;
+    m.record.priority = 7;
+    m.body = std::move(body);
+    return m;
+  }
+  static Mutation Change(Mutation::Kind kind, JobId id) {
+    Mutation m = Put(id, "");
+    m.kind = kind;
+    m.record.state = JobState::kReady;
+    m.record.due_ms = 0;
+    m.record.reserves = 3;
+    return m;
+  }
+
+  // Every record after `after`: (lsn, batch).
+  Status ReplayAll(uint64_t after, std::vector<std::pair<uint64_t, std::vector<Mutation>>>* out,
+                   uint64_t* last = nullptr) {
+    uint64_t ignored = 0;
+    return Journal::Replay(
+        dir_ + "/journal", after,
+        [&](uint64_t lsn, std::vector<Mutation>& batch) {
+          out->emplace_back(lsn, batch);
+          return Status::Ok();
+        },
+        last != nullptr ? last : &ignored);
+  }
+
+  static std::string ReadFile(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  std::vector<fs::path> Segments() {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_ + "/journal")) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(JournalTest, RecordsComeBackInOrderWithEveryField) {
+  {
+    auto j = Create(5);
+    uint64_t lsn = 0;
+    ASSERT_TRUE(j->Append({Put(1, "first body", "k-1"), Put(2, std::string(5000, 'z'))}, &lsn).ok());
+    EXPECT_EQ(lsn, 5u);
+    Mutation reserve = Change(Mutation::Kind::kUpdate, 1);
+    reserve.deferrable = true;  // left out: no reply waits for it
+    ASSERT_TRUE(j->Append({reserve}, &lsn).ok());
+    EXPECT_EQ(lsn, 0u);
+    ASSERT_TRUE(j->Append({reserve, Change(Mutation::Kind::kDelete, 1),
+                           Change(Mutation::Kind::kUpdate, 2)},
+                          &lsn)
+                    .ok());
+    EXPECT_EQ(lsn, 6u);
+  }
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  uint64_t last = 0;
+  // The journal starts after the checkpoint it was created at.
+  ASSERT_EQ(ReplayAll(0, &got, &last).code(), Code::kCorruption);
+  got.clear();
+  ASSERT_TRUE(ReplayAll(4, &got, &last).ok());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(last, 6u);
+  EXPECT_EQ(got[0].first, 5u);
+  ASSERT_EQ(got[0].second.size(), 2u);
+  const Mutation& p = got[0].second[0];
+  EXPECT_EQ(p.kind, Mutation::Kind::kPut);
+  EXPECT_EQ(p.record, Put(1, "", "k-1").record);
+  EXPECT_EQ(p.body, "first body");
+  EXPECT_EQ(got[0].second[1].body, std::string(5000, 'z'));
+  ASSERT_EQ(got[1].second.size(), 2u);
+  EXPECT_EQ(got[1].second[0].kind, Mutation::Kind::kDelete);
+  EXPECT_EQ(got[1].second[0].record.id, 1u);
+  EXPECT_EQ(got[1].second[1].kind, Mutation::Kind::kUpdate);
+  EXPECT_EQ(got[1].second[1].record, Change(Mutation::Kind::kUpdate, 2).record);
+
+  // Only what follows a checkpoint.
+  got.clear();
+  ASSERT_TRUE(ReplayAll(5, &got, &last).ok());
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].first, 6u);
+  got.clear();
+  ASSERT_TRUE(ReplayAll(6, &got, &last).ok());
+  EXPECT_TRUE(got.empty());
+  EXPECT_EQ(last, 6u);
+}
+
+TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
+  {
+    auto j = Create();
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(j->Append({Put(id, "body")}, &lsn).ok());
+  }
+  fs::path seg = Segments().at(0);
+  std::string whole = ReadFile(seg);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> all;
+  ASSERT_TRUE(ReplayAll(0, &all).ok());
+  ASSERT_EQ(all.size(), 3u);
+  // Where the third record starts: the file less its length.
+  size_t third = whole.size() - (whole.size() - 8) / 3;
+  for (size_t cut = third; cut < whole.size(); ++cut) {
+    std::ofstream(seg, std::ios::binary | std::ios::trunc).write(whole.data(),
+                                                                 static_cast<std::streamsize>(cut));
+    std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+    Status st = ReplayAll(0, &got);
+    ASSERT_TRUE(st.ok()) << "cut at " << cut << ": " << st.ToString();
+    EXPECT_EQ(got.size(), 2u) << "cut at " << cut;
+  }
+  // A tail of zeros (a file extended, its data never written) as well.
+  std::string zeros = whole + std::string(300, '\0');
+  std::ofstream(seg, std::ios::binary | std::ios::trunc)
+      .write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  ASSERT_TRUE(ReplayAll(0, &got).ok());
+  EXPECT_EQ(got.size(), 3u);
+}
+
+TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {
+  {
+    auto j = Create();
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(j->Append({Put(id, "body of the job")}, &lsn).ok());
+  }
+  fs::path seg = Segments().at(0);
+  std::string whole = ReadFile(seg);
+  // Every byte of the first two records and of the header.
+  size_t third = whole.size() - (whole.size() - 8) / 3;
+  for (size_t at = 0; at < third; ++at) {
+    std::string bad = whole;
+    bad[at] = static_cast<char>(bad[at] ^ 0x40);
+    std::ofstream(seg, std::ios::binary | std::ios::trunc)
+        .write(bad.data(), static_cast<std::streamsize>(bad.size()));
+    std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+    Status st = ReplayAll(0, &got);
+    EXPECT_FALSE(st.ok()) << "a flip at byte " << at << " went unnoticed";
+    if (at >= 8) EXPECT_EQ(st.code(), Code::kCorruption) << at << ": " << st.ToString();
+  }
+}
+
+TEST_F(JournalTest, SegmentsAreSealedAndGoOnceReleased) {
+  auto j = Create(1, 256);
+  uint64_t lsn = 0;
+  for (JobId id = 1; id <= 40; ++id)
+    ASSERT_TRUE(j->Append({Put(id, std::string(100, 'b'))}, &lsn).ok());
+  EXPECT_TRUE(j->HasSealed());
+  size_t before = Segments().size();
+  ASSERT_GT(before, 10u);
+  uint64_t bytes = j->bytes();
+  j->ReleaseThrough(20);
+  EXPECT_LT(Segments().size(), before);
+  EXPECT_LT(j->bytes(), bytes);
+  // What is left starts at or before record 21 and runs to 40.
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  uint64_t last = 0;
+  ASSERT_TRUE(ReplayAll(20, &got, &last).ok());
+  ASSERT_EQ(got.size(), 20u);
+  EXPECT_EQ(got.front().first, 21u);
+  EXPECT_EQ(last, 40u);
+  // Records released are gone: replaying from further back is an error.
+  got.clear();
+  Status st = ReplayAll(0, &got);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  j->ReleaseThrough(40);
+  EXPECT_FALSE(j->HasSealed());
+  EXPECT_EQ(Segments().size(), 1u);  // the open one stays
+}
+
+TEST_F(JournalTest, AMissingSegmentIsCorruption) {
+  {
+    auto j = Create(1, 256);
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 20; ++id)
+      ASSERT_TRUE(j->Append({Put(id, std::string(100, 'b'))}, &lsn).ok());
+  }
+  std::vector<fs::path> segs = Segments();
+  ASSERT_GE(segs.size(), 3u);
+  fs::remove(segs[1]);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  Status st = ReplayAll(0, &got);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("missing"), std::string::npos) << st.ToString();
+}
+
+TEST_F(JournalTest, AnAppendThatFailsLeavesNothingBehind) {
+  auto j = Create();
+  uint64_t lsn = 0;
+  ASSERT_TRUE(j->Append({Put(1, "one")}, &lsn).ok());
+  // A batch too big for the process's file size limit fails half-written.
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  struct rlimit small = old;
+  small.rlim_cur = 4096;
+  signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status st = j->Append({Put(2, std::string(10000, 'x'))}, &lsn);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old), 0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(lsn, 1u);  // untouched
+  ASSERT_TRUE(j->Append({Put(3, "three")}, &lsn).ok());
+  EXPECT_EQ(lsn, 2u);
+  j.reset();
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  ASSERT_TRUE(ReplayAll(0, &got).ok());
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].second.at(0).record.id, 3u);
+}
+
+// ---- the RocksDB store over its journal ------------------------------------
+
+class RocksJournalTest : public JournalTest {
+ protected:
+  std::unique_ptr<RocksStore> OpenStore(uint64_t segment_bytes = 0) {
+    RocksStoreOptions o;
+    o.dir = dir_;
+    o.fsync = FsyncPolicy::kEverySec;
+    o.journal_segment_bytes = segment_bytes;
+    auto r = RocksStore::Open(o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+  static std::map<JobId, std::string> Bodies(Store& s) {
+    std::map<JobId, std::string> out;
+    JobId max_id = 0;
+    EXPECT_TRUE(s.Load(
+                     [&](const JobRecord& r, std::string_view body) {
+                       out[r.id] = std::string(body);
+                       return Status::Ok();
+                     },
+                     &max_id)
+                    .ok());
+    return out;
+  }
+};
+
+TEST_F(RocksJournalTest, OpenAppliesWhatOnlyTheJournalHeld) {
+  // In a child that dies without a flush or a destructor, as a killed
+  // delayqd would.
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto store = OpenStore();
+    if (store == nullptr || store->journal() == nullptr) _exit(2);
+    uint64_t lsn = 0;
+    // Written to both: the store has it in a memtable only (no log).
+    std::vector<Mutation> b1 = {Put(1, "one"), Put(2, "two")};
+    if (!store->journal()->Append(b1, &lsn).ok() || !store->ApplyThrough(b1, lsn).ok()) _exit(3);
+    // Journaled only: the writer had not taken it yet.
+    if (!store->journal()->Append({Change(Mutation::Kind::kDelete, 1), Put(3, "three")}, &lsn)
+             .ok())
+      _exit(4);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  auto store = OpenStore();
+  EXPECT_EQ(store->replayed_records(), 2u);
+  std::map<JobId, std::string> want = {{2, "two"}, {3, "three"}};
+  EXPECT_EQ(Bodies(*store), want);
+  // The journal was applied and removed: a new one starts after it.
+  uint64_t lsn = 0;
+  ASSERT_TRUE(store->journal()->Append({Put(4, "four")}, &lsn).ok());
+  EXPECT_EQ(lsn, 3u);
+}
+
+TEST_F(RocksJournalTest, ACheckpointLetsTheSealedSegmentsGo) {
+  auto store = OpenStore(4096);
+  uint64_t lsn = 0;
+  for (JobId id = 1; id <= 2000; ++id) {
+    std::vector<Mutation> b = {Put(id, std::string(200, 'j'))};
+    if (id > 1) b.push_back(Change(Mutation::Kind::kDelete, id - 1));
+    ASSERT_TRUE(store->journal()->Append(b, &lsn).ok());
+    ASSERT_TRUE(store->ApplyThrough(b, lsn).ok());
+  }
+  // About 500 KB went through the journal; what stays is a segment or two.
+  EXPECT_LE(store->journal()->bytes(), 3u * 4096) << store->journal()->bytes();
+  store.reset();
+  store = OpenStore();
+  EXPECT_EQ(store->replayed_records(), 0u);
+  std::map<JobId, std::string> want = {{2000, std::string(200, 'j')}};
+  EXPECT_EQ(Bodies(*store), want);
+}
+
+}  // namespace
+}  // namespace delayq::store
