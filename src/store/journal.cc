@@ -24,18 +24,52 @@ constexpr size_t kHeaderBytes = 8;
 // A record: the payload's length, the CRC-32C of those 4 bytes, the
 // CRC-32C of the payload (4 bytes each, little endian), then the payload:
 // the record number (8 bytes, little endian), the count of changes
-// (varint), and per change its kind (1 byte) and the job's value (varint
-// length, then EncodeJobValue's bytes). The length has its own checksum so
+// (varint), and per change its kind (1 byte) and the job's value (its
+// length in 4 bytes, little endian, then EncodeJobValue's bytes). The length has its own checksum so
 // that a damaged length is told from an append cut short.
 constexpr size_t kRecordHeaderBytes = 12;
 // No batch comes near this; a larger length is damage.
 constexpr uint32_t kMaxRecordBytes = uint32_t{1} << 30;
 
-uint32_t Crc32c(std::string_view data) {
+uint32_t Crc32cPortable(std::string_view data) {
   boost::crc_optimal<32, 0x1EDC6F41, 0xFFFFFFFF, 0xFFFFFFFF, true, true> crc;
   crc.process_bytes(data.data(), data.size());
   return crc.checksum();
 }
+
+#if defined(__x86_64__)
+// The same CRC with SSE 4.2's crc32 instruction, 8 bytes at a time (the
+// table-driven one took 6% of the loop thread's time per job).
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(std::string_view data) {
+  uint64_t crc = 0xFFFFFFFF;
+  const char* p = data.data();
+  size_t n = data.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    crc = __builtin_ia32_crc32di(crc, word);
+  }
+  uint32_t c = static_cast<uint32_t>(crc);
+  for (; n > 0; ++p, --n) c = __builtin_ia32_crc32qi(c, static_cast<unsigned char>(*p));
+  return ~c;
+}
+#endif
+
+}  // namespace
+
+uint32_t JournalCrc32c(std::string_view data) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return Crc32cSse42(data);
+#endif
+  return Crc32cPortable(data);
+}
+
+uint32_t JournalCrc32cPortable(std::string_view data) { return Crc32cPortable(data); }
+
+namespace {
+
+uint32_t Crc32c(std::string_view data) { return JournalCrc32c(data); }
 
 void PutFixed64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -137,10 +171,11 @@ Status DecodeRecord(std::string_view payload, uint64_t* lsn, std::vector<Mutatio
     if (payload.empty()) return Status::Corruption("record ends inside a change");
     uint8_t kind = static_cast<uint8_t>(payload[0]);
     payload.remove_prefix(1);
-    uint64_t len = 0;
-    if (kind > static_cast<uint8_t>(Mutation::Kind::kDelete) || !GetVarint(&payload, &len) ||
-        len > payload.size())
+    if (kind > static_cast<uint8_t>(Mutation::Kind::kDelete) || payload.size() < 4)
       return Status::Corruption("bad change");
+    uint64_t len = GetFixed(payload, 4);
+    payload.remove_prefix(4);
+    if (len > payload.size()) return Status::Corruption("a change runs past its record");
     Mutation& m = batch->emplace_back();
     m.kind = static_cast<Mutation::Kind>(kind);
     std::string_view body;
@@ -217,14 +252,13 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
     return Status::Ok();
   }
   PutVarint(&buf_, count);
-  std::string value;
   for (const Mutation& m : batch) {
     if (m.deferrable) continue;
     buf_.push_back(static_cast<char>(m.kind));
-    value.clear();
-    EncodeJobValue(m.record, m.kind == Mutation::Kind::kPut ? std::string_view(m.body) : "", &value);
-    PutVarint(&buf_, value.size());
-    buf_.append(value);
+    size_t len_at = buf_.size();
+    buf_.append(4, '\0');
+    EncodeJobValue(m.record, m.kind == Mutation::Kind::kPut ? std::string_view(m.body) : "", &buf_);
+    SetFixed32(buf_.data() + len_at, static_cast<uint32_t>(buf_.size() - len_at - 4));
   }
   std::string_view payload(buf_.data() + kRecordHeaderBytes, buf_.size() - kRecordHeaderBytes);
   SetFixed32(buf_.data(), static_cast<uint32_t>(payload.size()));

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "delayq/status.h"
@@ -30,6 +31,11 @@ namespace delayq::store {
 
 // The journal's format version, in every segment's header.
 inline constexpr uint8_t kJournalVersion = 1;
+
+// CRC-32C (Castagnoli) as the journal uses it, with the CPU's instruction
+// where there is one, and the table-driven reference (for tests).
+uint32_t JournalCrc32c(std::string_view data);
+uint32_t JournalCrc32cPortable(std::string_view data);
 
 class Journal {
  public:

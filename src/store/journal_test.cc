@@ -92,6 +92,19 @@ class JournalTest : public ::testing::Test {
   std::string dir_;
 };
 
+TEST(JournalCrcTest, TheFastCrcIsTheReferenceCrc) {
+  EXPECT_EQ(JournalCrc32c("123456789"), 0xE3069283u);  // CRC-32C's check value
+  EXPECT_EQ(JournalCrc32c(""), 0u);
+  std::string data;
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_EQ(JournalCrc32c(data), JournalCrc32cPortable(data)) << "length " << i;
+    // Every alignment and tail length.
+    EXPECT_EQ(JournalCrc32c(std::string_view(data).substr(i % 7)),
+              JournalCrc32cPortable(std::string_view(data).substr(i % 7)));
+    data.push_back(static_cast<char>(i * 37 + 11));
+  }
+}
+
 TEST_F(JournalTest, RecordsComeBackInOrderWithEveryField) {
   {
     auto j = Create(5);
