@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
     so.fsync = config.fsync == "always" ? store::FsyncPolicy::kAlways
                : config.fsync == "no"   ? store::FsyncPolicy::kNo
                                         : store::FsyncPolicy::kEverySec;
+    const auto opening = std::chrono::steady_clock::now();
     auto opened = store::RocksStore::Open(so);
     if (!opened.ok()) {
       spdlog::error("event=store_open_failed data_dir={} code={} error=\"{}\"", config.data_dir,
@@ -178,9 +179,11 @@ int main(int argc, char** argv) {
     }
     rocks = std::move(opened).value();
     if (rocks->replayed_records() > 0)
-      spdlog::info("event=journal_replayed records={} note=\"changes a stop without a flush left "
-                   "in the journal are in the store again\"",
-                   rocks->replayed_records());
+      spdlog::info(
+          "event=journal_replayed records={} seconds={:.3f} note=\"changes a stop without a "
+          "flush left in the journal are in the store again\"",
+          rocks->replayed_records(),
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - opening).count());
   }
 
   // One thread runs every socket: the reactor needs no locks (other threads
