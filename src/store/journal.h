@@ -69,6 +69,8 @@ class Journal {
   // Deletes the sealed segments whose every record is at most `lsn` (the
   // store holds them on disk).
   void ReleaseThrough(uint64_t lsn);
+  // The number of the last record appended (0: none yet). Append's thread.
+  uint64_t last_lsn() const { return next_lsn_ - 1; }
   // Bytes in the journal's files, sealed ones included.
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 

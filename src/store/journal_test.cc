@@ -332,6 +332,28 @@ TEST_F(RocksJournalTest, OpenAppliesWhatOnlyTheJournalHeld) {
   EXPECT_EQ(lsn, 3u);
 }
 
+TEST_F(RocksJournalTest, AStartThatFailsOnADamagedJournalLeavesItForTheNext) {
+  {
+    auto j = Create();
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 50; ++id) ASSERT_TRUE(j->Append({Put(id, "body")}, &lsn).ok());
+  }
+  fs::path seg = Segments().at(0);
+  std::string bad = ReadFile(seg);
+  bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 1);
+  std::ofstream(seg, std::ios::binary | std::ios::trunc)
+      .write(bad.data(), static_cast<std::streamsize>(bad.size()));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    RocksStoreOptions o;
+    o.dir = dir_;
+    o.fsync = FsyncPolicy::kEverySec;
+    auto r = RocksStore::Open(o);
+    ASSERT_FALSE(r.ok()) << "attempt " << attempt;
+    EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().ToString();
+    ASSERT_TRUE(fs::exists(seg)) << "attempt " << attempt << " removed the journal";
+  }
+}
+
 TEST_F(RocksJournalTest, ACheckpointLetsTheSealedSegmentsGo) {
   auto store = OpenStore(4096);
   uint64_t lsn = 0;

@@ -270,13 +270,18 @@ RocksStore::~RocksStore() {
   }
   cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
-  journal_.reset();  // synced; what it holds is in the memtables, flushed next
+  // Every record the journal holds that the store took is in the memtables,
+  // flushed next. (No journal: none was opened, or a start that failed is
+  // being undone; the journal, if any, stays for the next start.)
+  const bool all_taken = journal_ != nullptr && journal_->last_lsn() <= journal_lsn_;
+  journal_.reset();  // synced and closed
   if (db_ != nullptr) {
     if (options_.fsync != FsyncPolicy::kNo) db_->SyncWAL();
     // Tables instead of a log to replay: the next start is faster. (A
-    // failure leaves the log, which is replayed as after a crash.)
+    // failure leaves the log and the journal, replayed as after a crash.)
     rocksdb::FlushOptions fo;
-    db_->Flush(fo, {jobs_, due_, keys_, meta_});
+    if (db_->Flush(fo, {jobs_, due_, keys_, meta_}).ok() && all_taken)
+      (void)Journal::RemoveAll(JournalDir(options_.dir));  // else the next start does
     for (auto* h : {jobs_, due_, keys_, meta_})
       if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
     db_->Close();
