@@ -25,6 +25,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       journal_(options.store != nullptr ? options.journal : nullptr),
       retry_interval_(options.store_retry_interval),
       journal_retry_timer_(io),
+      max_unwritten_bytes_(options.journal_max_unwritten_bytes),
       horizon_ms_(options.store != nullptr ? std::max<TimeMs>(0, options.horizon_ms) : 0),
       horizon_batch_(std::max<size_t>(1, options.horizon_batch)),
       horizon_timer_(io) {
@@ -173,9 +174,29 @@ void LocalBackend::Flush() {
 }
 
 void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
-  ForgetWritten(applied_seq_->load(std::memory_order_acquire));
+  ForgetWritten(progress_->seq.load(std::memory_order_acquire));
   unjournaled_.emplace_back(seq, std::move(batch));
-  OnSettled(seq, AppendUnjournaled());
+  Status st = AppendUnjournaled();
+  if (st.ok() && WaitForWriter()) return;  // OnWriterProgress settles it
+  OnSettled(seq, st);
+}
+
+bool LocalBackend::WaitForWriter() {
+  auto behind = [&] {
+    return submitted_bytes_ - progress_->bytes.load() > max_unwritten_bytes_;
+  };
+  if (!behind()) return false;
+  progress_->wake.store(true);
+  if (behind()) return true;
+  // Caught up meanwhile; a post the writer made anyway finds nothing to do.
+  progress_->wake.store(false, std::memory_order_relaxed);
+  return false;
+}
+
+void LocalBackend::OnWriterProgress() {
+  ForgetWritten(progress_->seq.load(std::memory_order_acquire));
+  if (journaled_seq_ <= settled_seq_ || WaitForWriter()) return;
+  OnSettled(journaled_seq_, Status::Ok());
 }
 
 Status LocalBackend::AppendUnjournaled() {
@@ -187,15 +208,28 @@ Status LocalBackend::AppendUnjournaled() {
     st = journal_->Append(batch, &lsn);
     if (!st.ok()) break;
     through = seq;
+    uint64_t bytes = 0;
+    for (const Mutation& m : batch)
+      bytes += sizeof(Mutation) + m.record.topic.size() + m.record.key.size() + m.body.size();
+    submitted_bytes_ += bytes;
     writer_->Submit(
         std::move(batch),
-        [applied = applied_seq_, seq = seq](Status written) {
-          if (written.ok()) applied->store(seq, std::memory_order_release);
+        [this, alive = std::weak_ptr<bool>(alive_), io = &io_, p = progress_, seq = seq,
+         bytes](Status written) {
+          if (written.ok()) p->seq.store(seq, std::memory_order_release);
+          p->bytes.fetch_add(bytes);
+          if (p->wake.exchange(false))
+            boost::asio::post(*io, [this, alive] {
+              if (!alive.expired()) OnWriterProgress();
+            });
         },
         lsn);
     unjournaled_.pop_front();
   }
-  if (through != 0) PutsDurableThrough(through);
+  if (through != 0) {
+    journaled_seq_ = through;
+    PutsDurableThrough(through);
+  }
   if (!st.ok()) {
     if (!journal_failing_) SetHealth(false, !writer_failing_, st);
     ArmJournalRetry();

@@ -54,6 +54,9 @@ class LocalBackend final : public Backend {
     store::Journal* journal = nullptr;
     // With a journal: how long the writer gathers batches before a write.
     std::chrono::milliseconds journal_batch_window{10};
+    // With a journal: how far (bytes of changes, roughly) the writer may
+    // fall behind before replies wait for it again.
+    uint64_t journal_max_unwritten_bytes = uint64_t{32} << 20;
     // With a store: delayed jobs due later than now + horizon_ms are not
     // held in memory. 0: every job is.
     TimeMs horizon_ms = 0;
@@ -172,6 +175,10 @@ class LocalBackend final : public Backend {
   // them to the writer. Returns the error of the first that fails.
   Status AppendUnjournaled();
   void ArmJournalRetry();
+  // With a journal: whether the writer is more than max_unwritten_bytes_
+  // behind; if so, asks it to post OnWriterProgress (true returned).
+  bool WaitForWriter();
+  void OnWriterProgress();
   // The store refuses writes while the journal or the writer fails.
   void SetHealth(bool journal_ok, bool writer_ok, const Status& error);
 
@@ -219,10 +226,20 @@ class LocalBackend final : public Backend {
   std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;
   boost::asio::steady_timer journal_retry_timer_;
   bool journal_retry_armed_ = false;
-  // With a journal: the last batch the writer wrote to the store (set on
-  // the writer thread).
-  std::shared_ptr<std::atomic<uint64_t>> applied_seq_ =
-      std::make_shared<std::atomic<uint64_t>>(0);
+  // With a journal: how far the writer got (set on the writer thread).
+  // Replies do not wait for it, unless it falls more than
+  // max_unwritten_bytes_ behind the journal: then they do, as without a
+  // journal, so that memory stays bounded when the store is slower than
+  // the clients.
+  struct WriterProgress {
+    std::atomic<uint64_t> seq{0};    // the last batch written
+    std::atomic<uint64_t> bytes{0};  // of batches the writer is done with
+    std::atomic<bool> wake{false};   // the loop waits: post OnWriterProgress
+  };
+  uint64_t max_unwritten_bytes_;
+  std::shared_ptr<WriterProgress> progress_ = std::make_shared<WriterProgress>();
+  uint64_t submitted_bytes_ = 0;  // of batches handed to the writer
+  uint64_t journaled_seq_ = 0;    // the last batch appended to the journal
 
   // ---- the horizon (with a store) ----
   TimeMs horizon_ms_ = 0;

@@ -7,11 +7,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <tuple>
 
+#include "store/journal.h"
 #include "store/mem_store.h"
 
 namespace delayq::backend {
@@ -138,6 +140,87 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   EXPECT_TRUE(mem.GetJob((*got)->id, nullptr, &body).ok());
   EXPECT_EQ(body, "hello");
   EXPECT_TRUE(peeked) << "the peek is answered once the job is written";
+}
+
+// With a journal, a change is acknowledged once the journal holds it; the
+// writer takes it into the store later, unless it falls too far behind.
+class LocalBackendJournalTest : public LocalBackendStoreTest {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/delayq-backend-journal-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    store::Journal::Options jo;
+    jo.dir = dir_;
+    auto j = store::Journal::Create(jo, 1);
+    ASSERT_TRUE(j.ok()) << j.status().ToString();
+    journal_ = std::move(j).value();
+  }
+  void TearDown() override {
+    journal_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<LocalBackend> MakeJournaled(store::Store* s, uint64_t max_unwritten) {
+    LocalBackend::Options o;
+    o.store = s;
+    o.journal = journal_.get();
+    o.journal_batch_window = 0ms;
+    o.journal_max_unwritten_bytes = max_unwritten;
+    return std::make_unique<LocalBackend>(io_, o, clock_);
+  }
+  uint64_t Replayed() {
+    uint64_t last = 0, changes = 0;
+    EXPECT_TRUE(store::Journal::Replay(
+                    dir_, 0,
+                    [&](uint64_t, std::vector<Mutation>& batch) {
+                      changes += batch.size();
+                      return Status::Ok();
+                    },
+                    &last)
+                    .ok());
+    return changes;
+  }
+  std::string dir_;
+  std::unique_ptr<store::Journal> journal_;
+};
+
+TEST_F(LocalBackendJournalTest, AChangeIsRepliedOnceTheJournalHoldsItNotTheStore) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = MakeJournaled(&gate, uint64_t{32} << 20);
+  GateStore::OpenAtExit open_at_exit{gate};
+  SessionId s = b->OpenSession();
+  // The gate is closed: the store takes nothing, yet the puts are answered.
+  for (int i = 1; i <= 3; ++i) {
+    Result<PutResult> r = PutAndWait(*b, s, Req("job " + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->id, static_cast<JobId>(i));
+  }
+  EXPECT_EQ(mem.size(), 0u);
+  EXPECT_EQ(Replayed(), 3u);
+  gate.Open();
+  EXPECT_TRUE(RunUntil([&] { return mem.size() == 3; })) << mem.size();
+}
+
+TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = MakeJournaled(&gate, 1000);
+  GateStore::OpenAtExit open_at_exit{gate};
+  SessionId s = b->OpenSession();
+  // The first put is the writer's whole backlog (a few hundred bytes).
+  ASSERT_TRUE(PutAndWait(*b, s, Req("small")).ok());
+  ASSERT_TRUE(gate.WaitEntered(1));
+  // The writer is stuck; this one puts it more than 1,000 bytes behind.
+  std::optional<Result<PutResult>> got;
+  b->Put(s, Req(std::string(2000, 'b')), [&](Result<PutResult> r) { got = std::move(r); });
+  EXPECT_FALSE(RunUntil([&] { return got.has_value(); }, 100ms)) << "replied past the bound";
+  EXPECT_EQ(Replayed(), 2u);  // journaled all the same
+  gate.Open();
+  ASSERT_TRUE(RunUntil([&] { return got.has_value(); })) << "no reply once the writer caught up";
+  ASSERT_TRUE(got->ok()) << got->status().ToString();
+  EXPECT_EQ((*got)->id, 2u);
+  EXPECT_TRUE(RunUntil([&] { return mem.size() == 2; }));
 }
 
 TEST_F(LocalBackendStoreTest, ChangesOfOneLoopTurnShareOneWrite) {
