@@ -56,7 +56,7 @@ class LocalBackend final : public Backend {
     std::chrono::milliseconds journal_batch_window{10};
     // With a journal: how far (bytes of changes, roughly) the writer may
     // fall behind before replies wait for it again.
-    uint64_t journal_max_unwritten_bytes = uint64_t{32} << 20;
+    uint64_t journal_max_unwritten_bytes = uint64_t{8} << 20;
     // With a store: delayed jobs due later than now + horizon_ms are not
     // held in memory. 0: every job is.
     TimeMs horizon_ms = 0;
