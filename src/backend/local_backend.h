@@ -5,7 +5,8 @@
 // (store::Writer, group commit), and the completion of an operation that
 // reports a change (put, delete, release, bury, kick, clear) runs only once
 // every change made before it is as durable as the store's fsync policy
-// promises. While the store refuses writes, such operations fail with
+// promises: once the writer wrote it, or, with a journal (Options::journal),
+// once this thread appended it there. While the store refuses writes, such operations fail with
 // kUnavailable before they change anything; reads, reserves and touches go
 // on (docs/storage.md, "Failures").
 //
