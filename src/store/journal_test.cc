@@ -11,10 +11,9 @@
 
 #include <algorithm>
 #include <csignal>
-#include <map>
-
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "store/rocks_store.h"
 
@@ -77,6 +76,17 @@ class JournalTest : public ::testing::Test {
         last != nullptr ? last : &ignored);
   }
 
+  // A closed journal of `n` records, one put each: jobs 1..n with `body`.
+  void WriteJournal(JobId n, const std::string& body, uint64_t segment_bytes = 1 << 20) {
+    auto j = Create(1, segment_bytes);
+    ASSERT_NE(j, nullptr);
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= n; ++id) ASSERT_TRUE(j->Append({Put(id, body)}, &lsn).ok()) << id;
+  }
+  static void WriteFile(const fs::path& path, std::string_view data) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(data.data(), static_cast<std::streamsize>(data.size()));
+  }
   static std::string ReadFile(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -109,16 +119,17 @@ TEST_F(JournalTest, RecordsComeBackInOrderWithEveryField) {
   {
     auto j = Create(5);
     uint64_t lsn = 0;
-    ASSERT_TRUE(j->Append({Put(1, "first body", "k-1"), Put(2, std::string(5000, 'z'))}, &lsn).ok());
+    ASSERT_TRUE(
+        j->Append({Put(1, "first body", "k-1"), Put(2, std::string(5000, 'z'))}, &lsn).ok());
     EXPECT_EQ(lsn, 5u);
     Mutation reserve = Change(Mutation::Kind::kUpdate, 1);
     reserve.deferrable = true;  // left out: no reply waits for it
     ASSERT_TRUE(j->Append({reserve}, &lsn).ok());
     EXPECT_EQ(lsn, 0u);
-    ASSERT_TRUE(j->Append({reserve, Change(Mutation::Kind::kDelete, 1),
-                           Change(Mutation::Kind::kUpdate, 2)},
-                          &lsn)
-                    .ok());
+    ASSERT_TRUE(
+        j->Append({reserve, Change(Mutation::Kind::kDelete, 1), Change(Mutation::Kind::kUpdate, 2)},
+                  &lsn)
+            .ok());
     EXPECT_EQ(lsn, 6u);
   }
   std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
@@ -154,11 +165,7 @@ TEST_F(JournalTest, RecordsComeBackInOrderWithEveryField) {
 }
 
 TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
-  {
-    auto j = Create();
-    uint64_t lsn = 0;
-    for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(j->Append({Put(id, "body")}, &lsn).ok());
-  }
+  WriteJournal(3, "body");
   fs::path seg = Segments().at(0);
   std::string whole = ReadFile(seg);
   std::vector<std::pair<uint64_t, std::vector<Mutation>>> all;
@@ -167,8 +174,7 @@ TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
   // Where the third record starts: the file less its length.
   size_t third = whole.size() - (whole.size() - 8) / 3;
   for (size_t cut = third; cut < whole.size(); ++cut) {
-    std::ofstream(seg, std::ios::binary | std::ios::trunc).write(whole.data(),
-                                                                 static_cast<std::streamsize>(cut));
+    WriteFile(seg, std::string_view(whole).substr(0, cut));
     std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
     Status st = ReplayAll(0, &got);
     ASSERT_TRUE(st.ok()) << "cut at " << cut << ": " << st.ToString();
@@ -176,19 +182,14 @@ TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
   }
   // A tail of zeros (a file extended, its data never written) as well.
   std::string zeros = whole + std::string(300, '\0');
-  std::ofstream(seg, std::ios::binary | std::ios::trunc)
-      .write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  WriteFile(seg, zeros);
   std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
   ASSERT_TRUE(ReplayAll(0, &got).ok());
   EXPECT_EQ(got.size(), 3u);
 }
 
 TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {
-  {
-    auto j = Create();
-    uint64_t lsn = 0;
-    for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(j->Append({Put(id, "body of the job")}, &lsn).ok());
-  }
+  WriteJournal(3, "body of the job");
   fs::path seg = Segments().at(0);
   std::string whole = ReadFile(seg);
   // Every byte of the first two records and of the header.
@@ -196,8 +197,7 @@ TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {
   for (size_t at = 0; at < third; ++at) {
     std::string bad = whole;
     bad[at] = static_cast<char>(bad[at] ^ 0x40);
-    std::ofstream(seg, std::ios::binary | std::ios::trunc)
-        .write(bad.data(), static_cast<std::streamsize>(bad.size()));
+    WriteFile(seg, bad);
     std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
     Status st = ReplayAll(0, &got);
     EXPECT_FALSE(st.ok()) << "a flip at byte " << at << " went unnoticed";
@@ -234,12 +234,7 @@ TEST_F(JournalTest, SegmentsAreSealedAndGoOnceReleased) {
 }
 
 TEST_F(JournalTest, AMissingSegmentIsCorruption) {
-  {
-    auto j = Create(1, 256);
-    uint64_t lsn = 0;
-    for (JobId id = 1; id <= 20; ++id)
-      ASSERT_TRUE(j->Append({Put(id, std::string(100, 'b'))}, &lsn).ok());
-  }
+  WriteJournal(20, std::string(100, 'b'), 256);
   std::vector<fs::path> segs = Segments();
   ASSERT_GE(segs.size(), 3u);
   fs::remove(segs[1]);
@@ -313,8 +308,7 @@ TEST_F(RocksJournalTest, OpenAppliesWhatOnlyTheJournalHeld) {
     std::vector<Mutation> b1 = {Put(1, "one"), Put(2, "two")};
     if (!store->journal()->Append(b1, &lsn).ok() || !store->ApplyThrough(b1, lsn).ok()) _exit(3);
     // Journaled only: the writer had not taken it yet.
-    if (!store->journal()->Append({Change(Mutation::Kind::kDelete, 1), Put(3, "three")}, &lsn)
-             .ok())
+    if (!store->journal()->Append({Change(Mutation::Kind::kDelete, 1), Put(3, "three")}, &lsn).ok())
       _exit(4);
     _exit(0);
   }
@@ -333,16 +327,11 @@ TEST_F(RocksJournalTest, OpenAppliesWhatOnlyTheJournalHeld) {
 }
 
 TEST_F(RocksJournalTest, AStartThatFailsOnADamagedJournalLeavesItForTheNext) {
-  {
-    auto j = Create();
-    uint64_t lsn = 0;
-    for (JobId id = 1; id <= 50; ++id) ASSERT_TRUE(j->Append({Put(id, "body")}, &lsn).ok());
-  }
+  WriteJournal(50, "body");
   fs::path seg = Segments().at(0);
   std::string bad = ReadFile(seg);
   bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 1);
-  std::ofstream(seg, std::ios::binary | std::ios::trunc)
-      .write(bad.data(), static_cast<std::streamsize>(bad.size()));
+  WriteFile(seg, bad);
   for (int attempt = 0; attempt < 2; ++attempt) {
     RocksStoreOptions o;
     o.dir = dir_;
