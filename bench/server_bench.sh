@@ -17,7 +17,12 @@
 #                           which answers with the least work a server can do: its
 #                           jobs/s is what the machine allows any single-threaded
 #                           epoll server, the load generator sharing its cores
-#   lifecycle_busy_poll c=1 delayqd --busy-poll-us 50 (ratio against beanstalkd's c=1)
+#   lifecycle_no_poll c=1   delayqd --busy-poll-us 0: without the loop's adaptive
+#                           polling (ratio against beanstalkd's c=1)
+#   trickle                 what the polling costs where it cannot pay: 1 producer
+#                           puts 1000 jobs/s (ms delays up to 20 ms), 1 worker
+#                           reserves and deletes them; delayqd's CPU per job, by
+#                           default and with --busy-poll-us 0, alternating
 #   put c=50                put-only (and the ceiling)
 #   pipeline c=4 depth=64   pipelined puts
 #   lateness                2 producers put BENCH_LATENESS_RATE jobs/s for
@@ -165,13 +170,19 @@ run_one() {
     return 0
   fi
   local key=${server}_${tag}
-  if [[ $tag == lateness* ]]; then
+  if [[ $tag == lateness* || $tag == trickle* ]]; then
     local p50 p99
     p50=$(value_of lateness_p50_ms "$out")
     p99=$(value_of lateness_p99_ms "$out")
-    printf 'server_bench: %-10s %-16s lateness p50 %7s ms  p99 %7s ms  (%s/%s jobs; %s; loadgen cpu %s%%)\n' \
-      "$server" "$tag" "$p50" "$p99" "$(value_of jobs_received "$out")" \
-      "$(value_of jobs_put "$out")" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+    local jobs cpu_us
+    jobs=$(value_of jobs_received "$out")
+    # The server's CPU per job received, every round (the trickle's figure).
+    cpu_us=$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v n="${jobs:-0}" \
+      'BEGIN { if (n > 0) printf "%.1f", 1e6 * t / hz / n; else print "n/a" }')
+    [[ $cpu_us != n/a ]] && R[${key}_cpu_us]="${R[${key}_cpu_us]:-} $cpu_us"
+    printf 'server_bench: %-10s %-16s lateness p50 %7s ms  p99 %7s ms  (%s/%s jobs; %s, %s us/job; loadgen cpu %s%%)\n' \
+      "$server" "$tag" "$p50" "$p99" "$jobs" \
+      "$(value_of jobs_put "$out")" "$cpus" "$cpu_us" "$(value_of client_cpu_percent "$out")" >&2
     if [[ -z ${R[${key}_p99_ms]:-} ]] ||
       awk -v a="$p99" -v b="${R[${key}_p99_ms]}" 'BEGIN { exit !(a < b) }'; then
       R[${key}_p50_ms]=$p50
@@ -220,9 +231,18 @@ if [[ $ONLY != durable ]]; then
     A="--mode lifecycle --connections $c $T"
     measure "lifecycle_c$c" "$A" "$A" "$A"
   done
-  DQ_SERVER_ARGS="--in-memory --busy-poll-us 50"
-  measure lifecycle_busy_poll_c1 - "--mode lifecycle --connections 1 $T"
-  DQ_SERVER_ARGS="--in-memory"
+  DQ_SERVER_ARGS="--in-memory --busy-poll-us 0"
+  measure lifecycle_no_poll_c1 - "--mode lifecycle --connections 1 $T"
+  TR="--mode lateness --connections 1 --producers 1 --rate 1000 --seconds $LAT_SECS"
+  TR="$TR --max-delay-ms 20 --protocol-ms"
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for v in "" _no_poll; do
+      [[ $v == _no_poll ]] && DQ_SERVER_ARGS="--in-memory --busy-poll-us 0"
+      # shellcheck disable=SC2086  # $TR is a list of loadgen flags
+      run_one delayq "trickle$v" $TR
+      DQ_SERVER_ARGS="--in-memory"
+    done
+  done
   A="--mode put --connections 50 $T"
   measure put_c50 "$A" "$A" "$A"
   measure pipeline_c4_d64 "--mode pipeline --connections 4 --pipeline-depth 64 $T" \
@@ -281,8 +301,15 @@ for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50; do
   echo "ceiling_vs_beanstalkd_${tag}: $(ratio "ceiling_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
   echo "delayq_vs_ceiling_${tag}: $(ratio "delayq_${tag}_jobs_per_s" "ceiling_${tag}_jobs_per_s")"
 done
-emit delayq_lifecycle_busy_poll_c1_jobs_per_s
-echo "lifecycle_busy_poll_vs_beanstalkd_c1: $(ratio delayq_lifecycle_busy_poll_c1_jobs_per_s beanstalkd_lifecycle_c1_jobs_per_s)"
+emit delayq_lifecycle_no_poll_c1_jobs_per_s
+echo "lifecycle_no_poll_vs_beanstalkd_c1: $(ratio delayq_lifecycle_no_poll_c1_jobs_per_s beanstalkd_lifecycle_c1_jobs_per_s)"
+# The trickle: delayqd's CPU per job (mean of the rounds) with and without polling.
+for k in delayq_trickle delayq_trickle_no_poll; do
+  R[${k}_cpu_us_per_job]=$(awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i;
+    if (NF) printf "%.1f\n", s / NF; else print "n/a" }' <<<"${R[${k}_cpu_us]:-}")
+  emit "${k}_cpu_us_per_job"
+done
+echo "trickle_cpu_poll_over_no_poll: $(ratio delayq_trickle_cpu_us_per_job delayq_trickle_no_poll_cpu_us_per_job)"
 echo "lateness_rate_jobs_per_s: $LAT_RATE"
 for k in beanstalkd_lateness_s delayq_lateness_s delayq_lateness_ms; do
   emit "${k}_p50_ms"

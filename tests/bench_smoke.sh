@@ -23,7 +23,7 @@ if ((rc != 0)); then
 fi
 
 # Every figure of the in-memory part, the ceiling's included, is a number.
-missing=$(grep -E '^(beanstalkd|delayq|ceiling|lifecycle|put|pipeline|lateness)' "$OUT" |
+missing=$(grep -E '^(beanstalkd|delayq|ceiling|lifecycle|put|pipeline|lateness|trickle)' "$OUT" |
   grep -v '_durable_\|^durable_' | grep -vE ': -?[0-9]+(\.[0-9]+)?$' || true)
 if [[ -n $missing ]]; then
   echo "bench_smoke: figures without a value:" >&2
@@ -32,7 +32,8 @@ if [[ -n $missing ]]; then
   exit 1
 fi
 for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
-  lifecycle_busy_poll_vs_beanstalkd_c1 lateness_p99_delayq_ms_over_beanstalkd_s; do
+  lifecycle_no_poll_vs_beanstalkd_c1 trickle_cpu_poll_over_no_poll \
+  lateness_p99_delayq_ms_over_beanstalkd_s; do
   if ! grep -qE "^$want: [0-9.]+$" "$OUT"; then
     echo "bench_smoke: no figure $want" >&2
     cat "$OUT" >&2

@@ -197,7 +197,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
       ->option_text("LEVEL");
   app.add_option("--busy-poll-us", busy_poll_us,
-                 "Poll this long for more work before sleeping (default 0: never)")
+                 "Poll up to this long for more work before sleeping, while polls pay "
+                 "(default 50; 0: never poll)")
       ->option_text("MICROSECONDS")
       ->check(CLI::Range(0, 1'000'000));
   std::string http_listen, http_idle;

@@ -30,9 +30,10 @@ struct Config {
   std::string log_level = "info";  // trace debug info warn error off
   std::string config_file;         // -c / --config / DELAYQ_CONFIG
   bool verbose = false;            // -V: log level debug
-  // After the loop has had work, keep polling for this long before
-  // sleeping in the kernel (trades CPU for latency); 0: never.
-  uint32_t busy_poll_us = 0;
+  // When the loop runs out of work, poll the sockets for up to this long
+  // before sleeping in the kernel, while recent polls found work in time
+  // (server/event_loop.h); 0: never poll.
+  uint32_t busy_poll_us = 50;
   // The HTTP/JSON API (docs/http-api.md).
   bool http = true;                      // --no-http: no HTTP listener
   std::string http_listen;               // empty: the beanstalkd listener's address

@@ -20,6 +20,7 @@
 #include "backend/redis_backend.h"
 #include "delayq/duration.h"
 #include "server/beanstalk_server.h"
+#include "server/event_loop.h"
 #include "server/http_server.h"
 #include "server/server_context.h"
 #include "store/rocks_store.h"
@@ -261,23 +262,8 @@ int main(int argc, char** argv) {
                                                              : FormatDuration(config.horizon_ms),
       config.max_job_size, config.busy_poll_us, static_cast<long>(getpid()));
 
-  if (config.busy_poll_us == 0) {
-    io.run();
-  } else {
-    // Poll while work keeps coming; sleep in epoll once it has been quiet
-    // for busy_poll_us, so an idle server costs no CPU.
-    using clock = std::chrono::steady_clock;
-    const auto quiet = std::chrono::microseconds(config.busy_poll_us);
-    auto last_work = clock::now();
-    while (!io.stopped()) {
-      if (io.poll() > 0) {
-        last_work = clock::now();
-      } else if (clock::now() - last_work >= quiet) {
-        if (io.run_one() == 0) break;
-        last_work = clock::now();
-      }
-    }
-  }
+  const server::LoopStats loop =
+      server::RunEventLoop(io, std::chrono::microseconds(config.busy_poll_us));
   // Connections still open after the grace period are closed; their
   // handlers run now, while the backend they point to still exists.
   beanstalk.CloseAll();
@@ -285,6 +271,7 @@ int main(int argc, char** argv) {
   io.restart();
   io.poll();
   http.reset();  // its API's sessions go before the backend
-  spdlog::info("event=stopped");
+  spdlog::info("event=stopped polls={} poll_hits={} poll_missed_us={}", loop.polls, loop.hits,
+               loop.missed_us);
   return 0;
 }
