@@ -22,6 +22,7 @@
 
 #include "store/record_codec.h"
 #include "store/rocks_store.h"
+#include "temp_dir.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DELAYQ_SANITIZED 1
@@ -56,8 +57,7 @@ struct DiskUse {
     char buf[192];
     std::snprintf(buf, sizeof buf,
                   "%.1f MB (tables %.1f, log %.1f, journal %.1f, MANIFEST %.1f, other %.1f)",
-                  total() / 1e6, sst / 1e6, log / 1e6, journal / 1e6, manifest / 1e6,
-                  other / 1e6);
+                  total() / 1e6, sst / 1e6, log / 1e6, journal / 1e6, manifest / 1e6, other / 1e6);
     return buf;
   }
 };
@@ -182,14 +182,10 @@ class Churn {
 // RocksDB writes without its log; under `always` through its log, synced.
 class CompactionTest : public ::testing::TestWithParam<FsyncPolicy> {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/delayq-churn-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp failed"; }
 
-  std::string dir_;
+  delayq::testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 // The bounds. Tables: what the live jobs hold, a few times over (space

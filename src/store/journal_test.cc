@@ -16,6 +16,7 @@
 #include <map>
 
 #include "store/rocks_store.h"
+#include "temp_dir.h"
 
 namespace delayq::store {
 namespace {
@@ -24,12 +25,7 @@ namespace fs = std::filesystem;
 
 class JournalTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/delayq-journal-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp failed"; }
 
   std::unique_ptr<Journal> Create(uint64_t next_lsn = 1, uint64_t segment_bytes = 1 << 20) {
     Journal::Options o;
@@ -99,7 +95,8 @@ class JournalTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  delayq::testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST(JournalCrcTest, TheFastCrcIsTheReferenceCrc) {

@@ -14,6 +14,7 @@
 
 #include "store/mem_store.h"
 #include "store/record_codec.h"
+#include "temp_dir.h"
 
 namespace delayq::store {
 namespace {
@@ -22,12 +23,7 @@ namespace fs = std::filesystem;
 
 class RocksStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/delayq-store-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp failed"; }
 
   std::unique_ptr<RocksStore> Open(FsyncPolicy fsync = FsyncPolicy::kAlways,
                                    size_t recent_jobs = 65'536) {
@@ -67,7 +63,8 @@ class RocksStoreTest : public ::testing::Test {
     return out;
   }
 
-  std::string dir_;
+  delayq::testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(RocksStoreTest, AppliedChangesSurviveAReopen) {

@@ -178,9 +178,12 @@ TEST_F(RedisFailoverTest, NothingAcknowledgedIsLostAndNoJobIsHeldTwice) {
       EXPECT_LE(times.back(), d->second) << body << " came back after its delete was acknowledged";
     for (size_t i = 1; i < times.size(); ++i) {
       redelivered++;
-      // A second reservation only after the first one's TTR ran out (less
-      // a little for the two clocks involved).
-      EXPECT_GE(times[i] - times[i - 1], kTtrMs - 100)
+      // A second reservation only after the first one's TTR ran out. The
+      // times are when the client read each RESERVED, so the first one's
+      // way from Redis to the client counts against the gap: on a loaded
+      // machine (ctest -j2) it once took 112 ms. A job held by two workers
+      // at once shows a gap well short of the TTR.
+      EXPECT_GE(times[i] - times[i - 1], kTtrMs - 300)
           << body << " was reserved twice within its TTR";
     }
   }

@@ -93,16 +93,6 @@ ServerProcess::~ServerProcess() {
   if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_);
 }
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/delayq-test-XXXXXX";
-  if (mkdtemp(tmpl) != nullptr) path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
-
 bool ServerProcess::Spawn(const std::string& binary, const std::vector<std::string>& args,
                           uint16_t port) {
   if (log_path_.empty()) {

@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace delayq::testing {
 
 using std::chrono::milliseconds;
@@ -80,20 +82,6 @@ class ServerProcess {
   uint16_t port_ = 0;
   std::string log_path_;
   std::string data_dir_;  // made by Start, removed by the destructor
-};
-
-// A temporary directory (mkdtemp under /tmp), removed with everything in it
-// when the object goes.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
 };
 
 // Asks the kernel for a free TCP port on 127.0.0.1 (bind to port 0).
