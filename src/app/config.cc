@@ -198,7 +198,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       ->option_text("LEVEL");
   app.add_option("--busy-poll-us", busy_poll_us,
                  "Poll up to this long for more work before sleeping, while polls pay "
-                 "(default 50; 0: never poll)")
+                 "(default 200; 0: never poll)")
       ->option_text("MICROSECONDS")
       ->check(CLI::Range(0, 1'000'000));
   std::string http_listen, http_idle;

@@ -33,7 +33,7 @@ struct Config {
   // When the loop runs out of work, poll the sockets for up to this long
   // before sleeping in the kernel, while recent polls found work in time
   // (server/event_loop.h); 0: never poll.
-  uint32_t busy_poll_us = 50;
+  uint32_t busy_poll_us = 200;
   // The HTTP/JSON API (docs/http-api.md).
   bool http = true;                      // --no-http: no HTTP listener
   std::string http_listen;               // empty: the beanstalkd listener's address

@@ -38,7 +38,7 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.port, 11300);
   EXPECT_EQ(c.max_job_size, 65535u);
   EXPECT_EQ(c.log_level, "info");
-  EXPECT_EQ(c.busy_poll_us, 50u);
+  EXPECT_EQ(c.busy_poll_us, 200u);
 }
 
 TEST(Config, BeanstalkdShortFlags) {
