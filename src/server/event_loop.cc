@@ -14,19 +14,18 @@ LoopStats RunEventLoop(boost::asio::io_context& io, std::chrono::microseconds po
     if (io.poll() > 0) continue;
     if (io.stopped()) break;
     if (policy.ShouldPoll()) {
-      const auto until = clock::now() + poll_window;
+      const auto start = clock::now();
       bool hit = false;
       while (!io.stopped()) {
         if (io.poll() > 0) {
           hit = true;
           break;
         }
-        if (clock::now() >= until) break;
+        if (clock::now() - start >= poll_window) break;
       }
       policy.Polled(hit);
       if (hit) continue;
-      missed += clock::now() - (until - poll_window);
-      if (io.stopped()) break;
+      missed += clock::now() - start;
     }
     const auto slept_at = clock::now();
     if (io.run_one() == 0) break;

@@ -31,7 +31,7 @@ class PollPolicy {
   // `window`: how long one poll lasts at most before the loop sleeps.
   explicit PollPolicy(std::chrono::microseconds window) : window_(window) {}
 
-  // The loop ran out of work. True: poll for up to window(), then report
+  // The loop ran out of work. True: poll for up to the window, then report
   // with Polled. False: sleep, then report with Slept.
   bool ShouldPoll() {
     probing_ = false;
@@ -62,7 +62,6 @@ class PollPolicy {
   // A sleep ended after `slept` (the wake-up included).
   void Slept(std::chrono::nanoseconds slept) { last_sleep_short_ = slept < 2 * window_; }
 
-  std::chrono::microseconds window() const { return window_; }
   bool polling() const { return score_ >= kOn; }
   uint64_t polls() const { return polls_; }
   uint64_t hits() const { return hits_; }

@@ -30,14 +30,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <latch>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -1399,21 +1396,6 @@ TEST_F(Protocol, SigtermExitsZero) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << server_.Log();
 }
 
-// CPU time (user + system) the process has used so far, from /proc.
-std::chrono::milliseconds ProcessCpu(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  // Fields after the command name, which is in parentheses and may hold spaces.
-  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
-  std::string field;
-  long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoll(field);
-    if (i == 15) stime = std::stoll(field);
-  }
-  return std::chrono::milliseconds((utime + stime) * 1000 / sysconf(_SC_CLK_TCK));
-}
-
 // The loop polls while one client's requests keep coming, and stops
 // polling once they come seldom: a trickle of requests costs no polling.
 // The window is long (5 ms) so that the client's turn-arounds land in it on
@@ -1431,13 +1413,19 @@ TEST_F(Polling, PollsUnderRequestsNotUnderATrickle) {
     ASSERT_EQ(c.Call("reserve\r\n"), Reserved(static_cast<uint64_t>(i + 1), "x"));
     ASSERT_EQ(c.Call("delete " + std::to_string(i + 1) + "\r\n"), "DELETED\r\n");
   }
-  const auto before = ProcessCpu(server_.pid());
+  // The server's own CPU time (user + system), from its `stats`.
+  auto cpu = [&] {
+    const std::string stats = c.Call("stats\r\n");
+    return std::stod(YamlValue(stats, "rusage-utime")) +
+           std::stod(YamlValue(stats, "rusage-stime"));
+  };
+  const double before = cpu();
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(20ms);
     ASSERT_EQ(c.Call("peek 1\r\n"), "NOT_FOUND\r\n");
   }
-  const auto trickle = ProcessCpu(server_.pid()) - before;
-  EXPECT_LT(trickle, 150ms) << "CPU used by 100 requests 20 ms apart";
+  const double trickle = cpu() - before;
+  EXPECT_LT(trickle, 0.150) << "CPU seconds used by 100 requests 20 ms apart";
   int st = server_.Stop(10000ms);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
   // event=stopped polls=N poll_hits=M ...
