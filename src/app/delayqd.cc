@@ -262,8 +262,10 @@ int main(int argc, char** argv) {
                                                              : FormatDuration(config.horizon_ms),
       config.max_job_size, config.busy_poll_us, static_cast<long>(getpid()));
 
-  const server::LoopStats loop =
-      server::RunEventLoop(io, std::chrono::microseconds(config.busy_poll_us));
+  const server::LoopStats loop = server::RunEventLoop(
+      io, std::chrono::microseconds(config.busy_poll_us),
+      {.waiting_elsewhere = [&backend] { return backend.RepliesWaitForStore(); },
+       .completions_from_elsewhere = [&backend] { return backend.StoreCompletionsRun(); }});
   // Connections still open after the grace period are closed; their
   // handlers run now, while the backend they point to still exists.
   beanstalk.CloseAll();

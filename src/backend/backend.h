@@ -96,6 +96,13 @@ class Backend {
 
   // Epoch milliseconds as the backend sees them (for stats and replies).
   virtual TimeMs Now() const = 0;
+
+  // For the loop's polling (server/event_loop.h, LoopHooks): whether
+  // replies wait for another thread of the backend (the store's writer) to
+  // make their changes durable, and how many of that thread's completions
+  // have run on the loop thread so far.
+  virtual bool RepliesWaitForStore() const { return false; }
+  virtual uint64_t StoreCompletionsRun() const { return 0; }
 };
 
 }  // namespace delayq::backend

@@ -36,6 +36,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       [this, alive, io = &io_](bool ok, const Status& error) {
         boost::asio::post(*io, [this, alive, ok, error] {
           if (alive.expired()) return;
+          ++store_completions_;
           // The write that worked took every batch kept since the failure
           // (all settled ones, failed, come before this in the loop's queue).
           if (ok && journal_ == nullptr) {
@@ -168,7 +169,9 @@ void LocalBackend::Flush() {
   std::weak_ptr<bool> alive = alive_;
   writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
     boost::asio::post(*io, [this, alive, seq, st = std::move(st)] {
-      if (!alive.expired()) OnSettled(seq, st);
+      if (alive.expired()) return;
+      ++store_completions_;
+      OnSettled(seq, st);
     });
   });
 }
@@ -220,7 +223,9 @@ Status LocalBackend::AppendUnjournaled() {
           p->bytes.fetch_add(bytes);
           if (p->wake.exchange(false))
             boost::asio::post(*io, [this, alive] {
-              if (!alive.expired()) OnWriterProgress();
+              if (alive.expired()) return;
+              ++store_completions_;
+              OnWriterProgress();
             });
         },
         lsn);

@@ -102,6 +102,8 @@ class LocalBackend final : public Backend {
                   Callback<uint64_t> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
+  bool RepliesWaitForStore() const override { return !deferred_.empty(); }
+  uint64_t StoreCompletionsRun() const override { return store_completions_; }
 
   // Loads every job of the store into the engine (before any operation).
   // `progress` is called every `every` jobs with the count so far.
@@ -209,6 +211,7 @@ class LocalBackend final : public Backend {
   std::vector<Mutation> open_batch_;  // becomes batch `next_seq_`
   uint64_t next_seq_ = 1;
   uint64_t settled_seq_ = 0;  // batches up to this one are written (or failed)
+  uint64_t store_completions_ = 0;  // the writer's posts run on this thread
   bool flush_posted_ = false;
   std::deque<Deferred> deferred_;
   // Puts of ids up to this are durable (ids grow with batch order); a job

@@ -118,6 +118,7 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   auto b = Make(&gate);
   SessionId s = b->OpenSession();
   GateStore::OpenAtExit open_at_exit{gate};
+  EXPECT_FALSE(b->RepliesWaitForStore());
   std::optional<Result<PutResult>> got;
   b->Put(s, Req("hello"), [&](Result<PutResult> res) { got = std::move(res); });
   io_.restart();
@@ -127,6 +128,7 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   io_.run_for(30ms);
   EXPECT_FALSE(got.has_value()) << "replied before the store held the job";
   EXPECT_EQ(mem.size(), 0u);
+  EXPECT_TRUE(b->RepliesWaitForStore());  // the loop sleeps meanwhile
   // Reads do not wait: the job is visible at once.
   bool peeked = false;
   b->Peek(s, Backend::PeekKind::kId, 1, {}, {}, [&](Status st, Jobs jobs) {
@@ -140,6 +142,7 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   EXPECT_TRUE(mem.GetJob((*got)->id, nullptr, &body).ok());
   EXPECT_EQ(body, "hello");
   EXPECT_TRUE(peeked) << "the peek is answered once the job is written";
+  EXPECT_FALSE(b->RepliesWaitForStore());
 }
 
 // With a journal, a change is acknowledged once the journal holds it; the

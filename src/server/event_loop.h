@@ -23,6 +23,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 namespace delayq::server {
 
@@ -94,7 +95,25 @@ struct LoopStats {
   uint64_t hits = 0;
   uint64_t missed_us = 0;  // time spent in polls that found nothing
 };
-LoopStats RunEventLoop(boost::asio::io_context& io, std::chrono::microseconds poll_window);
+
+// What the loop may ask about work that other threads post to it (the
+// store's writer). Both or neither.
+struct LoopHooks {
+  // True while replies wait for that thread (changes not yet synced).
+  std::function<bool()> waiting_elsewhere;
+  // How many of its completions have run so far.
+  std::function<uint64_t()> completions_from_elsewhere;
+};
+
+// With hooks, the loop keeps a second PollPolicy for the moments it runs out
+// of work while replies wait for the other thread. There, a poll counts as
+// a hit only when socket work ends it, not the other thread's completion
+// (nor the replies that completion lets go): with one client waiting for
+// an fsync, polling would spin
+// through the sync to save one wake-up, so it stops; with many clients,
+// new requests keep coming during the sync and polling stays on.
+LoopStats RunEventLoop(boost::asio::io_context& io, std::chrono::microseconds poll_window,
+                       const LoopHooks& hooks = {});
 
 }  // namespace delayq::server
 

@@ -109,6 +109,19 @@ TEST(RunEventLoop, WithoutPollingRunsEveryHandler) {
   EXPECT_EQ(s.polls, 0u);
 }
 
+// Posts `posts` handlers to `io` from a new thread, 100 µs apart, then
+// releases `guard` so that the loop ends.
+using WorkGuard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+std::thread Feed(boost::asio::io_context& io, WorkGuard& guard, std::atomic<int>& ran, int posts) {
+  return std::thread([&io, &guard, &ran, posts] {
+    for (int i = 0; i < posts; ++i) {
+      boost::asio::post(io, [&ran] { ran.fetch_add(1); });
+      std::this_thread::sleep_for(microseconds(100));
+    }
+    boost::asio::post(io, [&guard] { guard.reset(); });
+  });
+}
+
 // Work posted from another thread a little at a time, with pauses well
 // inside the window: the loop turns polling on and finds the work by
 // polling. The window is long (20 ms) so a slow machine does not turn a
@@ -118,19 +131,47 @@ TEST(RunEventLoop, PollsWhileWorkKeepsComing) {
   auto guard = boost::asio::make_work_guard(io);
   std::atomic<int> ran{0};
   constexpr int kPosts = 300;
-  std::thread feeder([&] {
-    for (int i = 0; i < kPosts; ++i) {
-      boost::asio::post(io, [&] { ran.fetch_add(1); });
-      std::this_thread::sleep_for(microseconds(100));
-    }
-    boost::asio::post(io, [&] { guard.reset(); });
-  });
+  std::thread feeder = Feed(io, guard, ran, kPosts);
   LoopStats s = RunEventLoop(io, microseconds(20000));
   feeder.join();
   EXPECT_EQ(ran.load(), kPosts);
   EXPECT_GT(s.polls, 0u);
   EXPECT_GT(s.hits, 0u);
   EXPECT_LE(s.hits, s.polls);
+}
+
+// The same feed while replies wait for another thread. When every handler
+// is that thread's completion, a poll that finds one is a miss: polling
+// never turns on, only probes run, and none hits. When the work is of the
+// loop's own (sockets), polls hit and polling stays on as without hooks.
+TEST(RunEventLoop, WhileWaitingElsewhereOnlyOtherWorkKeepsPollingOn) {
+  for (bool work_from_elsewhere : {true, false}) {
+    SCOPED_TRACE(work_from_elsewhere ? "completions from elsewhere" : "work of its own");
+    boost::asio::io_context io;
+    auto guard = boost::asio::make_work_guard(io);
+    std::atomic<int> ran{0};
+    constexpr int kPosts = 300;
+    std::thread feeder = Feed(io, guard, ran, kPosts);
+    int asked = 0;
+    LoopHooks hooks{.waiting_elsewhere =
+                        [&] {
+                          ++asked;
+                          return true;
+                        },
+                    .completions_from_elsewhere = [&]() -> uint64_t {
+                      return work_from_elsewhere ? static_cast<uint64_t>(ran.load()) : 0;
+                    }};
+    LoopStats s = RunEventLoop(io, microseconds(20000), hooks);
+    feeder.join();
+    EXPECT_EQ(ran.load(), kPosts);
+    EXPECT_GT(asked, 0);
+    if (work_from_elsewhere) {
+      EXPECT_EQ(s.hits, 0u);
+      EXPECT_LT(s.polls, 20u);  // probes: after 8, 16, 32, ... short sleeps
+    } else {
+      EXPECT_GT(s.hits, kPosts / 2u);
+    }
+  }
 }
 
 // A stop from another thread ends a poll at once, not when its window
