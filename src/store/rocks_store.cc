@@ -1,5 +1,6 @@
 #include "store/rocks_store.h"
 
+#include <pthread.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -289,6 +290,7 @@ RocksStore::~RocksStore() {
 }
 
 void RocksStore::SyncLoop() {
+  pthread_setname_np(pthread_self(), "delayq-sync");
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::seconds(1));

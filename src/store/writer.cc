@@ -1,5 +1,7 @@
 #include "store/writer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
@@ -42,6 +44,7 @@ void Writer::Submit(std::vector<Mutation> batch, Applied applied, uint64_t journ
 }
 
 void Writer::Loop() {
+  pthread_setname_np(pthread_self(), "delayq-writer");  // as `top -H` shows it
   std::vector<Mutation> kept;  // written by no successful Apply yet, in order
   // Deferrable changes held back, in order; a later change of the same job
   // replaces one (its id becomes 0). held_at: job -> its live entry.

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -91,6 +93,21 @@ TEST(WriterTest, AReserveFollowedByTheJobsNextChangeIsNeverWritten) {
   ASSERT_TRUE(mem.GetJob(2, &r, &body).ok());
   EXPECT_EQ(r.reserves, 2u);
   EXPECT_EQ(body, "body");
+}
+
+// The writer's thread is named, so that `top -H` tells it from the loop.
+TEST(WriterTest, ItsThreadIsNamed) {
+  MemStore mem;
+  Writer w(mem, nullptr, milliseconds(200), milliseconds(50));
+  ASSERT_TRUE(SubmitAndWait(w, {Put(1)}).ok());  // the thread is running
+  bool found = false;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    found |= name == "delayq-writer";
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(WriterTest, AHeldChangeIsWrittenAfterItsMoment) {
