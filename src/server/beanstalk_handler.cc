@@ -226,7 +226,7 @@ void BeanstalkHandler::MarkWorker() {
 }
 
 void BeanstalkHandler::Process() {
-  while (!blocked_ && !close_) {
+  while (!blocked_ && !close_ && !output_full()) {
     BeanDecoder::Item item = decoder_.Next(in_.view());
     switch (item.kind) {
       case BeanDecoder::Kind::kNeedMore:

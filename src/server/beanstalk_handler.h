@@ -31,8 +31,13 @@ class BeanstalkHandler {
   // The connection reads into this buffer, then calls Process().
   ByteBuffer& input() { return in_; }
   // Runs every complete command in the input until it needs more bytes,
-  // blocks on a waiting reserve, or is asked to close.
+  // blocks on a waiting reserve, is asked to close, or has kMaxOutput bytes
+  // of replies waiting in output(): the connection sends them, then calls
+  // Process again (so that pipelined requests for large replies, from a
+  // client that does not read, cannot make the server buffer without end).
   void Process();
+  static constexpr size_t kMaxOutput = 256 * 1024;
+  bool output_full() const { return out_.size() >= kMaxOutput; }
 
   // The peer closed its sending side. A waiting reserve is answered
   // TIMED_OUT at once, as beanstalkd does for a half-closed connection.

@@ -1,10 +1,11 @@
-// The beanstalkd-protocol listener on Boost.Asio: accepts TCP connections and
+// The beanstalkd-protocol listener: accepts TCP connections with Asio and
 // runs a BeanstalkHandler for each, on the loop thread of `io`.
 //
-// Per connection: reads go straight into the handler's input buffer; after
-// each read every complete command is run and all replies go out in one
-// write; while a write is in flight, or a reserve waits, input is not read
-// further than one buffer (back-pressure).
+// Per connection: the socket is watched by the server's SocketPoller
+// (level-triggered); when it is readable, one recv goes straight into the
+// handler's input buffer, every complete command runs and all replies go
+// out in one send; while a reply waits for the socket to take it, or a
+// reserve waits, input is not read further than one buffer (back-pressure).
 //
 // Thread: construct, Start and Stop on the loop thread.
 #ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
@@ -19,6 +20,7 @@
 #include "delayq/status.h"
 #include "server/listener.h"
 #include "server/server_context.h"
+#include "server/socket_poller.h"
 
 namespace delayq::server {
 
@@ -47,6 +49,8 @@ class BeanstalkServer {
   void Forget(BeanstalkConnection* c) { listener_.Forget(c); }
 
   ServerContext& ctx_;
+  boost::asio::io_context& io_;
+  SocketPoller poller_;  // before the listener: connections use it to the end
   Listener<BeanstalkConnection> listener_;
 };
 

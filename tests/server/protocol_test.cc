@@ -29,7 +29,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <latch>
 #include <map>
 #include <mutex>
@@ -1339,14 +1341,21 @@ TEST_F(Protocol, InputSplitInTwoAtEveryPosition) {
   }
 }
 
+// `s`, `n` times over.
+std::string Repeated(std::string_view s, int n) {
+  std::string out;
+  out.reserve(s.size() * static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
 TEST_F(Protocol, ManyRepliesToAClientThatReadsLate) {
   // 1000 pipelined peeks of a 30 KB job: 30 MB of replies the client reads
   // while still sending; the server must neither drop nor reorder.
   RawClient c = Connect();
   std::string body(30000, 'q');
   EXPECT_EQ(c.Call(PutCmd(body)), Inserted(1));
-  std::string req;
-  for (int i = 0; i < 1000; ++i) req += "peek 1\r\n";
+  std::string req = Repeated("peek 1\r\n", 1000);
   std::thread sender([&] { c.Send(req); });
   std::string expect = Found(1, body);
   int good = 0;
@@ -1356,6 +1365,37 @@ TEST_F(Protocol, ManyRepliesToAClientThatReadsLate) {
   }
   sender.join();
   EXPECT_EQ(good, 1000);
+}
+
+TEST_F(Protocol, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
+  // A 60 KB job, then peeks sent for as long as the connection takes them,
+  // nothing read: each 8-byte request asks for a 60 KB reply. A server
+  // that ran every request it received would buffer hundreds of thousands
+  // of replies (1.6 GB of them once); one that stops running commands while
+  // its replies wait runs no more than the socket buffers hold.
+  RawClient c = Connect();
+  std::string body(60000, 'b');
+  ASSERT_EQ(c.Call(PutCmd(body)), Inserted(1));
+  const std::string req = Repeated("peek 1\r\n", 8192);
+  uint64_t sent = 0;
+  auto until = Clock::now() + 2s;
+  while (Clock::now() < until) {
+    ssize_t n = send(c.fd(), req.data(), req.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<uint64_t>(n);
+    } else {
+      ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << std::strerror(errno);
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  sent /= 8;
+  ASSERT_GT(sent, 50'000u) << "the test needs a long pipeline";
+  std::string run = StatsValue("cmd-peek");
+  ASSERT_FALSE(run.empty()) << "no answer to stats: the server is busy with the pipeline";
+  EXPECT_LT(std::stoull(run), 5'000u) << sent << " peeks sent";
+  // The connection still works: its replies come, whole and in order.
+  std::string expect = Found(1, body);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(c.ReadReply(), expect) << i;
 }
 
 // ---- drain mode and signals -------------------------------------------------------------
