@@ -33,6 +33,9 @@ constexpr int kMaxExtraReads = 16;
 constexpr size_t kMaxBufferedInput = 1024 * 1024;
 // Stop reading while this much output waits for a slow client.
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
+// Pipelined requests are not dispatched while this much reply waits to be
+// sent: a client that sends and does not read gets no more than this.
+constexpr size_t kMaxOutput = 256 * 1024;
 constexpr std::chrono::seconds kSweepEvery{1};
 
 void AppendUint(std::string& out, uint64_t v) {
@@ -82,7 +85,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
-    if (busy_ && in_.size() - in_pos_ > kMaxBufferedInput) return;
+    if ((busy_ || out_.size() >= kMaxOutput) && in_.size() - in_pos_ > kMaxBufferedInput) return;
     reading_ = true;
     socket_.async_read_some(asio::buffer(rbuf_),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -121,16 +124,23 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void Run() {
-    Process();
-    if (closed_) return;
-    if (peer_closed_ && busy_ && call_ != 0) {
-      // A long-poll whose client is gone: nobody will read the answer.
-      server_.api_->Cancel(call_);
-      call_ = 0;
-      return Close();
+    for (;;) {
+      Process();
+      if (closed_) return;
+      if (peer_closed_ && busy_ && call_ != 0) {
+        // A long-poll whose client is gone: nobody will read the answer.
+        server_.api_->Cancel(call_);
+        call_ = 0;
+        return Close();
+      }
+      // Process stops at kMaxOutput of replies. When the kernel takes them
+      // all at once the requests after them go on now; when it takes part,
+      // the end of the write resumes us.
+      const bool stopped_full = out_.size() >= kMaxOutput;
+      Flush();
+      if (closed_) return;
+      if (!stopped_full || writing_) break;
     }
-    Flush();
-    if (closed_) return;
     if (peer_closed_) {
       if (!busy_ && !writing_) Close();
       return;
@@ -139,9 +149,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   // Parses and runs the buffered requests, one at a time, until one is in
-  // flight, the input runs out, or the connection is to close.
+  // flight, the input runs out, kMaxOutput of replies wait, or the
+  // connection is to close.
   void Process() {
-    while (!busy_ && !close_after_ && !closed_) {
+    while (!busy_ && !close_after_ && !closed_ && out_.size() < kMaxOutput) {
       if (in_pos_ == in_.size()) break;
       boost::system::error_code ec;
       size_t used =

@@ -22,15 +22,8 @@
 
 #include "store/record_codec.h"
 #include "store/rocks_store.h"
+#include "sanitized.h"
 #include "temp_dir.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define DELAYQ_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define DELAYQ_SANITIZED 1
-#endif
-#endif
 
 namespace delayq::store {
 namespace {

@@ -42,6 +42,7 @@ class HttpClient {
   HttpClient& operator=(const HttpClient&) = delete;
 
   bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
   bool Send(std::string_view bytes);
   // One response; `head` true for the reply to a HEAD request (no body).
   HttpResponse Read(milliseconds timeout, bool head = false);
