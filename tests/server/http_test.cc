@@ -14,14 +14,11 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -503,17 +500,9 @@ TEST_F(Http, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
   std::string req;
   for (int i = 0; i < 2000; ++i) req += one;
   const uint64_t rss_before = RssKb(server_.pid());
-  uint64_t sent = 0;
-  auto until = std::chrono::steady_clock::now() + 2s;
-  while (std::chrono::steady_clock::now() < until) {
-    ssize_t n = send(c.fd(), req.data(), req.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<uint64_t>(n);
-    } else {
-      ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << std::strerror(errno);
-      std::this_thread::sleep_for(10ms);
-    }
-  }
+  std::string error;
+  uint64_t sent = SendWithoutReading(c.fd(), req, 2s, &error);
+  ASSERT_EQ(error, "");
   ASSERT_GT(sent / one.size(), 20'000u) << "the test needs a long pipeline";
   std::this_thread::sleep_for(300ms);
   const uint64_t rss_after = RssKb(server_.pid());

@@ -29,9 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <latch>
 #include <map>
 #include <mutex>
@@ -1377,18 +1375,9 @@ TEST_F(Protocol, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
   std::string body(60000, 'b');
   ASSERT_EQ(c.Call(PutCmd(body)), Inserted(1));
   const std::string req = Repeated("peek 1\r\n", 8192);
-  uint64_t sent = 0;
-  auto until = Clock::now() + 2s;
-  while (Clock::now() < until) {
-    ssize_t n = send(c.fd(), req.data(), req.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<uint64_t>(n);
-    } else {
-      ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << std::strerror(errno);
-      std::this_thread::sleep_for(10ms);
-    }
-  }
-  sent /= 8;
+  std::string error;
+  uint64_t sent = SendWithoutReading(c.fd(), req, 2s, &error) / 8;
+  ASSERT_EQ(error, "");
   ASSERT_GT(sent, 50'000u) << "the test needs a long pipeline";
   std::string run = StatsValue("cmd-peek");
   ASSERT_FALSE(run.empty()) << "no answer to stats: the server is busy with the pipeline";

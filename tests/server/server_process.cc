@@ -404,6 +404,23 @@ bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
 
 // ---- YAML masking ------------------------------------------------------------
 
+uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std::string* error) {
+  uint64_t sent = 0;
+  auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+    ssize_t n = send(fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<uint64_t>(n);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      std::this_thread::sleep_for(milliseconds(10));
+    } else {
+      *error = std::strerror(errno);
+      break;
+    }
+  }
+  return sent;
+}
+
 std::string YamlValue(std::string_view reply, std::string_view key) {
   std::string needle = "\n" + std::string(key) + ": ";
   size_t p = reply.find(needle);

@@ -146,6 +146,11 @@ class RawClient {
 // "<missing>".
 std::string YamlValue(std::string_view reply, std::string_view key);
 
+// A client that sends and does not read: sends `chunk` on the socket `fd`
+// over and over for `d`, without blocking (a full buffer waits 10 ms).
+// Returns how many bytes the kernel took; sets *error on a failed send.
+uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std::string* error);
+
 // Replaces the values of time-, pid- and host-dependent keys of a YAML reply
 // ("OK <n>\r\n---\n...\r\n") by "*" and fixes <n>, so that the replies of two
 // servers can be compared byte for byte. `keys` lists the keys to mask.
