@@ -28,7 +28,7 @@ Status Control(int epfd, int op, int fd, uint32_t events, SocketWatcher* w) {
 }  // namespace
 
 SocketPoller::SocketPoller(boost::asio::io_context& io)
-    : epoll_(io, NewEpoll()), events_(sizeof(epoll_event) * kBatch) {}
+    : epoll_(io, NewEpoll()), events_(new epoll_event[kBatch]) {}
 
 SocketPoller::~SocketPoller() = default;
 
@@ -56,17 +56,19 @@ void SocketPoller::Stop() {
 void SocketPoller::Wait() {
   if (waiting_ || stopped_) return;
   waiting_ = true;
-  epoll_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                    [this](const boost::system::error_code& ec) {
-                      waiting_ = false;
-                      if (ec || stopped_) return;
-                      Dispatch();
-                      Wait();
-                    });
+  epoll_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+        if (alive.expired()) return;  // the poller is gone
+        waiting_ = false;
+        if (ec || stopped_) return;
+        Dispatch();
+        Wait();
+      });
 }
 
 void SocketPoller::Dispatch() {
-  auto* evs = reinterpret_cast<epoll_event*>(events_.data());
+  epoll_event* evs = events_.get();
   int n = epoll_wait(epoll_.native_handle(), evs, kBatch, 0);
   for (int i = 0; i < n; ++i)
     static_cast<SocketWatcher*>(evs[i].data.ptr)->OnSocketEvents(evs[i].events);

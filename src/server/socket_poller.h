@@ -23,9 +23,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "delayq/status.h"
+
+struct epoll_event;
 
 namespace delayq::server {
 
@@ -56,7 +58,8 @@ class SocketPoller {
   void Dispatch();
 
   boost::asio::posix::stream_descriptor epoll_;
-  std::vector<uint8_t> events_;  // epoll_event[kBatch]
+  std::unique_ptr<epoll_event[]> events_;  // what one epoll_wait returns
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   bool waiting_ = false;
   bool stopped_ = false;
 };

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 namespace delayq::server {
@@ -96,6 +97,23 @@ TEST_F(SocketPollerTest, StopLetsTheLoopRunOutOfWork) {
   io_.run();  // returns: nothing is waited for any more
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(poller_.Add(fds_[1], EPOLLIN, &w_).ok());  // still usable, never waits
+}
+
+// Destroyed while its wait is armed: the cancelled wait runs later and
+// must not touch it (ASan would report the use after free).
+TEST(SocketPoller, DestroyedWithItsWaitArmed) {
+  boost::asio::io_context io;
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  Recorder w;
+  auto poller = std::make_unique<SocketPoller>(io);  // on the heap: a use after free shows
+  ASSERT_TRUE(poller->Add(fds[0], EPOLLIN, &w).ok());
+  poller.reset();
+  ASSERT_GT(write(fds[1], "x", 1), 0);
+  io.run_for(milliseconds(20));
+  EXPECT_TRUE(w.seen.empty());
+  close(fds[0]);
+  close(fds[1]);
 }
 
 TEST_F(SocketPollerTest, AddOfABadDescriptorFails) {
