@@ -128,7 +128,7 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   io_.run_for(30ms);
   EXPECT_FALSE(got.has_value()) << "replied before the store held the job";
   EXPECT_EQ(mem.size(), 0u);
-  EXPECT_TRUE(b->RepliesWaitForStore());  // the loop sleeps meanwhile
+  EXPECT_TRUE(b->RepliesWaitForStore());  // the loop's second poll policy decides
   // Reads do not wait: the job is visible at once.
   bool peeked = false;
   b->Peek(s, Backend::PeekKind::kId, 1, {}, {}, [&](Status st, Jobs jobs) {
