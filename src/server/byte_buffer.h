@@ -43,13 +43,8 @@ class ByteBuffer {
   }
   void Consume(size_t n) {
     begin_ += n;
-    if (begin_ == end_ && !pinned_) begin_ = end_ = 0;
+    if (begin_ == end_) begin_ = end_ = 0;
   }
-  // While a read into the tail is in flight (Prepare was called, Commit
-  // not yet), the tail must stay where it is: Consume then leaves the
-  // positions alone (an asynchronous read holds a pointer into the tail).
-  void Pin() { pinned_ = true; }
-  void Unpin() { pinned_ = false; }
   // Frees a large buffer once it is empty again.
   void ShrinkIfIdle(size_t keep) {
     if (empty() && cap_ > keep) {
@@ -61,7 +56,6 @@ class ByteBuffer {
  private:
   std::unique_ptr<char[]> data_;
   size_t cap_ = 0, begin_ = 0, end_ = 0;
-  bool pinned_ = false;
 };
 
 }  // namespace delayq::server

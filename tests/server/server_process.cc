@@ -402,7 +402,7 @@ bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
   return r < 0;
 }
 
-// ---- YAML masking ------------------------------------------------------------
+// ---- a client that does not read ----------------------------------------------
 
 uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std::string* error) {
   uint64_t sent = 0;
@@ -420,6 +420,8 @@ uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std:
   }
   return sent;
 }
+
+// ---- YAML masking ------------------------------------------------------------
 
 std::string YamlValue(std::string_view reply, std::string_view key) {
   std::string needle = "\n" + std::string(key) + ": ";
