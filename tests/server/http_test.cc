@@ -497,8 +497,7 @@ TEST_F(Http, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
   ASSERT_NE(id, 0u);
   HttpClient c(http_port_);
   std::string one = HttpRequestText("GET", "/jobs/" + std::to_string(id));
-  std::string req;
-  for (int i = 0; i < 2000; ++i) req += one;
+  const std::string req = Repeated(one, 2000);
   const uint64_t rss_before = RssKb(server_.pid());
   std::string error;
   uint64_t sent = SendWithoutReading(c.fd(), req, 2s, &error);

@@ -1339,14 +1339,6 @@ TEST_F(Protocol, InputSplitInTwoAtEveryPosition) {
   }
 }
 
-// `s`, `n` times over.
-std::string Repeated(std::string_view s, int n) {
-  std::string out;
-  out.reserve(s.size() * static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) out += s;
-  return out;
-}
-
 TEST_F(Protocol, ManyRepliesToAClientThatReadsLate) {
   // 1000 pipelined peeks of a 30 KB job: 30 MB of replies the client reads
   // while still sending; the server must neither drop nor reorder.

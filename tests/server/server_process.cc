@@ -404,6 +404,13 @@ bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
 
 // ---- a client that does not read ----------------------------------------------
 
+std::string Repeated(std::string_view s, int n) {
+  std::string out;
+  out.reserve(s.size() * static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
 uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std::string* error) {
   uint64_t sent = 0;
   auto until = std::chrono::steady_clock::now() + d;
