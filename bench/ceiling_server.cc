@@ -8,7 +8,9 @@
 //
 // It does what delayqd's connection loop does with the sockets, and nothing
 // else: one epoll (level-triggered), one recv per readable socket, every
-// complete command answered, all replies in one send. A put's job goes to
+// complete command answered, all replies in one send; the recvs of one
+// epoll_wait, then the sends, made in one batch through io_uring where the
+// kernel allows (src/server/io_batch.h; --no-io-uring: one call each). A put's job goes to
 // the back of one in-memory FIFO and a reserve takes the front (so replies
 // carry the same bytes as a real server's); delete finds nothing and
 // answers DELETED. No priorities, delays, timeouts, tubes or stats: `use`,
@@ -35,13 +37,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/io_batch.h"
+
 namespace {
 
 // Bodies beyond this are refused (beanstalkd's own limit is 65,535 by default).
 constexpr uint64_t kMaxBody = uint64_t{1} << 30;
 
 constexpr char kUsage[] =
-    "usage: ceiling_server --port N [--host ADDR]\n"
+    "usage: ceiling_server --port N [--host ADDR] [--no-io-uring]\n"
     "  Answers put/put-ex, reserve, delete, use, watch and ignore with as\n"
     "  little work as possible: the ceiling for bench/server_bench.sh.\n";
 
@@ -51,7 +55,9 @@ struct Job {
 };
 
 struct Conn {
+  int fd = -1;
   std::string in;
+  std::string out;       // replies being sent
   size_t body_left = 0;  // bytes of a put's body (with its CRLF) still to come
   std::string body;      // the body read so far
 };
@@ -160,11 +166,16 @@ class Ceiling {
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";
   int port = -1;
+  bool use_uring = true;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (a == "--no-io-uring") {
+      use_uring = false;
+      continue;
     }
     if ((a == "--port" || a == "--host") && i + 1 < argc) {
       if (a == "--port") {
@@ -204,15 +215,18 @@ int main(int argc, char** argv) {
   if (epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev) != 0) Die("epoll_ctl");
 
   Ceiling server;
+  delayq::server::IoBatch batch(use_uring);
   std::unordered_map<int, Conn> conns;
   std::vector<epoll_event> events(1024);
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(1024 * 1024);  // at least 1 KB per socket of one epoll_wait
   for (;;) {
     int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       Die("epoll_wait");
     }
+    // One recv per readable socket, each into its own slice of buf.
+    size_t slice = buf.size() / static_cast<size_t>(n);
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == listener) {
@@ -223,25 +237,32 @@ int main(int argc, char** argv) {
           cev.events = EPOLLIN;
           cev.data.fd = c;
           if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev) != 0) Die("epoll_ctl");
-          conns[c] = Conn{};
+          conns[c].fd = c;
         }
         continue;
       }
-      ssize_t got = recv(fd, buf.data(), buf.size(), 0);
-      if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-      if (got <= 0) {
+      batch.Recv(fd, buf.data() + slice * static_cast<size_t>(i), slice, static_cast<uint64_t>(i));
+    }
+    for (const auto& r : batch.Run()) {
+      int fd = events[r.tag].data.fd;
+      if (r.result == -EAGAIN || r.result == -EINTR) continue;
+      if (r.result <= 0) {
         close(fd);  // also leaves the epoll set
         conns.erase(fd);
         continue;
       }
       Conn& c = conns[fd];
-      c.in.append(buf.data(), static_cast<size_t>(got));
+      c.in.append(buf.data() + slice * r.tag, static_cast<size_t>(r.result));
       std::string& out = server.out();
       out.clear();
       server.Serve(c);
       // Replies to a client that does not read them are dropped: the load
       // generator always reads (a real server would buffer and wait).
-      if (!out.empty()) (void)send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+      if (!out.empty()) {
+        c.out.swap(out);
+        batch.Send(fd, c.out.data(), c.out.size(), 0);
+      }
     }
+    batch.Run();
   }
 }

@@ -26,8 +26,10 @@
 //              rounds its clock to milliseconds.
 //
 // Single-threaded epoll, non-blocking sockets, level-triggered EPOLLIN, one
-// recv per readiness event, replies parsed in place from a per-connection
-// buffer (split replies wait for the rest), requests formatted into a
+// recv per readiness event (the recvs of one epoll_wait, and then the sends
+// they lead to, made in one batch through io_uring where the kernel allows:
+// src/server/io_batch.h, as delayqd does; --no-io-uring: one call each), replies parsed in place
+// from a per-connection buffer (split replies wait for the rest), requests formatted into a
 // per-connection buffer and sent with one send per batch. Buffers, histograms
 // and sample arrays are allocated before the clock starts; nothing is
 // allocated per request.
@@ -64,6 +66,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/io_batch.h"
 
 namespace {
 
@@ -196,6 +200,7 @@ struct Options {
   uint32_t priority = 1024;
   uint32_t delay_s = 0;      // put / pipeline: classic put delay, whole seconds
   bool random_body = false;  // put / lifecycle / pipeline: a fresh body per job
+  bool io_uring = true;      // batch the socket calls through io_uring where possible
 };
 
 const char kUsage[] =
@@ -204,6 +209,7 @@ const char kUsage[] =
     "               [--warmup S] [--body-size B] [--pipeline-depth D] [--tube NAME]\n"
     "               [--producers P] [--rate JOBS_PER_S] [--max-delay-ms MS] [--protocol-ms]\n"
     "               [--max-seconds S] [--delay-s S] [--random-body] [--priority PRI]\n"
+    "               [--no-io-uring]\n"
     "  --host H            server address (default 127.0.0.1)\n"
     "  --port P            server port (default 11300)\n"
     "  --connections N     connections (lateness mode: worker connections); default 1\n"
@@ -225,7 +231,10 @@ const char kUsage[] =
     "                      (classic put; default 0, ready at once)\n"
     "  --random-body       put, lifecycle, pipeline: random printable body per job\n"
     "                      (default: the same body of 'x' for every job)\n"
-    "  --priority PRI      job priority (default 1024)\n";
+    "  --priority PRI      job priority (default 1024)\n"
+    "  --no-io-uring       one system call per recv and send (default: the calls of\n"
+    "                      one round of events in one batch through io_uring, where\n"
+    "                      the kernel allows)\n";
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
@@ -287,6 +296,8 @@ Options ParseArgs(int argc, char** argv) {
       o.depth = static_cast<int>(num(1, 100000));
     } else if (a == "--protocol-ms") {
       o.protocol_ms = true;
+    } else if (a == "--no-io-uring") {
+      o.io_uring = false;
     } else if (a == "--tube") {
       o.tube = value();
       if (o.tube.empty() || o.tube.size() > 200) Die(1, "bad --tube name");
@@ -354,7 +365,8 @@ struct Reply {
 
 class LoadGen {
  public:
-  explicit LoadGen(Options o) : o_(std::move(o)), rng_{0x6c6f616467656e31ULL} {}
+  explicit LoadGen(Options o)
+      : o_(std::move(o)), rng_{0x6c6f616467656e31ULL}, batch_(o_.io_uring) {}
 
   int Run();
 
@@ -387,8 +399,11 @@ class LoadGen {
     return t;
   }
 
-  void Flush(Conn& c);
+  // batched: queue the send in batch_ (Sent gets its result).
+  void Flush(Conn& c, bool batched = false);
+  void Sent(Conn& c, ssize_t n);
   void OnReadable(Conn& c);
+  void Received(Conn& c, ssize_t n);
   bool ParseOne(Conn& c, Reply* r);
   void Handle(Conn& c, const Reply& r, int64_t now);
   void Complete(int64_t start, int64_t now) {
@@ -407,6 +422,7 @@ class LoadGen {
   std::vector<Conn> conns_;
   std::vector<Conn*> producers_;
   int epfd_ = -1;
+  delayq::server::IoBatch batch_;
 
   std::string put_line_;  // mode put/lifecycle/pipeline: a whole put request
   std::string body_;      // lateness: body template (due time is written in)
@@ -567,17 +583,27 @@ void LoadGen::AppendLatenessPut(Conn& c, int64_t now) {
   ++put_sent_;
 }
 
-void LoadGen::Flush(Conn& c) {
+void LoadGen::Flush(Conn& c, bool batched) {
   if (c.wlen > c.wpos) {
-    ssize_t n = send(c.fd, c.wbuf.get() + c.wpos, c.wlen - c.wpos, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        Die(2, "send on connection %d: %s", c.index, std::strerror(errno));
-      n = 0;
+    if (batched) {
+      batch_.Send(c.fd, c.wbuf.get() + c.wpos, c.wlen - c.wpos, static_cast<uint64_t>(c.index));
+      return;
     }
-    c.wpos += static_cast<size_t>(n);
-    if (c.wpos == c.wlen) c.wpos = c.wlen = 0;
+    ssize_t n = send(c.fd, c.wbuf.get() + c.wpos, c.wlen - c.wpos, MSG_NOSIGNAL);
+    Sent(c, n < 0 ? -errno : n);
+    return;
   }
+  Sent(c, 0);
+}
+
+void LoadGen::Sent(Conn& c, ssize_t n) {
+  if (n < 0) {
+    if (n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR)
+      Die(2, "send on connection %d: %s", c.index, std::strerror(static_cast<int>(-n)));
+    n = 0;
+  }
+  c.wpos += static_cast<size_t>(n);
+  if (c.wpos == c.wlen) c.wpos = c.wlen = 0;
   bool pending = c.wlen > c.wpos;
   if (pending != c.want_out) {
     epoll_event ev{};
@@ -691,6 +717,7 @@ void LoadGen::Handle(Conn& c, const Reply& r, int64_t now) {
   }
 }
 
+// Queues the recv of a readable connection in batch_ (Received gets it).
 void LoadGen::OnReadable(Conn& c) {
   // Keep at least half the buffer free; a whole reply always fits in half.
   if (c.rpos > 0 && c.rcap - c.rlen < c.rcap / 2) {
@@ -698,11 +725,16 @@ void LoadGen::OnReadable(Conn& c) {
     c.rlen -= c.rpos;
     c.rpos = 0;
   }
-  ssize_t n = recv(c.fd, c.rbuf.get() + c.rlen, c.rcap - c.rlen, 0);
+  batch_.Recv(c.fd, c.rbuf.get() + c.rlen, c.rcap - c.rlen, static_cast<uint64_t>(c.index));
+}
+
+// n: what the recv returned (bytes, or -errno). The requests the replies
+// lead to are queued in batch_ as one send.
+void LoadGen::Received(Conn& c, ssize_t n) {
   if (n == 0) Die(2, "server closed connection %d", c.index);
   if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    Die(2, "recv on connection %d: %s", c.index, std::strerror(errno));
+    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
+    Die(2, "recv on connection %d: %s", c.index, std::strerror(static_cast<int>(-n)));
   }
   c.rlen += static_cast<size_t>(n);
   int64_t now = MonoNs();
@@ -712,7 +744,7 @@ void LoadGen::OnReadable(Conn& c) {
   if (c.role == Role::kPipeline) {
     while (c.sent_count < c.sent_cap && Issuing(now)) AppendPut(c, now);
   }
-  Flush(c);
+  Flush(c, /*batched=*/true);
 }
 
 bool LoadGen::Idle() const {
@@ -873,6 +905,9 @@ int LoadGen::Run() {
       if (ev & EPOLLOUT) Flush(c);
       if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable(c);
     }
+    // The recvs, then the sends of the requests their replies led to.
+    for (const auto& r : batch_.Run()) Received(conns_[r.tag], r.result);
+    for (const auto& r : batch_.Run()) Sent(conns_[r.tag], r.result);
   }
   int64_t t_run_end = MonoNs();
   double cpu = CpuSeconds() - cpu0;
@@ -905,6 +940,7 @@ void LoadGen::Report(int64_t t_run_end, double cpu) {
                                                    : "lateness";
   double wall = static_cast<double>(t_run_end - t_start_) / 1e9;
   std::printf("mode: %s\n", mode);
+  std::printf("client_io: %s\n", batch_.uses_uring() ? "io_uring" : "plain");
   std::printf("connections: %d\n", o_.connections);
   if (o_.mode == Mode::kPipeline) std::printf("pipeline_depth: %d\n", o_.depth);
   std::printf("body_size: %zu\n", o_.body_size);

@@ -27,6 +27,7 @@ PACKAGES=(
   rapidjson-dev       # JSON of the HTTP API
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
+  liburing-dev        # batched socket calls of the beanstalkd connections
   # tests and benchmarks
   libgtest-dev
   libgmock-dev

@@ -116,6 +116,10 @@ Status LoadToml(const std::string& path, Config* c) {
       auto v = node.value<int64_t>();
       if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
       c->busy_poll_us = static_cast<uint32_t>(*v);
+    } else if (k == "io_uring") {
+      auto v = node.value<bool>();
+      if (!v) return bad("true or false");
+      c->io_uring = *v;
     } else if (k == "http") {
       auto v = node.value<bool>();
       if (!v) return bad("true or false");
@@ -201,6 +205,10 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "(default 200; 0: never poll)")
       ->option_text("MICROSECONDS")
       ->check(CLI::Range(0, 1'000'000));
+  bool no_io_uring = false;
+  app.add_flag("--no-io-uring", no_io_uring,
+               "Make one system call per socket read and write instead of batching them\n"
+               "through io_uring (which is used where the kernel allows it)");
   std::string http_listen, http_idle;
   int64_t http_port = -1, http_max_body = -1;
   bool no_http = false;
@@ -225,7 +233,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
       "DELAYQ_BACKEND, DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, "
       "DELAYQ_LOG_LEVEL,\n"
-      "DELAYQ_BUSY_POLL_US, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
+      "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT. Documentation: "
       "docs/configuration.md.");
 
@@ -292,6 +300,11 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_BUSY_POLL_US must be 0..1000000"));
     c->busy_poll_us = static_cast<uint32_t>(b);
   }
+  if (auto v = EnvValue(env, "DELAYQ_IO_URING"); !v.empty()) {
+    if (!ParseBool(v, &c->io_uring))
+      return fail(
+          Status::InvalidArgument("DELAYQ_IO_URING must be 1/0, true/false, yes/no or on/off"));
+  }
   if (auto v = EnvValue(env, "DELAYQ_HTTP"); !v.empty()) {
     if (!ParseBool(v, &c->http))
       return fail(Status::InvalidArgument("DELAYQ_HTTP must be 1/0, true/false, yes/no or on/off"));
@@ -328,6 +341,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (in_memory) c->in_memory = true;
   if (!backend_url.empty()) c->backend = backend_url == "local" ? std::string() : backend_url;
   if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
+  if (no_io_uring) c->io_uring = false;
   if (!http_listen.empty()) c->http_listen = http_listen;
   if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
   if (no_http) c->http = false;

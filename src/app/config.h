@@ -34,6 +34,10 @@ struct Config {
   // before sleeping in the kernel, while recent polls found work in time
   // (server/event_loop.h); 0: never poll.
   uint32_t busy_poll_us = 200;
+  // Make the beanstalkd connections' recv and send calls in batches through
+  // io_uring, where the kernel allows it (server/io_batch.h); false: one
+  // system call each.
+  bool io_uring = true;
   // The HTTP/JSON API (docs/http-api.md).
   bool http = true;                      // --no-http: no HTTP listener
   std::string http_listen;               // empty: the beanstalkd listener's address

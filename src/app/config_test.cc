@@ -39,6 +39,31 @@ TEST(Config, Defaults) {
   EXPECT_EQ(c.max_job_size, 65535u);
   EXPECT_EQ(c.log_level, "info");
   EXPECT_EQ(c.busy_poll_us, 200u);
+  EXPECT_TRUE(c.io_uring);
+}
+
+// io_uring can be switched off from each source; the later source wins.
+TEST(Config, IoUringSwitch) {
+  Config a;
+  ASSERT_TRUE(Parse({"--no-io-uring"}, {}, &a).run);
+  EXPECT_FALSE(a.io_uring);
+  Config b;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_IO_URING=off"}, &b).run);
+  EXPECT_FALSE(b.io_uring);
+  Config c;
+  ASSERT_TRUE(Parse({"-c", WriteToml("io_uring = false\n")}, {"DELAYQ_IO_URING=on"}, &c).run);
+  EXPECT_TRUE(c.io_uring);
+  Config d;
+  ASSERT_TRUE(Parse({"-c", WriteToml("io_uring = false\n")}, {}, &d).run);
+  EXPECT_FALSE(d.io_uring);
+  Config e;
+  ParseOutcome o = Parse({}, {"DELAYQ_IO_URING=maybe"}, &e);
+  EXPECT_FALSE(o.run);
+  EXPECT_NE(o.text.find("DELAYQ_IO_URING"), std::string::npos) << o.text;
+  Config f;
+  o = Parse({"-c", WriteToml("io_uring = \"yes\"\n")}, {}, &f);
+  EXPECT_FALSE(o.run);
+  EXPECT_NE(o.text.find("'io_uring' must be true or false"), std::string::npos) << o.text;
 }
 
 TEST(Config, BeanstalkdShortFlags) {

@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
   ctx.started_ms = clock.Now();
   ctx.instance_id = RandomId();
   ctx.max_job_size = config.max_job_size;
+  ctx.io_uring = config.io_uring;
   utsname u{};
   if (uname(&u) == 0) {
     ctx.hostname = u.nodename;
@@ -250,7 +251,7 @@ int main(int argc, char** argv) {
   if (http) http->Start();
   spdlog::info(
       "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
-      "max_job_size={} busy_poll_us={} pid={}",
+      "max_job_size={} busy_poll_us={} io_uring={} pid={}",
       server::kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
@@ -260,7 +261,12 @@ int main(int argc, char** argv) {
       config.in_memory || on_redis ? "-" : config.fsync.c_str(),
       config.in_memory || on_redis || config.horizon_ms == 0 ? "off"
                                                              : FormatDuration(config.horizon_ms),
-      config.max_job_size, config.busy_poll_us, static_cast<long>(getpid()));
+      config.max_job_size, config.busy_poll_us, beanstalk.io_batch().uses_uring() ? "on" : "off",
+      static_cast<long>(getpid()));
+  if (config.io_uring && !beanstalk.io_batch().uses_uring())
+    spdlog::info(
+        "event=io_uring_unavailable reason=\"{}\" note=\"one system call per recv and send\"",
+        beanstalk.io_batch().why_not());
 
   const server::LoopStats loop = server::RunEventLoop(
       io, std::chrono::microseconds(config.busy_poll_us),

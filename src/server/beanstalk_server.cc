@@ -93,22 +93,38 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     interest_ = want;
   }
 
+  // One recv into the input buffer: made at once, or queued in the
+  // poller's batch (OnIoDone brings the result).
   void Read() {
+    if (recv_queued_) return;
     ByteBuffer& in = handler_.input();
-    ssize_t n = 0;
+    char* p = in.Prepare(kReadChunk);
+    recv_room_ = in.writable();
+    ssize_t n;
+    if (!server_.poller_.Recv(fd_, p, recv_room_, this, &n)) {
+      recv_queued_ = true;
+      return;
+    }
+    Received(n);
+  }
+
+  // n: what the recv returned (bytes, or -errno).
+  void Received(ssize_t n) {
+    ByteBuffer& in = handler_.input();
+    size_t room = recv_room_;
     // The read filled the buffer: more may be waiting, take some now (a
     // bounded amount, so a fast sender cannot make us buffer without end).
-    for (int i = 0; i <= kMaxExtraReads; ++i) {
-      char* p = in.Prepare(kReadChunk);
-      size_t room = in.writable();
-      n = ::recv(fd_, p, room, 0);
-      if (n <= 0) break;
+    for (int extra = 0; n > 0; ++extra) {
       in.Commit(static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < room) break;
+      if (static_cast<size_t>(n) < room || extra == kMaxExtraReads) break;
+      char* p = in.Prepare(kReadChunk);
+      room = in.writable();
+      n = ::recv(fd_, p, room, 0);
+      if (n < 0) n = -errno;
     }
     if (n == 0) {
       peer_closed_ = true;  // answer what came before the end, then close
-    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
       return Close();
     }
     Run();
@@ -121,16 +137,33 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       // Process stops at a full output buffer. When the kernel takes all of
       // it at once, the commands after it go on now; when it takes part,
       // EPOLLOUT resumes us once the rest is sent.
-      const bool stopped_full = handler_.output_full();
-      Flush();
+      stopped_full_ = handler_.output_full();
+      if (!Flush()) return;  // the send waits in the poller's batch: OnIoDone goes on
       if (closed_) return;
-      if (!stopped_full || writing_) break;
+      if (!stopped_full_ || writing_) break;
     }
+    Settle();
+  }
+
+  void Settle() {
     if (peer_closed_) {
       // A reply still on its way (durability) resumes us through OnWake.
-      if (!writing_ && !handler_.reply_pending()) return Close();
+      if (!writing_ && handler_.output().empty() && !handler_.reply_pending()) return Close();
     }
     UpdateInterest();
+  }
+
+  void OnIoDone(bool send, ssize_t result) override {
+    if (closed_) return;  // closed since the call was queued
+    if (!send) {
+      recv_queued_ = false;
+      return Received(result);
+    }
+    send_queued_ = false;
+    Sent(result);
+    if (closed_) return;
+    if (stopped_full_ && !writing_) return Run();
+    Settle();
   }
 
   // The handler produced output outside of Process (a reserve was served).
@@ -144,29 +177,44 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
   // Sends what the handler wrote; what the kernel does not take waits in
-  // pending_ for EPOLLOUT.
-  void Flush() {
-    if (writing_ || closed_) return;
+  // pending_ for EPOLLOUT. Returns false when the send is queued in the
+  // poller's batch: the handler's output moved to sending_, where it stays
+  // untouched until OnIoDone (the handler may write more meanwhile).
+  bool Flush() {
+    if (writing_ || send_queued_ || closed_) return true;
     std::string& out = handler_.output();
     if (out.empty()) {
       if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
-      return;
+      return true;
     }
-    ssize_t n = ::send(fd_, out.data(), out.size(), MSG_NOSIGNAL);
+    sending_.swap(out);
+    ssize_t n;
+    if (!server_.poller_.Send(fd_, sending_.data(), sending_.size(), this, &n)) {
+      send_queued_ = true;
+      return false;
+    }
+    Sent(n);
+    return true;
+  }
+
+  // n: what the send of sending_ returned (bytes, or -errno).
+  void Sent(ssize_t n) {
     if (n < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Close();
+      if (n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
+        sending_.clear();
+        return Close();
+      }
       n = 0;
     }
-    if (static_cast<size_t>(n) == out.size()) {
-      out.clear();
-      if (out.capacity() > kMaxPendingOutput) std::string().swap(out);
-      if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
-      return;
+    if (static_cast<size_t>(n) < sending_.size()) {
+      writing_ = true;
+      pending_.assign(sending_, static_cast<size_t>(n), std::string::npos);
+      pending_sent_ = 0;
     }
-    writing_ = true;
-    pending_.assign(out, static_cast<size_t>(n), std::string::npos);
-    pending_sent_ = 0;
-    out.clear();
+    sending_.clear();
+    if (sending_.capacity() > kMaxPendingOutput) std::string().swap(sending_);
+    if (writing_ || !handler_.output().empty()) return;
+    if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
   }
 
   void WritePending() {
@@ -204,15 +252,19 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   int fd_ = -1;
   uint32_t interest_ = kUnregistered;  // what the poller watches for
   BeanstalkHandler handler_;
+  std::string sending_;  // replies being sent (swapped out of the handler's output)
   std::string pending_;  // the rest of a reply the kernel did not take at once
   size_t pending_sent_ = 0;
+  size_t recv_room_ = 0;  // bytes the recv may fill
   bool writing_ = false, closed_ = false, draining_ = false;
+  bool recv_queued_ = false, send_queued_ = false;  // in the poller's batch
+  bool stopped_full_ = false;                       // Process stopped at a full output buffer
   bool wake_posted_ = false;
   bool peer_closed_ = false;
 };
 
 BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)
-    : ctx_(ctx), io_(io), poller_(io), listener_(io, "") {}
+    : ctx_(ctx), io_(io), poller_(io, ctx.io_uring), listener_(io, "") {}
 
 BeanstalkServer::~BeanstalkServer() = default;
 

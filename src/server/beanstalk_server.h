@@ -4,7 +4,8 @@
 // Per connection: the socket is watched by the server's SocketPoller
 // (level-triggered); when it is readable, one recv goes straight into the
 // handler's input buffer, every complete command runs and all replies go
-// out in one send; while a reply waits for the socket to take it, or a
+// out in one send (the recvs, and then the sends, of all the connections
+// one epoll_wait found ready are made in one batch: io_batch.h); while a reply waits for the socket to take it, or a
 // reserve waits, input is not read further than one buffer (back-pressure).
 //
 // Thread: construct, Start and Stop on the loop thread.
@@ -43,6 +44,8 @@ class BeanstalkServer {
   // backend goes away: they hold the last references to the connections.
   void CloseAll();
   size_t connections() const { return listener_.connections(); }
+  // How the connections' recv and send calls are made (io_uring or not).
+  const IoBatch& io_batch() const { return poller_.batch(); }
 
  private:
   friend class BeanstalkConnection;

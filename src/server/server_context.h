@@ -33,6 +33,9 @@ struct ServerContext {
   std::string instance_id;  // 16 hex digits, random per start
   std::string hostname, os, platform;
   size_t max_job_size = 65535;
+  // Batch the beanstalkd connections' recv and send calls through io_uring
+  // where the kernel allows (server/io_batch.h).
+  bool io_uring = true;
 };
 
 }  // namespace delayq::server

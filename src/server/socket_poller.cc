@@ -1,6 +1,7 @@
 #include "server/socket_poller.h"
 
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +28,8 @@ Status Control(int epfd, int op, int fd, uint32_t events, SocketWatcher* w) {
 }
 }  // namespace
 
-SocketPoller::SocketPoller(boost::asio::io_context& io)
-    : epoll_(io, NewEpoll()), events_(new epoll_event[kBatch]) {}
+SocketPoller::SocketPoller(boost::asio::io_context& io, bool use_uring)
+    : epoll_(io, NewEpoll()), events_(new epoll_event[kBatch]), batch_(use_uring) {}
 
 SocketPoller::~SocketPoller() = default;
 
@@ -45,6 +46,33 @@ Status SocketPoller::Modify(int fd, uint32_t events, SocketWatcher* w) {
 void SocketPoller::Remove(int fd) {
   epoll_event ev{};  // a non-null pointer for kernels before 2.6.9
   epoll_ctl(epoll_.native_handle(), EPOLL_CTL_DEL, fd, &ev);
+  batch_.Cancel(fd);
+}
+
+// The tag of a queued call: the watcher's address, its lowest bit set for
+// a send (watchers are aligned to more than 1 byte).
+bool SocketPoller::Recv(int fd, char* buf, size_t len, SocketWatcher* w, ssize_t* result) {
+  if (!dispatching_) {
+    ssize_t n;
+    do n = ::recv(fd, buf, len, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    *result = n >= 0 ? n : -errno;
+    return true;
+  }
+  batch_.Recv(fd, buf, len, reinterpret_cast<uintptr_t>(w));
+  return false;
+}
+
+bool SocketPoller::Send(int fd, const char* buf, size_t len, SocketWatcher* w, ssize_t* result) {
+  if (!dispatching_) {
+    ssize_t n;
+    do n = ::send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    *result = n >= 0 ? n : -errno;
+    return true;
+  }
+  batch_.Send(fd, buf, len, reinterpret_cast<uintptr_t>(w) | 1u);
+  return false;
 }
 
 void SocketPoller::Stop() {
@@ -70,8 +98,20 @@ void SocketPoller::Wait() {
 void SocketPoller::Dispatch() {
   epoll_event* evs = events_.get();
   int n = epoll_wait(epoll_.native_handle(), evs, kBatch, 0);
+  if (n <= 0) return;
+  dispatching_ = true;
   for (int i = 0; i < n; ++i)
     static_cast<SocketWatcher*>(evs[i].data.ptr)->OnSocketEvents(evs[i].events);
+  // The recvs the watchers queued, then the sends their commands' replies
+  // queued, and so on until nothing is queued. A watcher closed in the
+  // meantime had its calls dropped (Remove) and ignores a result.
+  while (!batch_.empty()) {
+    for (const IoBatch::Result& r : batch_.Run()) {
+      auto* w = reinterpret_cast<SocketWatcher*>(r.tag & ~uint64_t{1});
+      w->OnIoDone((r.tag & 1) != 0, r.result);
+    }
+  }
+  dispatching_ = false;
 }
 
 }  // namespace delayq::server

@@ -291,6 +291,30 @@ class ServerTest : public ::testing::Test {
 
 using Protocol = ServerTest;
 
+// delayqd's start line says how its connections make their socket calls:
+// in batches through io_uring, unless switched off (the protocol_plain_calls
+// run sets DELAYQ_IO_URING=0 for this whole suite) or refused by the
+// kernel, which it then logs.
+TEST_F(Protocol, StartLineSaysHowSocketCallsAreMade) {
+  if (AgainstBeanstalkd()) GTEST_SKIP() << "delayqd's own log";
+  std::string log;
+  for (auto deadline = Clock::now() + 5s; Clock::now() < deadline;
+       std::this_thread::sleep_for(10ms)) {
+    log = server_.Log();
+    if (log.find("event=started") != std::string::npos) break;
+  }
+  ASSERT_NE(log.find("event=started"), std::string::npos) << log;
+  const char* env = std::getenv("DELAYQ_IO_URING");
+  if (env != nullptr && std::string_view(env) == "0") {
+    EXPECT_NE(log.find(" io_uring=off "), std::string::npos) << log;
+    EXPECT_EQ(log.find("event=io_uring_unavailable"), std::string::npos) << log;
+  } else {
+    EXPECT_TRUE(log.find(" io_uring=on ") != std::string::npos ||
+                log.find("event=io_uring_unavailable") != std::string::npos)
+        << log;
+  }
+}
+
 // ---- put / reserve / delete ----------------------------------------------------
 
 TEST_F(Protocol, PutReserveDeleteRoundTrip) {
