@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   delayq::server::IoBatch batch(use_uring);
   std::unordered_map<int, Conn> conns;
   std::vector<epoll_event> events(1024);
-  std::vector<char> buf(1024 * 1024);  // at least 1 KB per socket of one epoll_wait
+  std::vector<char> buf;  // 64 KB per socket of one epoll_wait
   for (;;) {
     int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), -1);
     if (n < 0) {
@@ -226,7 +226,8 @@ int main(int argc, char** argv) {
       Die("epoll_wait");
     }
     // One recv per readable socket, each into its own slice of buf.
-    size_t slice = buf.size() / static_cast<size_t>(n);
+    const size_t slice = 64 * 1024;
+    if (buf.size() < slice * static_cast<size_t>(n)) buf.resize(slice * static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == listener) {

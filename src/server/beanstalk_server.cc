@@ -60,6 +60,10 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       if (closed_) return;
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+      // A send queued just now (by the EPOLLOUT part) goes first: one call
+      // in the batch at a time per connection. Level-triggered, the socket
+      // is reported again.
+      if (send_queued_) return;
       if ((interest_ & EPOLLIN) == 0) {
         // Not reading (back-pressure, draining, end of stream seen): an
         // error or hang-up is all that can come; the socket is done.
@@ -131,6 +135,9 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
   void Run() {
+    // Commands run only on input that is all there: a recv in the batch
+    // runs us when it is done.
+    if (recv_queued_) return;
     for (;;) {
       handler_.Process();
       if (peer_closed_) handler_.OnPeerClosed();  // a waiting reserve: TIMED_OUT
@@ -148,7 +155,8 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   void Settle() {
     if (peer_closed_) {
       // A reply still on its way (durability) resumes us through OnWake.
-      if (!writing_ && handler_.output().empty() && !handler_.reply_pending()) return Close();
+      if (!writing_ && !send_queued_ && handler_.output().empty() && !handler_.reply_pending())
+        return Close();
     }
     UpdateInterest();
   }
@@ -162,26 +170,36 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     send_queued_ = false;
     Sent(result);
     if (closed_) return;
-    if (stopped_full_ && !writing_) return Run();
+    if (writing_) return Settle();  // the rest waits for EPOLLOUT
+    // Commands stopped at a full output buffer, or replies written since
+    // the send was queued: go on now.
+    if (stopped_full_ || !handler_.output().empty()) return Run();
     Settle();
   }
 
-  // The handler produced output outside of Process (a reserve was served).
+  // The handler produced output outside of Process (a reserve was served,
+  // the store released a reply): the server runs us soon, with the others
+  // woken meanwhile, their sends in one batch.
   void OnWake() {
     if (closed_ || wake_posted_) return;
     wake_posted_ = true;
-    boost::asio::post(server_.io_, [self = shared_from_this()] {
-      self->wake_posted_ = false;
-      if (!self->closed_) self->Run();
-    });
+    server_.Wake(shared_from_this());
   }
 
+ public:
+  void Woken() {
+    wake_posted_ = false;
+    if (!closed_) Run();
+  }
+
+ private:
   // Sends what the handler wrote; what the kernel does not take waits in
   // pending_ for EPOLLOUT. Returns false when the send is queued in the
   // poller's batch: the handler's output moved to sending_, where it stays
   // untouched until OnIoDone (the handler may write more meanwhile).
   bool Flush() {
-    if (writing_ || send_queued_ || closed_) return true;
+    if (send_queued_) return false;
+    if (writing_ || closed_) return true;
     std::string& out = handler_.output();
     if (out.empty()) {
       if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
@@ -277,6 +295,21 @@ uint16_t BeanstalkServer::port() const { return listener_.port(); }
 void BeanstalkServer::Start() {
   listener_.Accept([this](tcp::socket socket) {
     return std::make_shared<BeanstalkConnection>(*this, std::move(socket));
+  });
+}
+
+void BeanstalkServer::Wake(std::shared_ptr<BeanstalkConnection> c) {
+  woken_.push_back(std::move(c));
+  if (run_woken_posted_) return;
+  run_woken_posted_ = true;
+  asio::post(io_, [this, alive = std::weak_ptr<bool>(alive_)] {
+    if (alive.expired()) return;  // the server is gone
+    run_woken_posted_ = false;
+    std::vector<std::shared_ptr<BeanstalkConnection>> woken;
+    woken.swap(woken_);
+    poller_.Batched([&woken] {
+      for (auto& c : woken) c->Woken();
+    });
   });
 }
 

@@ -5,8 +5,8 @@
 // (level-triggered); when it is readable, one recv goes straight into the
 // handler's input buffer, every complete command runs and all replies go
 // out in one send (the recvs, and then the sends, of all the connections
-// one epoll_wait found ready are made in one batch: io_batch.h); while a reply waits for the socket to take it, or a
-// reserve waits, input is not read further than one buffer (back-pressure).
+// one epoll_wait found ready are made in one batch: io_batch.h); while a reply waits for the socket
+// to take it, or a reserve waits, input is not read further than one buffer (back-pressure).
 //
 // Thread: construct, Start and Stop on the loop thread.
 #ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
@@ -50,11 +50,17 @@ class BeanstalkServer {
  private:
   friend class BeanstalkConnection;
   void Forget(BeanstalkConnection* c) { listener_.Forget(c); }
+  // Runs c soon, with every connection woken before then (one handler, their
+  // sends in one batch).
+  void Wake(std::shared_ptr<BeanstalkConnection> c);
 
   ServerContext& ctx_;
   boost::asio::io_context& io_;
   SocketPoller poller_;  // before the listener: connections use it to the end
   Listener<BeanstalkConnection> listener_;
+  std::vector<std::shared_ptr<BeanstalkConnection>> woken_;  // to run (Wake)
+  bool run_woken_posted_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted handlers
 };
 
 }  // namespace delayq::server

@@ -78,7 +78,8 @@ void IoBatch::RunPlain() {
 
 void IoBatch::RunUring() {
   io_uring* ring = ring_.get();
-  results_.resize(queued_.size(), Result{0, -ECANCELED});
+  results_.resize(queued_.size(), Result{0, 0});
+  done_.assign(queued_.size(), false);
   for (size_t start = 0; start < queued_.size() && ring_; start += kRingEntries) {
     const size_t end = std::min(queued_.size(), start + kRingEntries);
     for (size_t i = start; i < end; ++i) {
@@ -99,18 +100,22 @@ void IoBatch::RunUring() {
       rc = io_uring_submit(ring);
     } while (rc == -EINTR);
     // MSG_DONTWAIT calls complete inline: their results are there now. The
-    // wait is for safety only.
+    // wait is for safety only: a call still in flight owns its buffer, so
+    // it is waited for rather than made again or abandoned.
     unsigned got = 0;
     while (rc > 0 && got < static_cast<unsigned>(rc)) {
       io_uring_cqe* cqe;
       unsigned head, seen = 0;
       io_uring_for_each_cqe(ring, head, cqe) {
         const uint64_t i = io_uring_cqe_get_data64(cqe);
-        if (i >= start && i < end) results_[i].result = cqe->res;
+        if (i >= start && i < end && !done_[i]) {
+          results_[i].result = cqe->res;
+          done_[i] = true;
+          ++got;
+        }
         ++seen;
       }
       io_uring_cq_advance(ring, seen);
-      got += seen;
       if (got < static_cast<unsigned>(rc) && io_uring_wait_cqe(ring, &cqe) < 0) break;
     }
     if (rc != static_cast<int>(want) || got != want) {
@@ -123,7 +128,7 @@ void IoBatch::RunUring() {
     }
   }
   for (size_t i = 0; i < queued_.size(); ++i) {
-    if (results_[i].result != -ECANCELED) continue;
+    if (done_[i]) continue;
     const Call& c = queued_[i];
     results_[i].tag = c.tag;
     ++system_calls_;

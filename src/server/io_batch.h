@@ -70,6 +70,7 @@ class IoBatch {
   std::string why_not_;
   std::vector<Call> queued_;
   std::vector<Result> results_;
+  std::vector<bool> done_;  // results_[i] came from the ring
   uint64_t system_calls_ = 0;
 };
 

@@ -99,19 +99,22 @@ void SocketPoller::Dispatch() {
   epoll_event* evs = events_.get();
   int n = epoll_wait(epoll_.native_handle(), evs, kBatch, 0);
   if (n <= 0) return;
-  dispatching_ = true;
-  for (int i = 0; i < n; ++i)
-    static_cast<SocketWatcher*>(evs[i].data.ptr)->OnSocketEvents(evs[i].events);
-  // The recvs the watchers queued, then the sends their commands' replies
-  // queued, and so on until nothing is queued. A watcher closed in the
-  // meantime had its calls dropped (Remove) and ignores a result.
+  Batched([&] {
+    for (int i = 0; i < n; ++i)
+      static_cast<SocketWatcher*>(evs[i].data.ptr)->OnSocketEvents(evs[i].events);
+  });
+}
+
+// The recvs the watchers queued, then the sends their commands' replies
+// queued, and so on until nothing is queued. A watcher closed in the
+// meantime had its calls dropped (Remove) and ignores a result.
+void SocketPoller::RunQueued() {
   while (!batch_.empty()) {
     for (const IoBatch::Result& r : batch_.Run()) {
       auto* w = reinterpret_cast<SocketWatcher*>(r.tag & ~uint64_t{1});
       w->OnIoDone((r.tag & 1) != 0, r.result);
     }
   }
-  dispatching_ = false;
 }
 
 }  // namespace delayq::server

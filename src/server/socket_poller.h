@@ -72,12 +72,24 @@ class SocketPoller {
   bool Recv(int fd, char* buf, size_t len, SocketWatcher* w, ssize_t* result);
   bool Send(int fd, const char* buf, size_t len, SocketWatcher* w, ssize_t* result);
   const IoBatch& batch() const { return batch_; }
+
+  // Runs f as a dispatch does: the Recv and Send calls it leads to are
+  // batched, and their results delivered, before Batched returns.
+  template <typename F>
+  void Batched(F&& f) {
+    if (dispatching_) return f();
+    dispatching_ = true;
+    f();
+    RunQueued();
+    dispatching_ = false;
+  }
   // Stops waiting (the io_context may then run out of work).
   void Stop();
 
  private:
   void Wait();
   void Dispatch();
+  void RunQueued();
 
   boost::asio::posix::stream_descriptor epoll_;
   std::unique_ptr<epoll_event[]> events_;  // what one epoll_wait returns

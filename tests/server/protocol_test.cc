@@ -1403,6 +1403,46 @@ TEST_F(Protocol, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
   for (int i = 0; i < 100; ++i) ASSERT_EQ(c.ReadReply(), expect) << i;
 }
 
+// Replies (60 KB each) pile up faster than the client reads them while it
+// keeps sending more requests: the server sees the socket writable and
+// readable at once, again and again, with replies waiting. Every request
+// gets its reply, once and in order, and none is run twice.
+TEST_F(Protocol, ASlowReaderThatKeepsSendingGetsEveryReplyOnceInOrder) {
+  RawClient c = Connect();
+  std::string body(60000, 'b');
+  ASSERT_EQ(c.Call(PutCmd(body)), Inserted(1));
+  constexpr int kPeeks = 800;  // 48 MB of replies
+  std::thread writer([fd = c.fd()] {
+    const std::string chunk = Repeated("peek 1\r\n", 10);
+    auto send_all = [fd](std::string_view s) {
+      while (!s.empty()) {
+        ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+        if (n <= 0) return;
+        s.remove_prefix(static_cast<size_t>(n));
+      }
+    };
+    for (int i = 0; i < kPeeks / 10; ++i) {
+      send_all(chunk);
+      std::this_thread::sleep_for(1ms);
+    }
+    send_all("put 0 0 60 1\r\nz\r\n");
+  });
+  const std::string found = Found(1, body);
+  int got = 0;
+  std::string reply;
+  for (; got < kPeeks; ++got) {
+    reply = c.ReadReply();
+    if (reply != found) break;
+    if (got % 8 == 0) std::this_thread::sleep_for(2ms);  // a slow reader
+  }
+  writer.join();
+  ASSERT_EQ(got, kPeeks) << "reply " << got << " is not the job: " << reply.substr(0, 64);
+  EXPECT_EQ(c.ReadReply(), Inserted(2));
+  EXPECT_EQ(c.ReadFor(200ms), "") << "replies beyond the requests";
+  EXPECT_EQ(StatsValue("cmd-peek"), std::to_string(kPeeks));
+  EXPECT_EQ(StatsValue("total-jobs"), "2");
+}
+
 // ---- drain mode and signals -------------------------------------------------------------
 
 TEST_F(Protocol, DrainingAfterSigusr1) {
