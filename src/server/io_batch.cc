@@ -116,7 +116,12 @@ void IoBatch::RunUring() {
         ++seen;
       }
       io_uring_cq_advance(ring, seen);
-      if (got < static_cast<unsigned>(rc) && io_uring_wait_cqe(ring, &cqe) < 0) break;
+      if (got < static_cast<unsigned>(rc)) {
+        int w;
+        do w = io_uring_wait_cqe(ring, &cqe);
+        while (w == -EINTR);
+        if (w < 0) break;
+      }
     }
     if (rc != static_cast<int>(want) || got != want) {
       // The ring refused calls (or lost track of some): it is given up for
