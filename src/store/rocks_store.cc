@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <unordered_map>
 
 #include "store/record_codec.h"
@@ -179,6 +181,10 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
       {"keys", FamilyOptions(Family::kKeys, cache)}};
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
+  // Made here, so that RocksDB does not log a failed listing of a missing
+  // directory at the first start; a failure is Open's to report.
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(options.dir, mkdir_error);
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, families, &handles, &db);
   if (!s.ok()) return FromRocks(s, "opening the store in " + options.dir);
   store->db_.reset(db);
@@ -296,7 +302,7 @@ void RocksStore::SyncLoop() {
     cv_.wait_for(lock, std::chrono::seconds(1));
     if (stop_) break;
     lock.unlock();
-    db_->SyncWAL();  // a failure shows again at the next write
+    db_->SyncWAL();                                   // a failure shows again at the next write
     if (journal_ != nullptr) (void)journal_->Sync();  // likewise, at the next append
     lock.lock();
   }

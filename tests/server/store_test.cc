@@ -203,6 +203,20 @@ TEST_F(StoreTest, ADamagedTableStopsTheStartWithAClearError) {
   EXPECT_NE(error.find("code=corruption"), std::string::npos) << error;
 }
 
+// The first start makes the data directory (and its parents) and has
+// nothing to warn about.
+TEST_F(StoreTest, TheFirstStartMakesTheDirectoryWithoutWarnings) {
+  const std::string dir = dir_.path() + "/new/store";
+  std::string error;
+  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", dir}, &error)) << error;
+  RawClient c = Connect();
+  EXPECT_EQ(Put(c, "x"), "INSERTED 1\r\n");
+  EXPECT_TRUE(fs::is_directory(dir));
+  std::string log = server_.Log();
+  EXPECT_EQ(log.find("level=warn"), std::string::npos) << log;
+  EXPECT_EQ(log.find("level=error"), std::string::npos) << log;
+}
+
 TEST_F(StoreTest, AForeignDirectoryIsRefused) {
   std::ofstream(dir_.path() + "/CURRENT") << "not a rocksdb manifest name\n";
   std::string error;
