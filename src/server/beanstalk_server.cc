@@ -123,8 +123,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       if (static_cast<size_t>(n) < room || extra == kMaxExtraReads) break;
       char* p = in.Prepare(kReadChunk);
       room = in.writable();
-      n = ::recv(fd_, p, room, 0);
-      if (n < 0) n = -errno;
+      n = RecvNow(fd_, p, room);
     }
     if (n == 0) {
       peer_closed_ = true;  // answer what came before the end, then close

@@ -13,13 +13,25 @@ constexpr unsigned kRingEntries = 256;  // calls per io_uring_enter; more take a
 constexpr int kFlags = MSG_DONTWAIT | MSG_NOSIGNAL;
 
 ssize_t Plain(int fd, bool send, char* buf, size_t len) {
+  return send ? SendNow(fd, buf, len) : RecvNow(fd, buf, len);
+}
+}  // namespace
+
+ssize_t RecvNow(int fd, char* buf, size_t len) {
   for (;;) {
-    ssize_t n = send ? ::send(fd, buf, len, kFlags) : ::recv(fd, buf, len, MSG_DONTWAIT);
+    ssize_t n = ::recv(fd, buf, len, MSG_DONTWAIT);
     if (n >= 0) return n;
     if (errno != EINTR) return -errno;
   }
 }
-}  // namespace
+
+ssize_t SendNow(int fd, const char* buf, size_t len) {
+  for (;;) {
+    ssize_t n = ::send(fd, buf, len, kFlags);
+    if (n >= 0) return n;
+    if (errno != EINTR) return -errno;
+  }
+}
 
 IoBatch::IoBatch(bool use_uring) {
   if (!use_uring) {

@@ -25,6 +25,12 @@ struct io_uring;
 
 namespace delayq::server {
 
+// One non-blocking call made at once (MSG_DONTWAIT; a send with
+// MSG_NOSIGNAL), retried on EINTR: bytes moved, or -errno. What IoBatch
+// makes when it cannot batch.
+ssize_t RecvNow(int fd, char* buf, size_t len);
+ssize_t SendNow(int fd, const char* buf, size_t len);
+
 class IoBatch {
  public:
   struct Result {

@@ -1,7 +1,6 @@
 #include "server/socket_poller.h"
 
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,10 +52,7 @@ void SocketPoller::Remove(int fd) {
 // a send (watchers are aligned to more than 1 byte).
 bool SocketPoller::Recv(int fd, char* buf, size_t len, SocketWatcher* w, ssize_t* result) {
   if (!dispatching_) {
-    ssize_t n;
-    do n = ::recv(fd, buf, len, MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    *result = n >= 0 ? n : -errno;
+    *result = RecvNow(fd, buf, len);
     return true;
   }
   batch_.Recv(fd, buf, len, reinterpret_cast<uintptr_t>(w));
@@ -65,10 +61,7 @@ bool SocketPoller::Recv(int fd, char* buf, size_t len, SocketWatcher* w, ssize_t
 
 bool SocketPoller::Send(int fd, const char* buf, size_t len, SocketWatcher* w, ssize_t* result) {
   if (!dispatching_) {
-    ssize_t n;
-    do n = ::send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    *result = n >= 0 ? n : -errno;
+    *result = SendNow(fd, buf, len);
     return true;
   }
   batch_.Send(fd, buf, len, reinterpret_cast<uintptr_t>(w) | 1u);
