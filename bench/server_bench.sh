@@ -17,6 +17,11 @@
 #                           which answers with the least work a server can do: its
 #                           jobs/s is what the machine allows any single-threaded
 #                           epoll server, the load generator sharing its cores
+#   lifecycle_busy c=1, 10  the same with loadgen --busy-wait: the client polls
+#                           instead of sleeping, so a reply does not cost the
+#                           server a wake-up of the client (as with a client on
+#                           another machine); at c=50 the client never sleeps
+#                           anyway. All three servers.
 #   lifecycle_no_poll c=1   delayqd --busy-poll-us 0: without the loop's adaptive
 #                           polling (ratio against beanstalkd's c=1)
 #   trickle                 what the polling costs where it cannot pay: 1 producer
@@ -231,6 +236,10 @@ if [[ $ONLY != durable ]]; then
     A="--mode lifecycle --connections $c $T"
     measure "lifecycle_c$c" "$A" "$A" "$A"
   done
+  for c in 1 10; do
+    A="--mode lifecycle --connections $c --busy-wait $T"
+    measure "lifecycle_busy_c$c" "$A" "$A" "$A"
+  done
   DQ_SERVER_ARGS="--in-memory --busy-poll-us 0"
   measure lifecycle_no_poll_c1 - "--mode lifecycle --connections 1 $T"
   TR="--mode lateness --connections 1 --producers 1 --rate 1000 --seconds $LAT_SECS"
@@ -283,7 +292,8 @@ emit() { echo "$1: $(get "$1")"; }
 
 echo "bench_rounds: $ROUNDS"
 echo "bench_seconds_per_round: $SECS"
-for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64; do
+for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 lifecycle_busy_c1 lifecycle_busy_c10 \
+  put_c50 pipeline_c4_d64; do
   for s in beanstalkd delayq; do
     emit "${s}_${tag}_jobs_per_s"
     emit "${s}_${tag}_latency_p50_us"
@@ -296,7 +306,7 @@ for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64; do
     echo "${base}_vs_beanstalkd_${suffix}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
 done
 # The ceiling: what a server doing nothing but the socket work gets here.
-for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50; do
+for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 lifecycle_busy_c1 lifecycle_busy_c10 put_c50; do
   emit "ceiling_${tag}_jobs_per_s"
   echo "ceiling_vs_beanstalkd_${tag}: $(ratio "ceiling_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
   echo "delayq_vs_ceiling_${tag}: $(ratio "delayq_${tag}_jobs_per_s" "ceiling_${tag}_jobs_per_s")"

@@ -32,6 +32,7 @@ if [[ -n $missing ]]; then
   exit 1
 fi
 for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
+  lifecycle_busy_vs_beanstalkd_c10 ceiling_lifecycle_busy_c1_jobs_per_s \
   lifecycle_no_poll_vs_beanstalkd_c1 trickle_cpu_poll_over_no_poll \
   lateness_p99_delayq_ms_over_beanstalkd_s; do
   # A number; the lateness ratio is negative when delayqd's p99 was early.
