@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -272,6 +273,16 @@ int main(int argc, char** argv) {
       io, std::chrono::microseconds(config.busy_poll_us),
       {.waiting_elsewhere = [&backend] { return backend.RepliesWaitForStore(); },
        .completions_from_elsewhere = [&backend] { return backend.StoreCompletionsRun(); }});
+  // The stop is under way. A SIGTERM or SIGINT repeated from here on (the
+  // store still writes what the loop left it and closes) is ignored: its
+  // default action would end the process in the middle of that, with a
+  // signal's exit status. Clearing a signal_set restores the default
+  // action, so that comes first. SIGKILL still ends it at once.
+  boost::system::error_code ignored;
+  stop_signals.clear(ignored);
+  drain_signal.clear(ignored);
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   // Connections still open after the grace period are closed; their
   // handlers run now, while the backend they point to still exists.
   beanstalk.CloseAll();

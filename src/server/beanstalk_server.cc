@@ -22,6 +22,9 @@ constexpr size_t kMaxBufferedInput = 4 * 1024 * 1024;
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 // Reads beyond the first in one go, when each fills the buffer.
 constexpr int kMaxExtraReads = 16;
+// Input a finished connection reads and drops per event (see Finish).
+constexpr size_t kDropChunk = 16 * 1024;
+constexpr int kMaxDropReads = 16;
 }  // namespace
 
 class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnection>,
@@ -49,15 +52,16 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   // Finish what is in flight, then close.
   void Shutdown() {
     draining_ = true;
-    if (!writing_ && handler_.output().empty() && !handler_.reply_pending()) return Close();
+    if (!writing_ && handler_.output().empty() && !handler_.reply_pending()) return Finish();
     UpdateInterest();
   }
 
   void OnSocketEvents(uint32_t events) override {
     if (closed_) return;  // closed earlier in the same batch
+    if (finishing_) return DropInput();
     if (events & EPOLLOUT) {
       WritePending();
-      if (closed_) return;
+      if (ended()) return;
     }
     if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
       // A send queued just now (by the EPOLLOUT part) goes first: one call
@@ -90,7 +94,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
   void UpdateInterest() {
-    if (closed_) return;
+    if (closed_ || finishing_) return;
     uint32_t want = (WantRead() ? uint32_t{EPOLLIN} : 0u) | (writing_ ? uint32_t{EPOLLOUT} : 0u);
     if (want == interest_) return;
     if (!server_.poller_.Modify(fd_, want, this).ok()) return Close();
@@ -145,7 +149,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       // EPOLLOUT resumes us once the rest is sent.
       stopped_full_ = handler_.output_full();
       if (!Flush()) return;  // the send waits in the poller's batch: OnIoDone goes on
-      if (closed_) return;
+      if (ended()) return;
       if (!stopped_full_ || writing_) break;
     }
     Settle();
@@ -168,7 +172,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     }
     send_queued_ = false;
     Sent(result);
-    if (closed_) return;
+    if (ended()) return;
     if (writing_) return Settle();  // the rest waits for EPOLLOUT
     // Commands stopped at a full output buffer, or replies written since
     // the send was queued: go on now.
@@ -188,7 +192,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
  public:
   void Woken() {
     wake_posted_ = false;
-    if (!closed_) Run();
+    if (!ended()) Run();
   }
 
  private:
@@ -201,7 +205,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     if (writing_ || closed_) return true;
     std::string& out = handler_.output();
     if (out.empty()) {
-      if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
+      if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Finish();
       return true;
     }
     sending_.swap(out);
@@ -231,7 +235,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     sending_.clear();
     if (sending_.capacity() > kMaxPendingOutput) std::string().swap(sending_);
     if (writing_ || !handler_.output().empty()) return;
-    if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Close();
+    if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Finish();
   }
 
   void WritePending() {
@@ -249,6 +253,49 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     std::string().swap(pending_);
     pending_sent_ = 0;
     Run();
+  }
+
+  // Every reply is with the kernel and the connection is to end (quit, or
+  // the server stops). A socket closed while input the server never read
+  // waits in it is reset by the kernel, and whatever of the replies it has
+  // not yet delivered is lost. So the input waiting now is read and
+  // dropped; when there was some, the client is still sending: the write
+  // side is shut (the client reads every reply, then the end) and the
+  // connection stays, dropping what comes, until the client closes its
+  // side or the server's stop closes what is left (CloseAll). A connection
+  // that waits in a reserve has no reply on its way: it closes at once.
+  void Finish() {
+    if (closed_ || finishing_) return;
+    if (handler_.blocked() || peer_closed_ || DropWaitingInput() <= 0) return Close();
+    finishing_ = true;
+    ::shutdown(fd_, SHUT_WR);
+    if (interest_ != EPOLLIN) {
+      if (!server_.poller_.Modify(fd_, EPOLLIN, this).ok()) return Close();
+      interest_ = EPOLLIN;
+    }
+  }
+
+  // Closed, or finishing: no command runs any more.
+  bool ended() const { return closed_ || finishing_; }
+
+  // A finishing connection's input: dropped, up to the client's end.
+  void DropInput() {
+    if (DropWaitingInput() < 0) Close();
+  }
+
+  // Reads what waits in the socket (kMaxDropReads chunks at most) and drops
+  // it: 1 when some came, 0 when none did, -1 at the client's end or an
+  // error.
+  int DropWaitingInput() {
+    char drop[kDropChunk];
+    int got = 0;
+    for (int i = 0; i < kMaxDropReads; ++i) {
+      ssize_t n = RecvNow(fd_, drop, sizeof drop);
+      if (n == -EAGAIN || n == -EWOULDBLOCK) break;
+      if (n <= 0) return -1;
+      got = 1;
+    }
+    return got;
   }
 
   void Close() {
@@ -274,6 +321,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   size_t pending_sent_ = 0;
   size_t recv_room_ = 0;  // bytes the recv may fill
   bool writing_ = false, closed_ = false, draining_ = false;
+  bool finishing_ = false;  // replies done, write side shut, input dropped (Finish)
   bool recv_queued_ = false, send_queued_ = false;  // in the poller's batch
   bool stopped_full_ = false;                       // Process stopped at a full output buffer
   bool wake_posted_ = false;

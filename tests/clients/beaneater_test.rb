@@ -62,6 +62,35 @@ module DelayqServer
       end
     end
 
+    def external?
+      !ENV['BEANSTALKD_ADDR'].nil? && !ENV['BEANSTALKD_ADDR'].empty?
+    end
+
+    # A delayqd of the caller's own (in memory), for a test that changes the
+    # whole server (drain mode). Returns [pid, address]; stop it with
+    # stop_extra.
+    def spawn_extra
+      binary = ENV.fetch('DELAYQD', File.join(ROOT, 'build', 'delayqd'))
+      port = free_port
+      pid = Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s, '--in-memory',
+                          in: File::NULL, out: File::NULL, err: File::NULL)
+      deadline = Time.now + 20
+      begin
+        TCPSocket.new('127.0.0.1', port).close
+      rescue Errno::ECONNREFUSED
+        raise 'the extra delayqd did not accept connections within 20 s' if Time.now > deadline
+        sleep 0.02
+        retry
+      end
+      [pid, "127.0.0.1:#{port}"]
+    end
+
+    # SIGTERM; returns the exit status.
+    def stop_extra(pid)
+      Process.kill('TERM', pid)
+      Timeout.timeout(10) { Process.wait2(pid)[1] }
+    end
+
     def alive?
       return true unless @pid
       Process.waitpid(@pid, Process::WNOHANG).nil?
@@ -132,6 +161,72 @@ class BeaneaterAgainstDelayqTest < Minitest::Test
     refute job.exists?
     assert_nil @client.jobs.find(id)
     assert_raises(Beaneater::NotFoundError) { @client.connection.transmit("delete #{id}") }
+  end
+
+  # Beaneater's tubes.reserve without a timeout sends the plain `reserve`;
+  # it has no call for reserve-job, which goes through its connection.
+  def test_plain_reserve_and_reserve_job
+    @client.tubes.watch!(@tube_name)
+    first = @tube.put('first')[:id]
+    delayed = @tube.put('later', delay: 100)[:id]
+    job = @client.tubes.reserve
+    assert_equal first, job.id
+    assert_equal 'first', job.body
+    job.delete
+    res = @client.connection.transmit("reserve-job #{delayed}")
+    assert_equal 'RESERVED', res[:status]
+    assert_equal delayed, res[:id]
+    assert_equal 'later', res[:body]
+    assert_equal 'reserved', @client.jobs.find(delayed).stats.state
+    assert_raises(Beaneater::NotFoundError) { @client.connection.transmit("reserve-job #{delayed}") }
+    assert_raises(Beaneater::NotFoundError) { @client.connection.transmit('reserve-job 999999999') }
+  end
+
+  # A put whose body is followed by two bytes other than CRLF: the client
+  # maps the reply to its ExpectedCrlfError, and the server goes on with the
+  # next command. (A client's own put always sizes its body right, so the
+  # bad one is written on the client's socket.)
+  def test_expected_crlf
+    @client.tubes.use(@tube_name)
+    @client.connection.connection.write("put 0 0 60 3\r\nabcde")
+    assert_raises(Beaneater::ExpectedCrlfError) { @client.connection.transmit('list-tube-used') }
+    assert_equal "USING #{@tube_name}\r\n", @client.connection.connection.readline
+    assert_nil @tube.peek(:ready)
+    assert_equal 'INSERTED', @tube.put('fine')[:status]
+    assert_equal 'fine', @tube.peek(:ready).body
+  end
+
+  # SIGUSR1 puts the server in drain mode, as beanstalkd: puts are refused
+  # with DRAINING (beaneater retries three times, then raises), everything
+  # else goes on. On a delayqd of its own: drain mode lasts until the exit.
+  def test_draining_after_sigusr1
+    skip 'needs a delayqd of its own (BEANSTALKD_ADDR is set)' if DelayqServer.external?
+    pid, address = DelayqServer.spawn_extra
+    producer = Beaneater.new(address)
+    tube = producer.tubes['drain']
+    id = tube.put('before')[:id]
+    refute producer.stats.draining
+    Process.kill('USR1', pid)
+    deadline = Time.now + 5
+    sleep 0.02 until producer.stats.draining || Time.now > deadline
+    assert_equal true, producer.stats.draining
+    assert_raises(Beaneater::DrainingError) { tube.put('after') }
+    worker = Beaneater.new(address)
+    worker.tubes.watch!('drain')
+    job = worker.tubes.reserve(0)
+    assert_equal id, job.id
+    assert_equal 'before', job.body
+    job.delete
+    assert_equal 1, worker.stats.total_jobs
+    worker.close
+    assert DelayqServer.stop_extra(pid).success?, 'the drained delayqd did not exit 0 on SIGTERM'
+    pid = nil
+  ensure
+    producer&.close
+    if pid
+      Process.kill('KILL', pid)
+      Process.wait(pid)
+    end
   end
 
   def test_binary_body_round_trip

@@ -1481,6 +1481,40 @@ TEST_F(Protocol, SigtermExitsZero) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << server_.Log();
 }
 
+// SIGTERM while a client keeps sending more than the server reads: the
+// replies of the commands the server ran reach the client whole, then the
+// end of the stream. (Closing a socket with unread input in it makes the
+// kernel reset the connection and drop the replies it still held: the
+// server shuts its side and drops the client's input until the client
+// closes.)
+TEST_F(Protocol, SigtermDeliversEveryReplyToAClientThatKeepsSending) {
+  SKIP_UNLESS_DELAYQD();
+  RawClient c = Connect();
+  const std::string body(65535, 'b');
+  ASSERT_EQ(c.Call(PutCmd(body)), Inserted(1));
+  std::thread writer([fd = c.fd()] {
+    std::string error;
+    SendWithoutReading(fd, Repeated("peek 1\r\n", 8192), 2s, &error);
+  });
+  std::this_thread::sleep_for(300ms);  // input waits in the server's socket
+  server_.Signal(SIGTERM);
+  std::string replies;
+  bool closed = c.WaitClosed(20s, &replies);
+  writer.join();
+  c.Close();
+  ASSERT_TRUE(closed) << "the connection stayed open";
+  const std::string found = Found(1, body);
+  ASSERT_GT(replies.size(), 0u);
+  EXPECT_EQ(replies.size() % found.size(), 0u)
+      << "a reply was cut: " << replies.size() << " bytes, " << replies.size() / found.size()
+      << " whole replies";
+  for (size_t i = 0; i + found.size() <= replies.size(); i += found.size())
+    ASSERT_EQ(replies.compare(i, found.size(), found), 0) << "reply at byte " << i;
+  int st = server_.Stop(10000ms);
+  ASSERT_TRUE(WIFEXITED(st)) << "wait status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << server_.Log();
+}
+
 // The loop polls while one client's requests keep coming, and stops
 // polling once they come seldom: a trickle of requests costs no polling.
 // The window is long (5 ms) so that the client's turn-arounds land in it on

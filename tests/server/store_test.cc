@@ -217,6 +217,80 @@ TEST_F(StoreTest, TheFirstStartMakesTheDirectoryWithoutWarnings) {
   EXPECT_EQ(log.find("level=error"), std::string::npos) << log;
 }
 
+// SIGTERM: delayqd stops accepting at once, sends every reply of a command it
+// ran (puts waiting for their fsync, a backlog held for a client that reads
+// late), closes each connection at a reply boundary and exits 0. Each job
+// acknowledged is there after the restart, and no job is there whose put
+// was not acknowledged.
+TEST_F(StoreTest, SigtermFinishesInFlightRepliesAndKeepsExactlyTheAcknowledgedJobs) {
+  Start({"--fsync", "always"});
+  const std::string big(65535, 'b');
+  {
+    RawClient setup = Connect();
+    ASSERT_EQ(Put(setup, big), "INSERTED 1\r\n");
+  }
+  // The late reader: a thousand peeks of a 64 KB job, 64 MB of replies,
+  // more than the kernel's buffers and the server's 256 KB of queued replies
+  // hold, so the server is still writing to it when it stops.
+  RawClient late = Connect();
+  ASSERT_TRUE(late.Send(Repeated("peek 1\r\n", 1000)));
+  // The producer: puts in one write, each reply waiting for its fsync.
+  const int kPuts = 2000;
+  RawClient producer = Connect();
+  ASSERT_TRUE(producer.Send(Repeated("put 0 0 60 1\r\np\r\n", kPuts)));
+  ASSERT_EQ(producer.ReadReply(), "INSERTED 2\r\n");
+  server_.Signal(SIGTERM);
+
+  // The listener closes while the server still finishes its replies.
+  bool refused = false;
+  for (auto until = std::chrono::steady_clock::now() + 3s;
+       std::chrono::steady_clock::now() < until && server_.Alive();) {
+    RawClient probe(server_.port(), 0ms);
+    if (!probe.ok()) {
+      refused = server_.Alive();
+      break;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(refused) << "a connection was accepted after SIGTERM, or delayqd had exited";
+
+  // The producer's replies: whole lines, consecutive ids, then the close.
+  std::string replies;
+  ASSERT_TRUE(producer.WaitClosed(10s, &replies)) << "delayqd kept the producer open";
+  uint64_t acknowledged = 2;  // the one read above
+  size_t pos = 0;
+  while (pos < replies.size()) {
+    std::string want = "INSERTED " + std::to_string(acknowledged + 1) + "\r\n";
+    ASSERT_EQ(replies.substr(pos, want.size()), want) << "reply " << acknowledged << " of the puts";
+    pos += want.size();
+    ++acknowledged;
+  }
+  // The late reader gets whole replies only, and then the close.
+  std::string peeks;
+  ASSERT_TRUE(late.WaitClosed(10s, &peeks)) << "delayqd kept the late reader open";
+  const std::string found = "FOUND 1 65535\r\n" + big + "\r\n";
+  ASSERT_GT(peeks.size(), 0u);
+  EXPECT_EQ(peeks.size() % found.size(), 0u) << "a reply was cut at the close";
+  size_t peeks_answered = peeks.size() / found.size();
+  for (size_t i = 0; i < peeks_answered; ++i)
+    ASSERT_EQ(peeks.compare(i * found.size(), found.size(), found), 0) << "peek reply " << i;
+
+  int st = server_.Stop();
+  ASSERT_TRUE(WIFEXITED(st)) << "wait status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << server_.Log();
+  EXPECT_NE(server_.Log().find("event=stopping"), std::string::npos) << server_.Log();
+
+  Start();
+  RawClient c = Connect();
+  std::string stats = c.Call("stats\r\n");
+  EXPECT_EQ(YamlValue(stats, "current-jobs-ready"), std::to_string(acknowledged))
+      << "acknowledged " << acknowledged << " puts (job 1 included), peeks answered "
+      << peeks_answered;
+  EXPECT_EQ(c.Call("peek " + std::to_string(acknowledged) + "\r\n"),
+            "FOUND " + std::to_string(acknowledged) + " 1\r\np\r\n");
+  EXPECT_EQ(c.Call("peek " + std::to_string(acknowledged + 1) + "\r\n"), "NOT_FOUND\r\n");
+}
+
 TEST_F(StoreTest, AForeignDirectoryIsRefused) {
   std::ofstream(dir_.path() + "/CURRENT") << "not a rocksdb manifest name\n";
   std::string error;

@@ -21,7 +21,7 @@ const crypto = require('node:crypto');
 const Jackd = require('jackd');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
-let server = null; // { proc, exited: Promise<{code, signal}>, log: string[] }
+let server = null; // { proc, port, exited: Promise<{code, signal}>, log: string[] }
 let host = '127.0.0.1';
 let port = 0;
 const clients = [];
@@ -47,49 +47,64 @@ function canConnect(p) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Starts delayqd on a free loopback port with `args` after -l and -p, and
+// waits until it accepts. Returns { proc, port, exited, log }.
+async function startDelayqd(args) {
+  const binary = process.env.DELAYQD || path.join(ROOT, 'build', 'delayqd');
+  const p = await freePort();
+  const proc = spawn(binary, ['-l', '127.0.0.1', '-p', String(p), ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const log = [];
+  proc.stderr.on('data', (d) => log.push(d.toString()));
+  const exited = new Promise((resolve) => {
+    proc.once('exit', (code, signal) => resolve({ code, signal }));
+    // Not started at all (a wrong path): no 'exit' comes.
+    proc.once('error', (e) => { log.push(`${binary}: ${e.message}\n`); resolve({ code: null, signal: null }); });
+  });
+  let gone = false;
+  exited.then(() => { gone = true; });
+  const deadline = Date.now() + 20000;
+  while (!(await canConnect(p))) {
+    if (gone) throw new Error(`delayqd exited early:\n${log.join('')}`);
+    if (Date.now() > deadline) throw new Error('delayqd did not accept connections within 20 s');
+    await sleep(20);
+  }
+  return { proc, port: p, exited, log };
+}
+
+// SIGTERM, and the exit: code 0, no signal.
+async function stopDelayqd(s) {
+  s.proc.kill('SIGTERM');
+  const timer = setTimeout(() => s.proc.kill('SIGKILL'), 10000);
+  const { code, signal } = await s.exited;
+  clearTimeout(timer);
+  assert.equal(signal, null, `delayqd was killed by ${signal}:\n${s.log.join('')}`);
+  assert.equal(code, 0, `delayqd exited with ${code}:\n${s.log.join('')}`);
+}
+
 before(async () => {
   if (process.env.BEANSTALKD_ADDR) {
     [host, port] = process.env.BEANSTALKD_ADDR.split(':');
     port = Number(port);
     return;
   }
-  const binary = process.env.DELAYQD || path.join(ROOT, 'build', 'delayqd');
-  port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'delayqd-jackd-data-'));
   process.on('exit', () => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const proc = spawn(binary, ['-l', '127.0.0.1', '-p', String(port), '-b', dataDir], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const log = [];
-  proc.stderr.on('data', (d) => log.push(d.toString()));
-  const exited = new Promise((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
-  let gone = false;
-  exited.then(() => { gone = true; });
-  server = { proc, exited, log, gone: () => gone };
-  const deadline = Date.now() + 20000;
-  while (!(await canConnect(port))) {
-    if (gone) throw new Error(`delayqd exited early:\n${log.join('')}`);
-    if (Date.now() > deadline) throw new Error('delayqd did not accept connections within 20 s');
-    await sleep(20);
-  }
+  server = await startDelayqd(['-b', dataDir]);
+  port = server.port;
 });
 
 after(async () => {
   for (const c of clients) {
     try { await c.disconnect(); } catch { /* already closed */ }
   }
-  if (!server) return;
-  server.proc.kill('SIGTERM');
-  const timer = setTimeout(() => server.proc.kill('SIGKILL'), 10000);
-  const { code, signal } = await server.exited;
-  clearTimeout(timer);
-  assert.equal(signal, null, `delayqd was killed by ${signal}:\n${server.log.join('')}`);
-  assert.equal(code, 0, `delayqd exited with ${code}:\n${server.log.join('')}`);
+  if (server) await stopDelayqd(server);
 });
 
-async function connect() {
+async function connect(toPort = port) {
   const c = new Jackd();
-  await c.connect({ host, port });
+  await c.connect({ host, port: toPort });
   clients.push(c);
   return c;
 }
@@ -356,4 +371,85 @@ test('many concurrent clients each get distinct jobs', async () => {
     }
   }));
   assert.deepEqual([...got].sort(), [...ids].sort());
+});
+
+// jackd 2.2.2 writes pause-tube without its CRLF (with beanstalkd too, the
+// command then never completes): the test ends the line through the
+// client's own write().
+test('pause-tube holds back the tube\'s reserves', async () => {
+  const { c, tube } = await clientOn('pause');
+  const id = await c.put('paused');
+  const paused = c.pauseTube(tube, { delay: 1 });
+  await c.write(Buffer.from('\r\n', 'ascii'));
+  await paused;
+  assert.equal(yamlMap(await c.statsTube(tube)).pause, 1);
+  const started = Date.now();
+  const job = await c.reserveWithTimeout(5);
+  assert.equal(job.id, id);
+  assert.ok(Date.now() - started >= 600, `reserved after ${Date.now() - started} ms`);
+  const missing = c.pauseTube('no-such-tube-here', { delay: 1 });
+  await c.write(Buffer.from('\r\n', 'ascii'));
+  await assert.rejects(missing, /NOT_FOUND/);
+});
+
+test('quit ends the connection, and its reserved job is ready again', async () => {
+  const { c, tube } = await clientOn('quit');
+  const id = await c.put('orphan');
+  assert.equal((await c.reserve()).id, id);
+  const other = await connect();
+  assert.equal(yamlMap(await other.statsJob(id)).state, 'reserved');
+  const closed = new Promise((resolve) => c.socket.once('close', resolve));
+  await c.quit();
+  await closed;
+  await other.watch(tube);
+  const job = await other.reserveWithTimeout(5);
+  assert.equal(job.id, id);
+  assert.equal(yamlMap(await other.statsJob(id)).reserves, 2);
+});
+
+// A command delayqd does not know, through jackd's own command machinery
+// (jackd sends none such by itself).
+test('an unknown command: UNKNOWN_COMMAND, and the connection goes on', async () => {
+  const { c, tube } = await clientOn('unknown');
+  const frobnicate = c.createCommandHandler(() => Buffer.from('frobnicate 1 2\r\n', 'ascii'), [
+    async (reply) => reply.toString('ascii'),
+  ]);
+  assert.equal(await frobnicate(), 'UNKNOWN_COMMAND');
+  assert.equal(await c.listTubeUsed(), tube);
+});
+
+// jackd sizes its own puts right: the bad one goes through its write().
+// Its reply reaches the next command waiting, a put, which jackd rejects
+// with EXPECTED_CRLF; that put itself ran.
+test('a body not followed by CRLF: EXPECTED_CRLF, and the next command runs', async () => {
+  const { c, tube } = await clientOn('crlf');
+  await c.write(Buffer.from('put 0 0 60 3\r\nabcde', 'ascii'));
+  await assert.rejects(c.put('next'), /EXPECTED_CRLF/);
+  const other = await connect();
+  await other.use(tube);
+  const ready = await other.peekReady();
+  assert.equal(ready.payload.toString(), 'next');
+  assert.equal(yamlMap(await other.statsTube(tube))['total-jobs'], 1);
+});
+
+// SIGUSR1 puts the server in drain mode, as beanstalkd: puts get DRAINING,
+// the rest goes on. On a delayqd of its own: drain mode lasts until the exit.
+test('drain mode after SIGUSR1: puts get DRAINING', { skip: !!process.env.BEANSTALKD_ADDR }, async () => {
+  const own = await startDelayqd(['--in-memory']);
+  try {
+    const c = await connect(own.port);
+    const id = await c.put('before');
+    own.proc.kill('SIGUSR1');
+    const deadline = Date.now() + 5000;
+    while (yamlMap(await c.stats()).draining !== 'true' && Date.now() < deadline) await sleep(20);
+    assert.equal(yamlMap(await c.stats()).draining, 'true');
+    await assert.rejects(c.put('after'), /DRAINING/);
+    const job = await c.reserveWithTimeout(0);
+    assert.equal(job.id, id);
+    await c.delete(id);
+    assert.equal(yamlMap(await c.stats())['total-jobs'], 1);
+    await c.quit();
+  } finally {
+    await stopDelayqd(own);
+  }
 });
