@@ -108,23 +108,33 @@ test-asan: build-asan
 HORIZON_BENCH ?= 1
 HORIZON_BENCH_JOBS ?= 10000000
 HORIZON_BENCH_READY ?= 1000000
+# Each benchmark's stdout (its `name: value` lines, headline last) is kept
+# in $(BENCH_OUT)/<name>.txt as it is shown; make bench ends with each
+# one's headline, the server's (lifecycle_vs_beanstalkd_c50) last.
+BENCH_OUT ?= $(BUILD_DIR)/bench-results
 ifeq ($(HORIZON_BENCH),0)
-run_horizon_bench = @echo "bench: bench/horizon_bench.sh skipped (HORIZON_BENCH=0)"
+run_horizon_bench = echo "bench: bench/horizon_bench.sh skipped (HORIZON_BENCH=0)" | tee $(BENCH_OUT)/horizon.txt
 else
 run_horizon_bench = HORIZON_BENCH_JOBS=$(HORIZON_BENCH_JOBS) HORIZON_BENCH_READY=$(HORIZON_BENCH_READY) \
-	  bash bench/horizon_bench.sh $(BUILD_DIR)
+	  bash bench/horizon_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/horizon.txt
 endif
 
+bench: SHELL := /bin/bash
+bench: .SHELLFLAGS := -o pipefail -c
 bench: build
 	@test -x $(BUILD_DIR)/engine_bench || \
 	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (no bench/engine_bench.cc yet)" >&2; exit 1; }
-	$(BUILD_DIR)/engine_bench
-	bash bench/server_bench.sh $(BUILD_DIR)
+	@mkdir -p $(BENCH_OUT)
+	$(BUILD_DIR)/engine_bench | tee $(BENCH_OUT)/engine.txt
+	bash bench/server_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/server.txt
 	$(run_horizon_bench)
-	bash bench/http_bench.sh $(BUILD_DIR)
-	bash bench/redis_bench.sh $(BUILD_DIR)
-	bash bench/redis_call_cost.sh $(BUILD_DIR)
-	bash bench/delayqd_redis_cost.sh $(BUILD_DIR)
+	bash bench/http_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/http.txt
+	bash bench/redis_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis.txt
+	bash bench/redis_call_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis_call_cost.txt
+	bash bench/delayqd_redis_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/delayqd_redis_cost.txt
+	@echo "--- headlines (all figures: $(BENCH_OUT)/)"
+	@for b in engine horizon http redis redis_call_cost delayqd_redis_cost server; do \
+	  tail -n 1 $(BENCH_OUT)/$$b.txt; done
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
 # e.g. make run ARGS="-p 11301 -V".
