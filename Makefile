@@ -154,4 +154,4 @@ format:
 	fi | xargs -0 -r $(CLANG_FORMAT) -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_DIR)
