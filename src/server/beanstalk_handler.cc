@@ -204,7 +204,12 @@ BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wak
   ctx_.counters.total_connections++;
 }
 
-BeanstalkHandler::~BeanstalkHandler() {
+BeanstalkHandler::~BeanstalkHandler() { EndSession(); }
+
+void BeanstalkHandler::EndSession() {
+  if (session_ended_) return;
+  session_ended_ = true;
+  blocked_ = reserving_ = false;
   backend_.CloseSession(session_);
   ctx_.counters.connections--;
   if (producer_) ctx_.counters.producers--;

@@ -43,6 +43,13 @@ class BeanstalkHandler {
   // TIMED_OUT at once, as beanstalkd does for a half-closed connection.
   void OnPeerClosed();
 
+  // The connection is ending: its replies are all out, and it only waits
+  // for the client to close. The session ends now, as at a close (its
+  // reserved jobs are ready again, a waiting reserve is dropped) and the
+  // connection no longer counts in the stats. The destructor does the same
+  // when this was not called. REQUIRES: Process is not called afterwards.
+  void EndSession();
+
   std::string& output() { return out_; }
   bool blocked() const { return blocked_; }
   // Blocked on a command whose reply is on its way (a change waiting to be
@@ -80,6 +87,7 @@ class BeanstalkHandler {
   bool close_ = false;
   bool producer_ = false;
   bool worker_ = false;
+  bool session_ended_ = false;
 };
 
 // The beanstalkd reply for an error status (NOT_FOUND, BAD_FORMAT, ...).

@@ -1,11 +1,15 @@
 #include "server/beanstalk_server.h"
 
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
+#include <chrono>
 
 #include "server/beanstalk_handler.h"
 
@@ -22,9 +26,13 @@ constexpr size_t kMaxBufferedInput = 4 * 1024 * 1024;
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 // Reads beyond the first in one go, when each fills the buffer.
 constexpr int kMaxExtraReads = 16;
-// Input a finished connection reads and drops per event (see Finish).
+// Input a finishing connection reads and drops per event (see Finish).
 constexpr size_t kDropChunk = 16 * 1024;
 constexpr int kMaxDropReads = 16;
+// A finishing connection looks at its send queue this often, and closes
+// once the queue is empty, or has not shrunk for kLingerChecks checks.
+constexpr std::chrono::milliseconds kLingerCheck{250};
+constexpr int kLingerChecks = 20;
 }  // namespace
 
 class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnection>,
@@ -257,22 +265,52 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 
   // Every reply is with the kernel and the connection is to end (quit, or
   // the server stops). A socket closed while input the server never read
-  // waits in it is reset by the kernel, and whatever of the replies it has
-  // not yet delivered is lost. So the input waiting now is read and
-  // dropped; when there was some, the client is still sending: the write
-  // side is shut (the client reads every reply, then the end) and the
-  // connection stays, dropping what comes, until the client closes its
-  // side or the server's stop closes what is left (CloseAll). A connection
-  // that waits in a reserve has no reply on its way: it closes at once.
+  // waits in it, or reaches it later, is reset by the kernel, and whatever
+  // of the replies it has not yet delivered is lost. So: the input waiting
+  // now is read and dropped; when none was there and the kernel holds no
+  // reply the client has not acknowledged, the socket closes at once (a
+  // later reset loses nothing). Otherwise the connection finishes: its
+  // session ends (its reserved jobs are ready again), the write side is
+  // shut (the client reads every reply, then the end), what comes in is
+  // dropped, and it closes at the client's end, once the send queue is
+  // empty, or when the queue has not shrunk for kLingerChecks checks
+  // (the server's stop closes what is left after its grace: CloseAll).
   void Finish() {
     if (closed_ || finishing_) return;
-    if (handler_.blocked() || peer_closed_ || DropWaitingInput() <= 0) return Close();
+    if (peer_closed_) return Close();
+    const int waiting = DropWaitingInput();
+    if (waiting < 0 || (waiting == 0 && Unacknowledged() == 0)) return Close();
     finishing_ = true;
+    handler_.EndSession();
     ::shutdown(fd_, SHUT_WR);
     if (interest_ != EPOLLIN) {
       if (!server_.poller_.Modify(fd_, EPOLLIN, this).ok()) return Close();
       interest_ = EPOLLIN;
     }
+    linger_timer_ = std::make_unique<asio::steady_timer>(server_.io_);
+    linger_left_ = Unacknowledged();
+    CheckLinger();
+  }
+
+  void CheckLinger() {
+    linger_timer_->expires_after(kLingerCheck);
+    linger_timer_->async_wait([weak = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (ec || self == nullptr || self->closed_) return;
+      const int left = self->Unacknowledged();
+      if (left < self->linger_left_) self->linger_stalls_ = 0;
+      self->linger_left_ = left;
+      if (left == 0 || ++self->linger_stalls_ >= kLingerChecks) return self->Close();
+      self->CheckLinger();
+    });
+  }
+
+  // Bytes of replies in the kernel that the client has not acknowledged
+  // (SIOCOUTQ); 0 when the kernel does not say.
+  int Unacknowledged() const {
+    int n = 0;
+    if (::ioctl(fd_, SIOCOUTQ, &n) != 0) return 0;
+    return n;
   }
 
   // Closed, or finishing: no command runs any more.
@@ -301,6 +339,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   void Close() {
     if (closed_) return;
     closed_ = true;
+    if (linger_timer_ != nullptr) linger_timer_->cancel();
     if (fd_ >= 0) {
       if (interest_ != kUnregistered) server_.poller_.Remove(fd_);
       ::shutdown(fd_, SHUT_RDWR);
@@ -322,8 +361,11 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   size_t recv_room_ = 0;  // bytes the recv may fill
   bool writing_ = false, closed_ = false, draining_ = false;
   bool finishing_ = false;  // replies done, write side shut, input dropped (Finish)
-  bool recv_queued_ = false, send_queued_ = false;  // in the poller's batch
-  bool stopped_full_ = false;                       // Process stopped at a full output buffer
+  std::unique_ptr<asio::steady_timer> linger_timer_;  // while finishing
+  int linger_left_ = 0;                               // SIOCOUTQ at the last check
+  int linger_stalls_ = 0;                             // checks since it last shrank
+  bool recv_queued_ = false, send_queued_ = false;    // in the poller's batch
+  bool stopped_full_ = false;                         // Process stopped at a full output buffer
   bool wake_posted_ = false;
   bool peer_closed_ = false;
 };

@@ -1515,6 +1515,26 @@ TEST_F(Protocol, SigtermDeliversEveryReplyToAClientThatKeepsSending) {
   EXPECT_EQ(WEXITSTATUS(st), 0) << server_.Log();
 }
 
+// `quit` with more input behind it, from a client that then neither reads
+// nor closes: the replies before the quit arrive whole, then the end of the
+// stream; the session ends at the quit (its reserved job is ready again at
+// once) and the server closes the socket on its own.
+TEST_F(Protocol, QuitWithInputBehindItEndsTheSessionAndTheConnection) {
+  SKIP_UNLESS_DELAYQD();
+  RawClient other = Connect();
+  ASSERT_EQ(other.Call(PutCmd("job")), Inserted(1));
+  RawClient c = Connect();
+  const std::string ids = Repeated("list-tube-used\r\n", 2000);
+  ASSERT_TRUE(c.Send("reserve\r\n" + ids + "quit\r\n" + ids));
+  std::this_thread::sleep_for(200ms);  // the quit ran; nothing read yet
+  EXPECT_EQ(YamlValue(other.Call("stats-job 1\r\n"), "state"), "ready");
+  EXPECT_EQ(YamlValue(other.Call("stats\r\n"), "current-connections"), "1");
+  std::string replies;
+  ASSERT_TRUE(c.WaitClosed(10s, &replies)) << "the connection stayed open";
+  EXPECT_EQ(replies, Reserved(1, "job") + Repeated("USING default\r\n", 2000));
+  EXPECT_EQ(other.Call("reserve-with-timeout 0\r\n"), Reserved(1, "job"));
+}
+
 // The loop polls while one client's requests keep coming, and stops
 // polling once they come seldom: a trickle of requests costs no polling.
 // The window is long (5 ms) so that the client's turn-arounds land in it on
