@@ -46,7 +46,7 @@
 # Output: `name: value` lines on stdout, the headline
 # `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
 # of each run) on stderr. Environment knobs: BENCH_SECONDS (measured seconds
-# per round, default 2), BENCH_WARMUP (0.5), BENCH_ROUNDS (2),
+# per round, default 2), BENCH_WARMUP (0.5), BENCH_ROUNDS (3),
 # BENCH_LATENESS_SECONDS (3), BENCH_LATENESS_RATE (5000), BEANSTALKD
 # (/usr/bin/beanstalkd), BENCH_DELAYQD_ARGS (extra delayqd flags).
 set -euo pipefail
@@ -58,7 +58,7 @@ DELAYQD=$BUILD_DIR/delayqd
 BEANSTALKD=${BEANSTALKD:-/usr/bin/beanstalkd}
 SECS=${BENCH_SECONDS:-2}
 WARMUP=${BENCH_WARMUP:-0.5}
-ROUNDS=${BENCH_ROUNDS:-2}
+ROUNDS=${BENCH_ROUNDS:-3}
 LAT_SECS=${BENCH_LATENESS_SECONDS:-3}
 LAT_RATE=${BENCH_LATENESS_RATE:-5000}
 DELAYQD_ARGS=${BENCH_DELAYQD_ARGS:-}
