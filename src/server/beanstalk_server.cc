@@ -279,7 +279,9 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     if (closed_ || finishing_) return;
     if (peer_closed_) return Close();
     const int waiting = DropWaitingInput();
-    if (waiting < 0 || (waiting == 0 && Unacknowledged() == 0)) return Close();
+    if (waiting < 0) return Close();
+    linger_left_ = Unacknowledged();
+    if (waiting == 0 && linger_left_ == 0) return Close();
     finishing_ = true;
     handler_.EndSession();
     ::shutdown(fd_, SHUT_WR);
@@ -288,7 +290,6 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       interest_ = EPOLLIN;
     }
     linger_timer_ = std::make_unique<asio::steady_timer>(server_.io_);
-    linger_left_ = Unacknowledged();
     CheckLinger();
   }
 
