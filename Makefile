@@ -78,7 +78,7 @@ FUZZ_DIR ?= build-fuzz
 FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
 FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 2 + 1)
 # The HTTP API target runs over the engine and the Local backend in memory.
-FUZZ_HTTP_SOURCES = src/server/http_api.cc src/backend/local_backend.cc src/store/writer.cc \
+FUZZ_HTTP_SOURCES = src/server/http_api.cc src/server/json_input.cc src/backend/local_backend.cc src/store/writer.cc \
 	src/store/journal.cc src/store/record_codec.cc \
 	$(filter-out %_test.cc,$(wildcard src/core/*.cc))
 define run_fuzzers

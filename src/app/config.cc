@@ -31,15 +31,46 @@ Status ParseHorizon(const std::string& text, TimeMs* out) {
   return Status::Ok();
 }
 
-// "60s", "5m", ... or "0" / "off": never close an idle HTTP connection.
-Status ParseIdleTimeout(const std::string& text, TimeMs* out) {
-  if (text == "off") return *out = 0, Status::Ok();
+// The HTTP connection's timeouts: each a duration ("60s", "5m", ...), or
+// "0" / "off" for none. One row each: its TOML key, flag, variable, name in
+// errors, help and field.
+struct HttpTimeout {
+  const char* key;
+  const char* flag;
+  const char* env;
+  const char* what;
+  const char* help;
+  TimeMs Config::*field;
+};
+constexpr HttpTimeout kHttpTimeouts[] = {
+    {"http_idle_timeout", "--http-idle-timeout", "DELAYQ_HTTP_IDLE_TIMEOUT", "http idle timeout",
+     "Close an HTTP connection idle this long (default 60s; off: never)",
+     &Config::http_idle_timeout_ms},
+    {"http_header_timeout", "--http-header-timeout", "DELAYQ_HTTP_HEADER_TIMEOUT",
+     "http header timeout",
+     "Answer 408 and close when a request's header takes longer than this from\n"
+     "its first byte (default 10s; off: no limit)",
+     &Config::http_header_timeout_ms},
+    {"http_body_timeout", "--http-body-timeout", "DELAYQ_HTTP_BODY_TIMEOUT", "http body timeout",
+     "Answer 408 and close when a request's body takes longer than this after\n"
+     "its header (default 60s; off: no limit)",
+     &Config::http_body_timeout_ms},
+};
+
+Status ParseHttpTimeout(const HttpTimeout& t, const std::string& text, Config* c) {
+  if (text == "off") return c->*t.field = 0, Status::Ok();
   auto d = ParseDuration(text);
   if (!d.ok())
-    return Status::InvalidArgument(
-        "http idle timeout must be a duration (like 60s), or off (not '" + text + "')");
-  *out = *d;
+    return Status::InvalidArgument(std::string(t.what) +
+                                   " must be a duration (like 60s), or off (not '" + text + "')");
+  c->*t.field = *d;
   return Status::Ok();
+}
+
+const HttpTimeout* FindHttpTimeout(std::string_view key) {
+  for (const HttpTimeout& t : kHttpTimeouts)
+    if (key == t.key) return &t;
+  return nullptr;
 }
 
 // "1", "true", "yes", "on" / "0", "false", "no", "off".
@@ -137,10 +168,10 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
         return bad("an integer 1024..4294967295");
       c->http_max_body = static_cast<uint64_t>(*v);
-    } else if (k == "http_idle_timeout") {
+    } else if (const HttpTimeout* t = FindHttpTimeout(k); t != nullptr) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string (like \"60s\", or \"off\")");
-      if (Status st = ParseIdleTimeout(*v, &c->http_idle_timeout_ms); !st.ok())
+      if (Status st = ParseHttpTimeout(*t, *v, c); !st.ok())
         return Status::InvalidArgument("config file " + path + ": " + st.message());
     } else if (k == "log_level") {
       auto v = node.value<std::string>();
@@ -209,7 +240,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_flag("--no-io-uring", no_io_uring,
                "Make one system call per socket read and write instead of batching them\n"
                "through io_uring (which is used where the kernel allows it)");
-  std::string http_listen, http_idle;
+  std::string http_listen;
+  std::string http_timeouts[std::size(kHttpTimeouts)];
   int64_t http_port = -1, http_max_body = -1;
   bool no_http = false;
   app.add_option("--http-listen", http_listen,
@@ -224,9 +256,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "Largest HTTP request body in bytes (default 8388608); larger: 413")
       ->option_text("BYTES")
       ->check(CLI::Range(int64_t{1024}, static_cast<int64_t>(kMaxHttpBodyLimit)));
-  app.add_option("--http-idle-timeout", http_idle,
-                 "Close an HTTP connection idle this long (default 60s; off: never)")
-      ->option_text("DURATION");
+  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i)
+    app.add_option(kHttpTimeouts[i].flag, http_timeouts[i], kHttpTimeouts[i].help)
+        ->option_text("DURATION");
   app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
@@ -234,7 +266,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_BACKEND, DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, "
       "DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
-      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT. Documentation: "
+      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
+      "DELAYQ_HTTP_BODY_TIMEOUT. Documentation: "
       "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -324,9 +357,11 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
     c->http_max_body = z;
   }
-  if (auto v = EnvValue(env, "DELAYQ_HTTP_IDLE_TIMEOUT"); !v.empty()) {
-    if (Status st = ParseIdleTimeout(v, &c->http_idle_timeout_ms); !st.ok())
-      return fail(Status::InvalidArgument("DELAYQ_HTTP_IDLE_TIMEOUT: " + st.message()));
+  for (const HttpTimeout& t : kHttpTimeouts) {
+    if (auto v = EnvValue(env, t.env); !v.empty()) {
+      if (Status st = ParseHttpTimeout(t, v, c); !st.ok())
+        return fail(Status::InvalidArgument(std::string(t.env) + ": " + st.message()));
+    }
   }
   // 3. The flags.
   if (!listen.empty()) c->listen = listen;
@@ -346,8 +381,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
   if (no_http) c->http = false;
   if (http_max_body >= 0) c->http_max_body = static_cast<uint64_t>(http_max_body);
-  if (!http_idle.empty()) {
-    if (Status st = ParseIdleTimeout(http_idle, &c->http_idle_timeout_ms); !st.ok())
+  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i) {
+    if (http_timeouts[i].empty()) continue;
+    if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())
       return fail(st);
   }
   if (c->verbose && log_level.empty()) c->log_level = "debug";

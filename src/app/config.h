@@ -44,6 +44,10 @@ struct Config {
   uint16_t http_port = 11380;            // 0: any free port (logged at start)
   uint64_t http_max_body = 8u << 20;     // bytes of one request body
   TimeMs http_idle_timeout_ms = 60'000;  // 0: never close idle connections
+  // A request's header must arrive within this of its first byte, its body
+  // within http_body_timeout_ms of the header (408; 0: no limit).
+  TimeMs http_header_timeout_ms = 10'000;
+  TimeMs http_body_timeout_ms = 60'000;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

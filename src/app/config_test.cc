@@ -191,6 +191,19 @@ TEST(Config, Http) {
   EXPECT_EQ(d.http_listen, "127.0.0.1");
   EXPECT_EQ(d.http_idle_timeout_ms, 0);
   EXPECT_EQ(d.http_max_body, 2048u);
+  EXPECT_EQ(d.http_header_timeout_ms, 10'000);
+  EXPECT_EQ(d.http_body_timeout_ms, 60'000);
+  Config t;
+  ASSERT_TRUE(Parse({"--http-header-timeout", "2s", "--http-body-timeout", "off"},
+                    {"DELAYQ_HTTP_HEADER_TIMEOUT=5s", "DELAYQ_HTTP_BODY_TIMEOUT=7s"}, &t)
+                  .run);
+  EXPECT_EQ(t.http_header_timeout_ms, 2'000);
+  EXPECT_EQ(t.http_body_timeout_ms, 0);
+  Config te;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_HTTP_BODY_TIMEOUT=7s"}, &te).run);
+  EXPECT_EQ(te.http_body_timeout_ms, 7'000);
+  Config tb;
+  EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP_HEADER_TIMEOUT=soon"}, &tb).run);
   Config e;
   ASSERT_TRUE(Parse({"--no-http"}, {"DELAYQ_HTTP_PORT=9000"}, &e).run);
   EXPECT_FALSE(e.http);

@@ -201,6 +201,7 @@ int main(int argc, char** argv) {
   ctx.instance_id = RandomId();
   ctx.max_job_size = config.max_job_size;
   ctx.io_uring = config.io_uring;
+  ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
   utsname u{};
   if (uname(&u) == 0) {
     ctx.hostname = u.nodename;
@@ -214,6 +215,8 @@ int main(int argc, char** argv) {
     server::HttpServerOptions ho;
     ho.max_body_bytes = config.http_max_body;
     ho.idle_timeout = std::chrono::milliseconds(config.http_idle_timeout_ms);
+    ho.header_timeout = std::chrono::milliseconds(config.http_header_timeout_ms);
+    ho.body_timeout = std::chrono::milliseconds(config.http_body_timeout_ms);
     http = std::make_unique<server::HttpServer>(io, ctx, ho);
   }
   // Signals first: a SIGTERM that comes while we start is still graceful.

@@ -15,7 +15,11 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include <poll.h>
+
+#include <cctype>
 #include <charconv>
+#include <exception>
 #include <optional>
 
 namespace delayq::server {
@@ -68,9 +72,32 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (!busy_ && !writing_ && out_.empty()) Close();
   }
 
-  // Nothing in flight and quiet for `idle`.
-  bool IdleFor(std::chrono::milliseconds idle, SteadyClock::time_point now) const {
-    return !busy_ && !writing_ && out_.empty() && now - last_active_ >= idle;
+  // The server's periodic look at the connection: closes it when it sat
+  // idle too long, answers 408 when a request is taking too long to
+  // arrive, and cancels a waiting request whose client hung up.
+  void Sweep(SteadyClock::time_point now) {
+    if (closed_) return;
+    const HttpServerOptions& o = server_.options_;
+    if (busy_) {
+      if (call_ != 0 && !reading_ && PeerHungUp()) {
+        // Its input is not read (a backlog behind the long-poll, or replies
+        // it does not read), so the end of stream would never be seen.
+        server_.api_->Cancel(call_);
+        call_ = 0;
+        Close();
+      }
+      return;
+    }
+    if (request_started_) {
+      if (!header_checked_ && o.header_timeout.count() > 0 &&
+          now - request_start_ >= o.header_timeout)
+        return TimedOut("header", o.header_timeout);
+      if (header_checked_ && o.body_timeout.count() > 0 && now - header_done_at_ >= o.body_timeout)
+        return TimedOut("body", o.body_timeout);
+    }
+    if (o.idle_timeout.count() > 0 && !writing_ && out_.empty() &&
+        now - last_active_ >= o.idle_timeout)
+      Close();
   }
 
  private:
@@ -79,7 +106,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     parser_->header_limit(static_cast<uint32_t>(server_.options_.max_header_bytes));
     parser_->body_limit(server_.options_.max_body_bytes);
     parser_->eager(true);
-    continue_sent_ = false;
+    request_started_ = false;
+    header_checked_ = false;
   }
 
   void WaitReadable() {
@@ -154,24 +182,34 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void Process() {
     while (!busy_ && !close_after_ && !closed_ && out_.size() < kMaxOutput) {
       if (in_pos_ == in_.size()) break;
+      if (!request_started_) {
+        request_started_ = true;
+        request_start_ = SteadyClock::now();
+      }
       boost::system::error_code ec;
-      size_t used =
-          parser_->put(asio::const_buffer(in_.data() + in_pos_, in_.size() - in_pos_), ec);
+      size_t used = 0;
+      try {
+        used = parser_->put(asio::const_buffer(in_.data() + in_pos_, in_.size() - in_pos_), ec);
+      } catch (const std::exception& e) {
+        // Beast throws on some input (a trailer field past 64 KB throws
+        // std::length_error): this client's request is bad, nothing more.
+        server_.ctx_.warn.Warn("http_parser_exception",
+                               "peer=" + Peer() + " what=\"" + std::string(e.what()) + "\"");
+        return Refuse(HttpReply{
+            400,
+            HttpErrorBody("bad_request", "malformed HTTP request: " + std::string(e.what())),
+            {}});
+      }
       in_pos_ += used;
+      if (ec && ec != http::error::need_more) return Reject(ec);
+      if (!header_checked_ && parser_->is_header_done() && !CheckHeader()) return;
       if (ec == http::error::need_more) {
-        if (parser_->is_header_done() && !continue_sent_) {
-          continue_sent_ = true;
-          auto expect = parser_->get()[http::field::expect];
-          if (expect.size() == 12 && (expect[0] == '1') && expect.substr(3) == "-continue")
-            out_.append("HTTP/1.1 100 Continue\r\n\r\n");
-        }
         if (in_pos_ > 0 && in_pos_ == in_.size()) {
           in_.clear();
           in_pos_ = 0;
         }
         break;
       }
-      if (ec) return Reject(ec);
       if (!parser_->is_done()) continue;
       Dispatch();
     }
@@ -184,31 +222,108 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     }
   }
 
+  // The header is whole: refuses codings the server does not apply (it
+  // would read the body as something it is not), and answers `Expect:
+  // 100-continue` before the body is read. False when the request was
+  // refused.
+  bool CheckHeader() {
+    header_checked_ = true;
+    header_done_at_ = SteadyClock::now();
+    auto& req = parser_->get();
+    std::string_view te = Trimmed(req[http::field::transfer_encoding]);
+    if (!te.empty() && !IEquals(te, "chunked")) {
+      Refuse(HttpReply{501,
+                       HttpErrorBody("not_implemented",
+                                     "Transfer-Encoding '" + std::string(te.substr(0, 64)) +
+                                         "' is not supported; send the body as it is or chunked"),
+                       {}});
+      return false;
+    }
+    std::string_view ce = Trimmed(req[http::field::content_encoding]);
+    if (!ce.empty() && !IEquals(ce, "identity")) {
+      Refuse(HttpReply{415,
+                       HttpErrorBody("unsupported_media_type",
+                                     "Content-Encoding '" + std::string(ce.substr(0, 64)) +
+                                         "' is not supported; send the body uncompressed"),
+                       {}});
+      return false;
+    }
+    if (!parser_->is_done() && IEquals(Trimmed(req[http::field::expect]), "100-continue"))
+      out_.append("HTTP/1.1 100 Continue\r\n\r\n");
+    return true;
+  }
+
+  static bool IEquals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(a[i])) !=
+          std::tolower(static_cast<unsigned char>(b[i])))
+        return false;
+    return true;
+  }
+
+  static std::string_view Trimmed(boost::beast::string_view v) {
+    std::string_view s(v.data(), v.size());
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  }
+
   // A request the parser refused: answer it, then close (the stream is
   // out of step).
   void Reject(boost::system::error_code ec) {
-    HttpReply r;
     if (ec == http::error::header_limit) {
-      r = HttpReply{431,
-                    HttpErrorBody("header_too_large",
-                                  "the request header is larger than " +
-                                      std::to_string(server_.options_.max_header_bytes) + " bytes"),
-                    {}};
-    } else if (ec == http::error::body_limit) {
-      r = HttpReply{413,
-                    HttpErrorBody("payload_too_large",
-                                  "the request body is larger than " +
-                                      std::to_string(server_.options_.max_body_bytes) + " bytes"),
-                    {}};
-    } else {
-      r = HttpReply{
-          400, HttpErrorBody("bad_request", "malformed HTTP request: " + ec.message()), {}};
+      return Refuse(HttpReply{
+          431,
+          HttpErrorBody("header_too_large", "the request header is larger than " +
+                                                std::to_string(server_.options_.max_header_bytes) +
+                                                " bytes"),
+          {}});
     }
+    if (ec == http::error::body_limit) {
+      return Refuse(HttpReply{
+          413,
+          HttpErrorBody("payload_too_large", "the request body is larger than " +
+                                                 std::to_string(server_.options_.max_body_bytes) +
+                                                 " bytes"),
+          {}});
+    }
+    Refuse(HttpReply{
+        400, HttpErrorBody("bad_request", "malformed HTTP request: " + ec.message()), {}});
+  }
+
+  // Answers `r` and closes once it is sent; nothing more is read.
+  void Refuse(const HttpReply& r) {
     head_ = false;
     keep_alive_ = false;
     in_.clear();
     in_pos_ = 0;
+    request_started_ = false;
     Write(r);
+  }
+
+  void TimedOut(const char* part, std::chrono::milliseconds limit) {
+    server_.ctx_.warn.Warn(std::string("http_") + part + "_timeout",
+                           "peer=" + Peer() + " timeout_ms=" + std::to_string(limit.count()));
+    Refuse(HttpReply{408,
+                     HttpErrorBody("request_timeout", std::string("the request ") + part +
+                                                          " did not arrive within " +
+                                                          std::to_string(limit.count()) + " ms"),
+                     {}});
+    Run();
+  }
+
+  // The client shut its side or the connection broke (POLLRDHUP is seen
+  // even while unread input waits ahead of the end).
+  bool PeerHungUp() {
+    pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+  std::string Peer() const {
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
   void Dispatch() {
@@ -223,10 +338,22 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     busy_ = true;
     in_handle_ = true;
     std::weak_ptr<HttpConnection> weak = weak_from_this();
-    call_ = server_.api_->Handle(r, [weak](HttpReply reply) {
-      auto self = weak.lock();
-      if (self) self->OnReply(std::move(reply));
-    });
+    try {
+      call_ = server_.api_->Handle(r, [weak](HttpReply reply) {
+        auto self = weak.lock();
+        if (self) self->OnReply(std::move(reply));
+      });
+    } catch (const std::exception& e) {
+      // A fault of ours (an allocation that failed, say): this request ends,
+      // the server goes on.
+      in_handle_ = false;
+      busy_ = false;
+      call_ = 0;
+      server_.ctx_.warn.Warn("http_handler_exception",
+                             "peer=" + Peer() + " what=\"" + std::string(e.what()) + "\"");
+      return Refuse(HttpReply{
+          500, HttpErrorBody("internal", "the request failed: " + std::string(e.what())), {}});
+    }
     in_handle_ = false;
     if (!busy_) {
       call_ = 0;
@@ -343,7 +470,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool in_handle_ = false;  // inside HttpApi::Handle: replies are synchronous
   bool keep_alive_ = true, http10_ = false, head_ = false;
   bool close_after_ = false;  // close once the replies are out
-  bool continue_sent_ = false;
+  // The request being read: since when, and since when its header is whole.
+  bool request_started_ = false, header_checked_ = false;
+  SteadyClock::time_point request_start_, header_done_at_;
 };
 
 HttpServer::HttpServer(asio::io_context& io, ServerContext& ctx, HttpServerOptions options)
@@ -369,15 +498,16 @@ void HttpServer::Start() {
 }
 
 void HttpServer::ArmSweep() {
-  if (options_.idle_timeout.count() <= 0 || listener_.stopping()) return;
+  if (listener_.stopping()) return;
   sweep_.expires_after(kSweepEvery);
   sweep_.async_wait([this](boost::system::error_code ec) {
     if (ec || listener_.stopping()) return;
     auto now = SteadyClock::now();
-    std::vector<std::shared_ptr<HttpConnection>> idle;
-    for (auto& [p, c] : listener_.conns())
-      if (c->IdleFor(options_.idle_timeout, now)) idle.push_back(c);
-    for (auto& c : idle) c->CloseNow();
+    // Sweeping may close connections, which edits the set: a copy.
+    std::vector<std::shared_ptr<HttpConnection>> all;
+    all.reserve(listener_.conns().size());
+    for (auto& [p, c] : listener_.conns()) all.push_back(c);
+    for (auto& c : all) c->Sweep(now);
     ArmSweep();
   });
 }

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "server/beanstalk_decoder.h"
+#include "server/rate_limited_log.h"
 
 namespace delayq::server {
 
@@ -36,6 +37,9 @@ struct ServerContext {
   // Batch the beanstalkd connections' recv and send calls through io_uring
   // where the kernel allows (server/io_batch.h).
   bool io_uring = true;
+  // Warnings about clients (limits reached, timeouts), rate-limited per
+  // cause; delayqd gives it a sink.
+  RateLimitedLog warn;
 };
 
 }  // namespace delayq::server
