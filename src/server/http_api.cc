@@ -479,6 +479,9 @@ Result<JobId> ParseId(std::string_view s) {
 
 // The most topics one reserve may name (HTTP /reserve and Youzan /pop).
 constexpr size_t kMaxReserveTopics = 1024;
+// The bodies one reserve's reply may carry at most, counted at the maximum
+// job size: 128 jobs of 64 KiB, 1000 (the most of any reserve) up to 8 KiB.
+constexpr size_t kReserveReplyBudget = 8 * 1024 * 1024;
 
 // Splits "a,b" (Youzan) into names, each once, in order. False when there
 // are more than kMaxReserveTopics different names.
@@ -1221,6 +1224,11 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
   if (Status st = f.Int("count", 1, static_cast<int64_t>(api.options_.max_batch), &count); !st.ok())
     return done(StatusReply(st));
   if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  // One reply holds at most kReserveReplyBudget of bodies at the maximum
+  // job size: its memory is bounded whatever the jobs hold.
+  const int64_t fit = std::max<int64_t>(
+      1, static_cast<int64_t>(kReserveReplyBudget / std::max<size_t>(api.ctx_.max_job_size, 1)));
+  count = std::min(count, fit);
   Reserve(
       api, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
       [&api, done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {

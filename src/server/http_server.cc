@@ -201,8 +201,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
             {}});
       }
       in_pos_ += used;
-      if (ec && ec != http::error::need_more) return Reject(ec);
+      // The header first: a coding the server does not apply is the reason
+      // to give, even when the body it framed did not parse.
       if (!header_checked_ && parser_->is_header_done() && !CheckHeader()) return;
+      if (ec && ec != http::error::need_more) return Reject(ec);
       if (ec == http::error::need_more) {
         if (in_pos_ > 0 && in_pos_ == in_.size()) {
           in_.clear();

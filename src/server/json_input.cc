@@ -73,6 +73,12 @@ Status CheckJsonShape(std::string_view s, size_t max_depth) {
   size_t depth = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
+    if (c == '\0') {
+      // RapidJSON takes a NUL for the end of its input: what follows one
+      // would go unread.
+      return Status::InvalidArgument("bad_json:a NUL byte outside a string (at byte " +
+                                     std::to_string(i) + ")");
+    }
     if (c == '[' || c == '{') {
       if (++depth > max_depth)
         return BadJson(

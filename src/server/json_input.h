@@ -23,7 +23,9 @@ namespace delayq::server {
 // future route may take as JSON.
 inline constexpr size_t kMaxJsonDepth = 64;
 
-// The checks ParseJsonObject makes before it parses, in one pass: arrays
+// The checks ParseJsonObject makes before it parses, in one pass: no NUL
+// byte outside a string (kInvalidArgument "bad_json:..."; RapidJSON would
+// stop reading there and take what follows for the end), arrays
 // and objects nested no deeper than `max_depth`, and no \u escape that is
 // half of a surrogate pair without its other half (RapidJSON lets a lone
 // low surrogate through, as bytes that are not UTF-8). Returns

@@ -82,7 +82,8 @@ TEST(JsonInput, GrammarErrorsAndNumbersOutOfRange) {
   for (std::string bad : {std::string("{\"n\":1e400}"), std::string("{\"n\":-1e400}"),
                           "{\"n\":" + std::string(10'000, '9') + "}", std::string("{\"a\":}"),
                           std::string("{\"a\":\"\xff\"}"), std::string("{\"a\":\"\xed\xa0\x80\"}"),
-                          std::string("{\"a\":1} x"), std::string("\0{}", 3)}) {
+                          std::string("{\"a\":1} x"), std::string("\0{}", 3),
+                          std::string("{\"a\":1}\0", 8), std::string("{\"a\":1}\0junk", 12)}) {
     Status st = Parse(bad);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << bad.substr(0, 40);
     EXPECT_EQ(st.message().rfind("bad_json:", 0), 0u) << st.message();
