@@ -1,31 +1,17 @@
 #include "server/http_server.h"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
-// GCC 12 with the sanitizers reports a false -Wmaybe-uninitialized inside
-// Beast's parser (a boost::optional it fills before reading).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/field.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <poll.h>
 
-#include <cctype>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <charconv>
 #include <exception>
-#include <optional>
+
+#include "server/http_request_reader.h"
 
 namespace delayq::server {
 
 namespace asio = boost::asio;
-namespace http = boost::beast::http;
 using asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -52,16 +38,16 @@ void AppendUint(std::string& out, uint64_t v) {
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(HttpServer& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), last_active_(SteadyClock::now()) {
+      : server_(server),
+        socket_(std::move(socket)),
+        reader_(server.options_.max_header_bytes, server.options_.max_body_bytes),
+        last_active_(SteadyClock::now()) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     socket_.non_blocking(true, ec);
   }
 
-  void Start() {
-    NewParser();
-    WaitReadable();
-  }
+  void Start() { WaitReadable(); }
 
   void CloseNow() { Close(); }
 
@@ -88,11 +74,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       }
       return;
     }
-    if (request_started_) {
-      if (!header_checked_ && o.header_timeout.count() > 0 &&
-          now - request_start_ >= o.header_timeout)
+    if (reader_.begun() && !close_after_) {
+      if (!reader_.header_done() && o.header_timeout.count() > 0 &&
+          now - reader_.begun_at() >= o.header_timeout)
         return TimedOut("header", o.header_timeout);
-      if (header_checked_ && o.body_timeout.count() > 0 && now - header_done_at_ >= o.body_timeout)
+      if (reader_.header_done() && o.body_timeout.count() > 0 &&
+          now - reader_.header_done_at() >= o.body_timeout)
         return TimedOut("body", o.body_timeout);
     }
     if (o.idle_timeout.count() > 0 && !writing_ && out_.empty() &&
@@ -101,19 +88,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
  private:
-  void NewParser() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(server_.options_.max_header_bytes));
-    parser_->body_limit(server_.options_.max_body_bytes);
-    parser_->eager(true);
-    request_started_ = false;
-    header_checked_ = false;
-  }
-
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
-    if ((busy_ || out_.size() >= kMaxOutput) && in_.size() - in_pos_ > kMaxBufferedInput) return;
+    if ((busy_ || out_.size() >= kMaxOutput) && reader_.buffered() > kMaxBufferedInput) return;
     reading_ = true;
     socket_.async_read_some(asio::buffer(rbuf_),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -143,13 +121,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     Run();
   }
 
-  void Append(size_t n) {
-    if (in_pos_ > 0 && in_pos_ == in_.size()) {
-      in_.clear();
-      in_pos_ = 0;
-    }
-    in_.append(rbuf_.data(), n);
-  }
+  void Append(size_t n) { reader_.Append(std::string_view(rbuf_.data(), n)); }
 
   void Run() {
     for (;;) {
@@ -181,126 +153,23 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // connection is to close.
   void Process() {
     while (!busy_ && !close_after_ && !closed_ && out_.size() < kMaxOutput) {
-      if (in_pos_ == in_.size()) break;
-      if (!request_started_) {
-        request_started_ = true;
-        request_start_ = SteadyClock::now();
+      HttpRequestReader::Result r = reader_.Parse(SteadyClock::now(), &out_);
+      if (r == HttpRequestReader::Result::kNeedMore) break;
+      if (r == HttpRequestReader::Result::kRefused) {
+        if (!reader_.exception().empty())
+          server_.ctx_.warn.Warn("http_parser_exception",
+                                 "peer=" + Peer() + " " + reader_.exception());
+        return Refuse(reader_.refusal());
       }
-      boost::system::error_code ec;
-      size_t used = 0;
-      try {
-        used = parser_->put(asio::const_buffer(in_.data() + in_pos_, in_.size() - in_pos_), ec);
-      } catch (const std::exception& e) {
-        // Beast throws on some input (a trailer field past 64 KB throws
-        // std::length_error): this client's request is bad, nothing more.
-        server_.ctx_.warn.Warn("http_parser_exception",
-                               "peer=" + Peer() + " what=\"" + std::string(e.what()) + "\"");
-        return Refuse(HttpReply{
-            400,
-            HttpErrorBody("bad_request", "malformed HTTP request: " + std::string(e.what())),
-            {}});
-      }
-      in_pos_ += used;
-      // The header first: a coding the server does not apply is the reason
-      // to give, even when the body it framed did not parse.
-      if (!header_checked_ && parser_->is_header_done() && !CheckHeader()) return;
-      if (ec && ec != http::error::need_more) return Reject(ec);
-      if (ec == http::error::need_more) {
-        if (in_pos_ > 0 && in_pos_ == in_.size()) {
-          in_.clear();
-          in_pos_ = 0;
-        }
-        break;
-      }
-      if (!parser_->is_done()) continue;
       Dispatch();
     }
-    if (in_pos_ == in_.size()) {
-      in_.clear();
-      in_pos_ = 0;
-    } else if (in_pos_ > 64 * 1024) {
-      in_.erase(0, in_pos_);
-      in_pos_ = 0;
-    }
-  }
-
-  // The header is whole: refuses codings the server does not apply (it
-  // would read the body as something it is not), and answers `Expect:
-  // 100-continue` before the body is read. False when the request was
-  // refused.
-  bool CheckHeader() {
-    header_checked_ = true;
-    header_done_at_ = SteadyClock::now();
-    auto& req = parser_->get();
-    std::string_view te = Trimmed(req[http::field::transfer_encoding]);
-    if (!te.empty() && !IEquals(te, "chunked")) {
-      Refuse(HttpReply{501,
-                       HttpErrorBody("not_implemented",
-                                     "Transfer-Encoding '" + std::string(te.substr(0, 64)) +
-                                         "' is not supported; send the body as it is or chunked"),
-                       {}});
-      return false;
-    }
-    std::string_view ce = Trimmed(req[http::field::content_encoding]);
-    if (!ce.empty() && !IEquals(ce, "identity")) {
-      Refuse(HttpReply{415,
-                       HttpErrorBody("unsupported_media_type",
-                                     "Content-Encoding '" + std::string(ce.substr(0, 64)) +
-                                         "' is not supported; send the body uncompressed"),
-                       {}});
-      return false;
-    }
-    if (!parser_->is_done() && IEquals(Trimmed(req[http::field::expect]), "100-continue"))
-      out_.append("HTTP/1.1 100 Continue\r\n\r\n");
-    return true;
-  }
-
-  static bool IEquals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (std::tolower(static_cast<unsigned char>(a[i])) !=
-          std::tolower(static_cast<unsigned char>(b[i])))
-        return false;
-    return true;
-  }
-
-  static std::string_view Trimmed(boost::beast::string_view v) {
-    std::string_view s(v.data(), v.size());
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-  }
-
-  // A request the parser refused: answer it, then close (the stream is
-  // out of step).
-  void Reject(boost::system::error_code ec) {
-    if (ec == http::error::header_limit) {
-      return Refuse(HttpReply{
-          431,
-          HttpErrorBody("header_too_large", "the request header is larger than " +
-                                                std::to_string(server_.options_.max_header_bytes) +
-                                                " bytes"),
-          {}});
-    }
-    if (ec == http::error::body_limit) {
-      return Refuse(HttpReply{
-          413,
-          HttpErrorBody("payload_too_large", "the request body is larger than " +
-                                                 std::to_string(server_.options_.max_body_bytes) +
-                                                 " bytes"),
-          {}});
-    }
-    Refuse(HttpReply{
-        400, HttpErrorBody("bad_request", "malformed HTTP request: " + ec.message()), {}});
   }
 
   // Answers `r` and closes once it is sent; nothing more is read.
   void Refuse(const HttpReply& r) {
     head_ = false;
     keep_alive_ = false;
-    in_.clear();
-    in_pos_ = 0;
-    request_started_ = false;
+    reader_.Discard();
     Write(r);
   }
 
@@ -329,14 +198,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void Dispatch() {
-    auto& req = parser_->get();
-    keep_alive_ = parser_->keep_alive() && !draining_;
-    http10_ = req.version() < 11;
-    head_ = req.method() == http::verb::head;
-    auto method = req.method_string();
-    auto target = req.target();
-    HttpRequest r{std::string_view(method.data(), method.size()),
-                  std::string_view(target.data(), target.size()), req.body()};
+    HttpRequestReader::Request req = reader_.request();
+    keep_alive_ = req.keep_alive && !draining_;
+    http10_ = req.http10;
+    head_ = req.head;
+    HttpRequest r{req.method, req.target, req.body};
     busy_ = true;
     in_handle_ = true;
     std::weak_ptr<HttpConnection> weak = weak_from_this();
@@ -359,8 +225,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     in_handle_ = false;
     if (!busy_) {
       call_ = 0;
-      // Only now: the request's views pointed into the parser.
-      if (!close_after_) NewParser();
+      // Only now: the request's views pointed into the reader.
+      if (!close_after_) reader_.Next();
     }
   }
 
@@ -369,12 +235,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     busy_ = false;
     call_ = 0;
     Write(reply);
-    if (close_after_) {
-      in_.clear();
-      in_pos_ = 0;
-    }
-    if (in_handle_) return;  // Dispatch makes the next parser; Process goes on
-    if (!close_after_) NewParser();
+    if (close_after_) reader_.Discard();
+    if (in_handle_) return;  // Dispatch moves the reader on; Process goes on
+    if (!close_after_) reader_.Next();
     // Completed later (a backend completion): resume on the loop.
     if (wake_posted_) return;
     wake_posted_ = true;
@@ -459,9 +322,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HttpServer& server_;
   tcp::socket socket_;
   std::array<char, kReadChunk> rbuf_;
-  std::string in_;     // received; in_pos_ onwards not parsed yet
-  size_t in_pos_ = 0;  // (the parser keeps the body of a request it has begun)
-  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequestReader reader_;
   std::string out_;      // replies not sent yet
   std::string pending_;  // the rest of a write the kernel did not take at once
   HttpApi::CallId call_ = 0;
@@ -472,9 +333,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool in_handle_ = false;  // inside HttpApi::Handle: replies are synchronous
   bool keep_alive_ = true, http10_ = false, head_ = false;
   bool close_after_ = false;  // close once the replies are out
-  // The request being read: since when, and since when its header is whole.
-  bool request_started_ = false, header_checked_ = false;
-  SteadyClock::time_point request_start_, header_done_at_;
 };
 
 HttpServer::HttpServer(asio::io_context& io, ServerContext& ctx, HttpServerOptions options)
