@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <map>
 #include <sstream>
 
@@ -64,6 +65,36 @@ Status ParseHttpTimeout(const HttpTimeout& t, const std::string& text, Config* c
     return Status::InvalidArgument(std::string(t.what) +
                                    " must be a duration (like 60s), or off (not '" + text + "')");
   c->*t.field = *d;
+  return Status::Ok();
+}
+
+// "0", "1048576", "512mb", "2gb" (k, m, g: powers of 1024, as Redis reads
+// its maxmemory), at least 1 MiB unless 0.
+Status ParseMemory(const std::string& text, uint64_t* out) {
+  Status bad = Status::InvalidArgument(
+      "max memory must be a number of bytes, optionally with kb, mb or gb (like 512mb), at "
+      "least 1mb, or 0 for no limit (not '" +
+      text + "')");
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 15) return bad;
+  uint64_t n = std::stoull(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  uint64_t scale = 1;
+  if (unit == "k" || unit == "kb") {
+    scale = 1ull << 10;
+  } else if (unit == "m" || unit == "mb") {
+    scale = 1ull << 20;
+  } else if (unit == "g" || unit == "gb") {
+    scale = 1ull << 30;
+  } else if (!unit.empty() && unit != "b") {
+    return bad;
+  }
+  if (n > UINT64_MAX / scale) return bad;
+  uint64_t bytes = n * scale;
+  if (bytes != 0 && bytes < (1ull << 20)) return bad;
+  *out = bytes;
   return Status::Ok();
 }
 
@@ -168,6 +199,17 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
         return bad("an integer 1024..4294967295");
       c->http_max_body = static_cast<uint64_t>(*v);
+    } else if (k == "max_memory") {
+      std::string text;
+      if (auto n = node.value<int64_t>(); n && *n >= 0) {
+        text = std::to_string(*n);
+      } else if (auto v = node.value<std::string>(); v) {
+        text = *v;
+      } else {
+        return bad("a number of bytes or a string like \"512mb\"");
+      }
+      if (Status st = ParseMemory(text, &c->max_memory); !st.ok())
+        return Status::InvalidArgument("config file " + path + ": " + st.message());
     } else if (const HttpTimeout* t = FindHttpTimeout(k); t != nullptr) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string (like \"60s\", or \"off\")");
@@ -240,8 +282,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_flag("--no-io-uring", no_io_uring,
                "Make one system call per socket read and write instead of batching them\n"
                "through io_uring (which is used where the kernel allows it)");
-  std::string http_listen;
+  std::string http_listen, max_memory;
   std::string http_timeouts[std::size(kHttpTimeouts)];
+  app.add_option("--max-memory", max_memory,
+                 "Refuse puts while delayqd uses more memory than this (bytes, or with kb,\n"
+                 "mb, gb: 512mb); reserves, finishes and deletes go on (default 0: no limit)")
+      ->option_text("BYTES");
   int64_t http_port = -1, http_max_body = -1;
   bool no_http = false;
   app.add_option("--http-listen", http_listen,
@@ -267,7 +313,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
-      "DELAYQ_HTTP_BODY_TIMEOUT. Documentation: "
+      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY. Documentation: "
       "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -357,6 +403,10 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
     c->http_max_body = z;
   }
+  if (auto v = EnvValue(env, "DELAYQ_MAX_MEMORY"); !v.empty()) {
+    if (Status st = ParseMemory(v, &c->max_memory); !st.ok())
+      return fail(Status::InvalidArgument("DELAYQ_MAX_MEMORY: " + st.message()));
+  }
   for (const HttpTimeout& t : kHttpTimeouts) {
     if (auto v = EnvValue(env, t.env); !v.empty()) {
       if (Status st = ParseHttpTimeout(t, v, c); !st.ok())
@@ -381,6 +431,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
   if (no_http) c->http = false;
   if (http_max_body >= 0) c->http_max_body = static_cast<uint64_t>(http_max_body);
+  if (!max_memory.empty()) {
+    if (Status st = ParseMemory(max_memory, &c->max_memory); !st.ok()) return fail(st);
+  }
   for (size_t i = 0; i < std::size(kHttpTimeouts); ++i) {
     if (http_timeouts[i].empty()) continue;
     if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())

@@ -47,6 +47,9 @@ struct Config {
   // A request's header must arrive within this of its first byte, its body
   // within http_body_timeout_ms of the header (408; 0: no limit).
   TimeMs http_header_timeout_ms = 10'000;
+  // Past this much memory in use (bytes; 0: no limit) puts are refused
+  // while every other operation goes on (docs/limits.md).
+  uint64_t max_memory = 0;
   TimeMs http_body_timeout_ms = 60'000;
 };
 

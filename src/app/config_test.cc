@@ -204,16 +204,30 @@ TEST(Config, Http) {
   EXPECT_EQ(te.http_body_timeout_ms, 7'000);
   Config tb;
   EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP_HEADER_TIMEOUT=soon"}, &tb).run);
+}
+
+TEST(Config, MaxMemory) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_memory, 0u);
+  for (auto [text, bytes] :
+       std::vector<std::pair<std::string, uint64_t>>{{"0", 0},
+                                                     {"1048576", 1u << 20},
+                                                     {"512mb", 512ull << 20},
+                                                     {"2GB", 2ull << 30},
+                                                     {"4096k", 4096ull << 10}}) {
+    Config d;
+    ASSERT_TRUE(Parse({"--max-memory", text}, {}, &d).run) << text;
+    EXPECT_EQ(d.max_memory, bytes) << text;
+  }
   Config e;
-  ASSERT_TRUE(Parse({"--no-http"}, {"DELAYQ_HTTP_PORT=9000"}, &e).run);
-  EXPECT_FALSE(e.http);
-  EXPECT_EQ(e.http_port, 9000);
-  Config f;
-  EXPECT_FALSE(Parse({"--http-port", "70000"}, {}, &f).run);
-  Config g;
-  EXPECT_FALSE(Parse({"--http-idle-timeout", "soon"}, {}, &g).run);
-  Config h;
-  EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP=maybe"}, &h).run);
+  ASSERT_TRUE(Parse({}, {"DELAYQ_MAX_MEMORY=3mb"}, &e).run);
+  EXPECT_EQ(e.max_memory, 3ull << 20);
+  for (const char* bad :
+       {"lots", "12tb", "1000", "-5mb", "mb", "99999999999999999gb", "999999999999999gb"}) {
+    Config f;
+    EXPECT_FALSE(Parse({"--max-memory", bad}, {}, &f).run) << bad;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // serves the beanstalkd protocol and the HTTP/JSON API on one loop thread
 // until SIGTERM/SIGINT;
 // SIGUSR1 enters drain mode (puts answer DRAINING), as in beanstalkd.
+#include <malloc.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/utsname.h>
@@ -47,6 +48,28 @@ void SetUpLogging(const app::Config& c) {
   logger->set_level(spdlog::level::from_str(c.log_level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+// --max-memory: every 100 ms, the bytes malloc has handed out and not got
+// back (in its arenas and in chunks of their own: what the jobs, buffers,
+// RocksDB's memtables and caches take), against the limit. Past it, puts
+// are refused (ServerContext::AdmitPut) until use falls below it again.
+void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerContext& ctx) {
+  t->expires_after(std::chrono::milliseconds(100));
+  t->async_wait([t, &ctx](const boost::system::error_code& ec) {
+    if (ec) return;
+    const struct mallinfo2 mi = mallinfo2();
+    const uint64_t used = mi.uordblks + mi.hblkhd;
+    const bool full = used > ctx.max_memory;
+    if (full != ctx.memory_full) {
+      ctx.memory_full = full;
+      ctx.warn.Warn(full ? "max_memory_reached" : "max_memory_ok",
+                    "used_bytes=" + std::to_string(used) +
+                        " max_memory=" + std::to_string(ctx.max_memory) +
+                        (full ? " note=\"puts are refused\"" : " note=\"puts are taken again\""));
+    }
+    WatchMemory(t, ctx);
+  });
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
@@ -202,6 +225,8 @@ int main(int argc, char** argv) {
   ctx.max_job_size = config.max_job_size;
   ctx.io_uring = config.io_uring;
   ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
+  ctx.max_memory = config.max_memory;
+  if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
   utsname u{};
   if (uname(&u) == 0) {
     ctx.hostname = u.nodename;

@@ -1142,8 +1142,8 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
   for (size_t i = 0; i < n; ++i) {
     PutRequest& r = (*specs)[i].req;
     r.topic = topic;
-    if (api.ctx_.draining) {
-      st->results[i] = Status::Draining();
+    if (Status admit = api.ctx_.AdmitPut(); !admit.ok()) {
+      st->results[i] = std::move(admit);
       if (--st->pending == 0) finish();
       continue;
     }
@@ -1555,6 +1555,7 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
   if (body != d.MemberEnd() && !body->value.IsString())
     return done(YouzanFail("body must be a string"));
   if (api.ctx_.draining) return done(YouzanFail("the server is draining: it takes no new jobs"));
+  if (Status admit = api.ctx_.AdmitPut(); !admit.ok()) return done(YouzanFail(admit.message()));
   PutRequest r;
   r.topic = topic;
   r.key = id;

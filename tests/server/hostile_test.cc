@@ -504,6 +504,65 @@ TEST_F(Hostile, ABigReserveReplyIsBounded) {
   ExpectHealthy(64 * 1024);
 }
 
+// ---- memory ------------------------------------------------------------------------
+
+class HostileMemory : public Hostile {
+ protected:
+  void SetUp() override {
+    if (AgainstRedis()) GTEST_SKIP() << "the jobs live in Redis: delayqd's memory does not grow";
+#ifdef DELAYQ_SANITIZED
+    GTEST_SKIP() << "ASan's allocator does not report through mallinfo2";
+#endif
+    StartServer({"--in-memory", "--max-memory", "48mb"});
+  }
+};
+
+// Past --max-memory puts are refused on both protocols (as Redis's
+// maxmemory with noeviction) while reserves, finishes and deletes go on;
+// once memory is freed, puts are taken again.
+TEST_F(HostileMemory, PutsAreRefusedPastMaxMemoryAndEverythingElseGoesOn) {
+  RawClient c(server_.port(), 30s);
+  ASSERT_EQ(c.Call("use big\r\n"), "USING big\r\n");
+  ASSERT_EQ(c.Call("watch big\r\n"), "WATCHING 2\r\n");
+  const std::string body(65535, 'm');
+  const std::string put = "put 0 0 600 65535\r\n" + body + "\r\n";
+  std::vector<std::string> ids;
+  std::string reply;
+  // 48 MiB is about 750 such jobs; the watchdog looks every 100 ms.
+  for (int i = 0; i < 5000; ++i) {
+    reply = c.Call(put);
+    if (reply.rfind("INSERTED ", 0) != 0) break;
+    ids.push_back(reply.substr(9, reply.size() - 11));
+    if (i % 100 == 99) std::this_thread::sleep_for(150ms);
+  }
+  ASSERT_EQ(reply, "OUT_OF_MEMORY\r\n") << ids.size() << " jobs put";
+  EXPECT_GT(ids.size(), 300u);
+  EXPECT_LT(ids.size(), 2000u);
+  HttpResponse h = Call("POST", "/topics/big/jobs", R"({"body":"x"})");
+  EXPECT_EQ(h.status, 503) << h.body;
+  EXPECT_EQ(ErrorCode(h), "resource_exhausted");
+  EXPECT_NE(h.body.find("--max-memory"), std::string::npos) << h.body;
+  HttpResponse y = Call("POST", "/push", R"({"id":"m1","topic":"big","delay":0,"ttr":5})");
+  EXPECT_EQ(Json(y.body)["code"].GetInt(), 1) << y.body;
+  // Everything else goes on.
+  std::string r = c.Call("reserve-with-timeout 0\r\n");
+  EXPECT_EQ(r.substr(0, 9), "RESERVED ") << r.substr(0, 40);
+  EXPECT_EQ(YamlValue(c.Call("stats-tube big\r\n"), "current-jobs-ready"),
+            std::to_string(ids.size() - 1));
+  for (const std::string& id : ids) ASSERT_EQ(c.Call("delete " + id + "\r\n"), "DELETED\r\n");
+  // Freed: puts are taken again.
+  std::string again;
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(100ms);
+    again = c.Call(put);
+    if (again.rfind("INSERTED ", 0) == 0) break;
+  }
+  EXPECT_EQ(again.substr(0, 9), "INSERTED ");
+  EXPECT_EQ(Call("POST", "/topics/big/jobs", R"({"body":"x"})").status, 201);
+  EXPECT_NE(server_.Log().find("event=max_memory_reached"), std::string::npos) << server_.Log();
+  ExpectHealthy();
+}
+
 // ---- many topics -----------------------------------------------------------------
 
 // The Youzan routes look a key up in every topic; with ~11,000 topics the
