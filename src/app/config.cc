@@ -68,6 +68,8 @@ Status ParseHttpTimeout(const HttpTimeout& t, const std::string& text, Config* c
   return Status::Ok();
 }
 
+constexpr int64_t kMaxTopicsLimit = 100'000'000;
+
 // "0", "1048576", "512mb", "2gb" (k, m, g: powers of 1024, as Redis reads
 // its maxmemory), at least 1 MiB unless 0.
 Status ParseMemory(const std::string& text, uint64_t* out) {
@@ -199,6 +201,10 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
         return bad("an integer 1024..4294967295");
       c->http_max_body = static_cast<uint64_t>(*v);
+    } else if (k == "max_topics") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > kMaxTopicsLimit) return bad("an integer 0..100000000");
+      c->max_topics = static_cast<uint64_t>(*v);
     } else if (k == "max_memory") {
       std::string text;
       if (auto n = node.value<int64_t>(); n && *n >= 0) {
@@ -283,6 +289,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                "Make one system call per socket read and write instead of batching them\n"
                "through io_uring (which is used where the kernel allows it)");
   std::string http_listen, max_memory;
+  int64_t max_topics = -1;
+  app.add_option("--max-topics", max_topics,
+                 "The most topics at once; a use, watch or put of one more is refused\n"
+                 "(OUT_OF_MEMORY; HTTP 503) (default 100000; 0: no limit)")
+      ->option_text("N")
+      ->check(CLI::Range(int64_t{0}, kMaxTopicsLimit));
   std::string http_timeouts[std::size(kHttpTimeouts)];
   app.add_option("--max-memory", max_memory,
                  "Refuse puts while delayqd uses more memory than this (bytes, or with kb,\n"
@@ -313,7 +325,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
-      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY. Documentation: "
+      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS. Documentation: "
       "docs/configuration.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -403,6 +415,13 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
     c->http_max_body = z;
   }
+  if (auto v = EnvValue(env, "DELAYQ_MAX_TOPICS"); !v.empty()) {
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 0 || n > kMaxTopicsLimit)
+      return fail(Status::InvalidArgument("DELAYQ_MAX_TOPICS must be 0..100000000"));
+    c->max_topics = static_cast<uint64_t>(n);
+  }
   if (auto v = EnvValue(env, "DELAYQ_MAX_MEMORY"); !v.empty()) {
     if (Status st = ParseMemory(v, &c->max_memory); !st.ok())
       return fail(Status::InvalidArgument("DELAYQ_MAX_MEMORY: " + st.message()));
@@ -434,6 +453,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (!max_memory.empty()) {
     if (Status st = ParseMemory(max_memory, &c->max_memory); !st.ok()) return fail(st);
   }
+  if (max_topics >= 0) c->max_topics = static_cast<uint64_t>(max_topics);
   for (size_t i = 0; i < std::size(kHttpTimeouts); ++i) {
     if (http_timeouts[i].empty()) continue;
     if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())

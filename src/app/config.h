@@ -50,6 +50,9 @@ struct Config {
   // Past this much memory in use (bytes; 0: no limit) puts are refused
   // while every other operation goes on (docs/limits.md).
   uint64_t max_memory = 0;
+  // The most topics at once (0: no limit): a use, watch or put of one more
+  // is refused (docs/limits.md).
+  uint64_t max_topics = 100'000;
   TimeMs http_body_timeout_ms = 60'000;
 };
 

@@ -206,6 +206,22 @@ TEST(Config, Http) {
   EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP_HEADER_TIMEOUT=soon"}, &tb).run);
 }
 
+TEST(Config, MaxTopics) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_topics, 100'000u);
+  Config d;
+  ASSERT_TRUE(Parse({"--max-topics", "0"}, {"DELAYQ_MAX_TOPICS=5"}, &d).run);
+  EXPECT_EQ(d.max_topics, 0u);
+  Config e;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_MAX_TOPICS=5"}, &e).run);
+  EXPECT_EQ(e.max_topics, 5u);
+  Config f;
+  EXPECT_FALSE(Parse({"--max-topics", "-1"}, {}, &f).run);
+  Config g;
+  EXPECT_FALSE(Parse({}, {"DELAYQ_MAX_TOPICS=many"}, &g).run);
+}
+
 TEST(Config, MaxMemory) {
   Config c;
   ASSERT_TRUE(Parse({}, {}, &c).run);

@@ -94,6 +94,7 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
                                             store::RocksStore* rocks) {
   backend::LocalBackend::Options bo;
   bo.max_job_size = config.max_job_size;
+  bo.max_topics = config.max_topics;
   bo.store = rocks;
   bo.journal = rocks != nullptr ? rocks->journal() : nullptr;
   bo.horizon_ms = config.horizon_ms;

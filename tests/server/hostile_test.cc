@@ -245,6 +245,24 @@ TEST_F(Hostile, NulBytesInPathsTopicsAndKeys) {
   ExpectHealthy();
 }
 
+// Topic names and keys: 200 bytes at most, the same on both protocols.
+TEST_F(Hostile, NameAndKeyLengthsAreTheSameOnBothProtocols) {
+  const std::string t200(200, 't'), t201(201, 't'), k200(200, 'k'), k201(201, 'k');
+  RawClient b(server_.port());
+  EXPECT_EQ(b.Call("use " + t200 + "\r\n"), "USING " + t200 + "\r\n");
+  EXPECT_EQ(b.Call("use " + t201 + "\r\n"), "BAD_FORMAT\r\n");
+  EXPECT_EQ(b.Call("put-ex 0 0 1000 1 key=" + k200 + "\r\nx\r\n").substr(0, 9), "INSERTED ");
+  EXPECT_EQ(b.Call("put-ex 0 0 1000 1 key=" + k201 + "\r\nx\r\n"), "BAD_FORMAT\r\n");
+  // The same key in the same topic: the job put over the other protocol.
+  EXPECT_EQ(
+      Call("POST", "/topics/" + t200 + "/jobs", R"({"body":"x","key":")" + k200 + "\"}").status,
+      200);
+  EXPECT_EQ(Call("POST", "/topics/" + t201 + "/jobs", R"({"body":"x"})").status, 400);
+  EXPECT_EQ(Call("POST", "/topics/x/jobs", R"({"body":"x","key":")" + k201 + "\"}").status, 400);
+  EXPECT_EQ(Call("GET", "/topics/" + t200 + "/keys/" + k201).status, 400);
+  ExpectHealthy();
+}
+
 // ---- HTTP framing -----------------------------------------------------------------
 
 TEST_F(Hostile, HeadersAtAndPastTheirLimits) {
@@ -563,7 +581,40 @@ TEST_F(HostileMemory, PutsAreRefusedPastMaxMemoryAndEverythingElseGoesOn) {
   ExpectHealthy();
 }
 
-// ---- many topics -----------------------------------------------------------------
+// ---- many topics ----
+
+class HostileTopics : public Hostile {
+ protected:
+  void SetUp() override {
+    if (AgainstRedis()) GTEST_SKIP() << "--max-topics applies to the Local backend";
+    StartServer({"--max-topics", "50"});
+  }
+};
+
+// Past --max-topics a new topic is refused on both protocols; the topics
+// that exist go on; a topic that ends makes room.
+TEST_F(HostileTopics, ANewTopicPastTheLimitIsRefused) {
+  RawClient c(server_.port());
+  // "default" and "kept" exist: 48 more.
+  std::string last;
+  for (int i = 0; i < 48; ++i) last = c.Call("watch t" + std::to_string(i) + "\r\n");
+  ASSERT_EQ(last, "WATCHING 49\r\n");
+  EXPECT_EQ(c.Call("watch one-more\r\n"), "OUT_OF_MEMORY\r\n");
+  EXPECT_EQ(c.Call("use one-more\r\n"), "OUT_OF_MEMORY\r\n");
+  HttpResponse put = Call("POST", "/topics/one-more/jobs", R"({"body":"x"})");
+  EXPECT_EQ(put.status, 503) << put.body;
+  EXPECT_EQ(ErrorCode(put), "resource_exhausted");
+  EXPECT_NE(put.body.find("--max-topics"), std::string::npos) << put.body;
+  HttpResponse wait = Call("POST", "/reserve", R"({"topics":["one-more"]})");
+  EXPECT_EQ(wait.status, 503) << wait.body;
+  // Existing topics go on.
+  EXPECT_EQ(Call("POST", "/topics/t7/jobs", R"({"body":"x"})").status, 201);
+  EXPECT_EQ(c.Call("use t3\r\n"), "USING t3\r\n");
+  // Ignoring a topic with no jobs ends it: room for one more.
+  EXPECT_EQ(c.Call("ignore t0\r\n"), "WATCHING 48\r\n");
+  EXPECT_EQ(c.Call("watch one-more\r\n"), "WATCHING 49\r\n");
+  ExpectHealthy();
+}
 
 // The Youzan routes look a key up in every topic; with ~11,000 topics the
 // Local backend's search recursed once per topic and crashed (SIGSEGV).
