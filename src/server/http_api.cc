@@ -860,16 +860,28 @@ void HttpApiRoutes::StatsEach(
 void HttpApiRoutes::ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done) {
   StatsEach(api, std::move(jobs),
             [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
-              rapidjson::StringBuffer sb;
-              JsonWriter w(sb);
-              w.StartObject();
-              w.Key("jobs");
-              w.StartArray();
-              for (size_t i = 0; i < js.size(); ++i)
-                JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
-              w.EndArray();
-              w.EndObject();
-              done(HttpReply{200, Done(sb), {}});
+              // Memory: the reply may be megabytes (a reserve of many large
+              // jobs). Its buffer is sized once (escaping may double a body;
+              // base64 adds a third), and the jobs and the buffer are gone
+              // before the reply is handed on.
+              std::string body;
+              {
+                size_t estimate = 16;
+                for (const OwnedJob& j : js) estimate += 2 * j.body.size() + j.key.size() + 512;
+                rapidjson::StringBuffer sb(nullptr, estimate);
+                JsonWriter w(sb);
+                w.StartObject();
+                w.Key("jobs");
+                w.StartArray();
+                for (size_t i = 0; i < js.size(); ++i) {
+                  JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
+                  std::string().swap(js[i].body);
+                }
+                w.EndArray();
+                w.EndObject();
+                body = Done(sb);
+              }
+              done(HttpReply{200, std::move(body), {}});
             });
 }
 

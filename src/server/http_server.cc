@@ -249,6 +249,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void Write(const HttpReply& r) {
     bool close = !keep_alive_ || draining_;
+    // One allocation for a large reply, not a doubling that copies it.
+    if (r.body.size() > 64 * 1024) out_.reserve(out_.size() + r.body.size() + 256);
     out_.append("HTTP/1.1 ");
     AppendUint(out_, static_cast<uint64_t>(r.status));
     out_.push_back(' ');
@@ -294,10 +296,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       if (close_after_ && !busy_) Close();
       return;
     }
+    // The rest waits in pending_: moved there, not copied.
     writing_ = true;
-    pending_.assign(out_, n, std::string::npos);
+    pending_.swap(out_);
     out_.clear();
-    asio::async_write(socket_, asio::buffer(pending_),
+    asio::async_write(socket_, asio::buffer(pending_.data() + n, pending_.size() - n),
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (self->closed_) return;
