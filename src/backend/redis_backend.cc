@@ -27,6 +27,8 @@ constexpr size_t kCallsPerBatch = 64;
 constexpr int kMaxInFlight = 2;
 // Jobs a clear script deletes at once.
 constexpr int kClearChunk = 1000;
+// How long calls carry a number registered for their topic (FlushBatch).
+constexpr TimeMs kFreshMs = 30'000;
 
 std::string_view Str(const redisReply* r) {
   if (r == nullptr || r->str == nullptr) return {};
@@ -328,7 +330,7 @@ RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
     // then 1, 2, 3... as beanstalkd's are.
     ref.no = 0;
     ref.live = true;
-    by_number_[0] = &ref;
+    MapNumber(0, ref);
   }
   return ref;
 }
@@ -337,7 +339,7 @@ void RedisBackend::SetNumber(Topic& t, int64_t no) {
   if (t.name == "default" || t.no == no) return;
   t.no = no;
   if (no < 0) return;
-  by_number_[static_cast<uint64_t>(no)] = &t;
+  MapNumber(static_cast<uint64_t>(no), t);
   t.fresh = 0;
   t.fresh_tries = 0;
 }
@@ -372,12 +374,37 @@ void RedisBackend::RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_
            if (!st.ok()) return fail(st);
            uint64_t no = static_cast<uint64_t>(r->integer);
            tp->fresh = no;
+           tp->fresh_at = Now();
            registry_.emplace(no, Registered{tp->name, Now()});
-           by_number_.emplace(no, tp);
+           MapNumber(no, *tp);
            auto waiting = std::move(tp->need_number);
            tp->need_number.clear();
            for (Topic::Call& c : waiting) Enqueue(*tp, std::move(c));
          });
+}
+
+void RedisBackend::MapNumber(uint64_t no, Topic& t) {
+  // A number names one topic for good: an entry is never moved.
+  if (by_number_.try_emplace(no, &t).second) t.numbered++;
+}
+
+void RedisBackend::UnmapNumber(uint64_t no) {
+  auto it = by_number_.find(no);
+  if (it == by_number_.end()) return;
+  it->second->numbered--;
+  by_number_.erase(it);
+}
+
+void RedisBackend::DropUnused() {
+  for (auto it = topics_.begin(); it != topics_.end();) {
+    const Topic& t = *it->second;
+    bool unused = t.name != "default" && t.using_count == 0 && t.watching == 0 &&
+                  t.waiters.empty() && !t.subscribed && t.batch.empty() && t.need_number.empty() &&
+                  !t.flush_posted && t.in_flight == 0 && !t.registering && !t.serving &&
+                  t.wake == kNever && !t.live && t.no < 0 && t.fresh == 0 && t.numbered == 0 &&
+                  t.pins == 0;
+    it = unused ? topics_.erase(it) : std::next(it);
+  }
 }
 
 template <typename F>
@@ -391,7 +418,7 @@ void RedisBackend::TopicByNumber(uint64_t no, F&& then) {
                      if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
                      if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
                      Topic& t = GetTopic(std::string(Str(r)));
-                     by_number_[no] = &t;
+                     MapNumber(no, t);
                      then(Status::Ok(), &t);
                    });
 }
@@ -417,7 +444,7 @@ void RedisBackend::RefreshRegistry(std::function<void()> then) {
           if (name.empty() || registry_.count(no)) return;
           registry_.emplace(no, Registered{std::string(name), Now()});
           Topic& t = GetTopic(std::string(name));
-          by_number_.emplace(no, &t);
+          MapNumber(no, t);
           // Ticked by the next sweep, which tells whether it is live.
           if (t.no < 0) t.live = true;
         };
@@ -475,7 +502,7 @@ void RedisBackend::ScanRegistry() {
                              registry_.erase(no);
                              if (auto b = by_number_.find(no);
                                  b != by_number_.end() && b->second->no != static_cast<int64_t>(no))
-                               by_number_.erase(b);
+                               UnmapNumber(no);
                            });
         });
   }
@@ -558,6 +585,12 @@ std::string RedisBackend::Header(const Topic& t) const {
 void RedisBackend::FlushBatch(Topic& t) {
   t.flush_posted = false;
   if (t.batch.empty() || t.in_flight >= kMaxInFlight) return;
+  // A registered number goes with calls for a short while only: the
+  // registry gives it up a minute after it was registered, unless the
+  // topic took it (ScanRegistry), and a tombstone refuses it for
+  // RETIRED_TTL after that (redis_scripts.cc); a call made later registers
+  // a new one.
+  if (t.fresh != 0 && Now() - t.fresh_at >= kFreshMs) t.fresh = 0;
   // The first calls of t.batch go; t.batch keeps its capacity.
   std::span<Topic::Call> calls(t.batch.data(), std::min(t.batch.size(), kCallsPerBatch));
   t.in_flight++;
@@ -704,6 +737,7 @@ void RedisBackend::Sweep() {
         if (topic.live && !topic.serving)
           Run(Script::kTick, topic, {}, [](Status, const redisReply*) {});
       }
+      DropUnused();
       ScanRegistry();
     });
   }
@@ -927,7 +961,10 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
   auto failed = std::make_shared<Status>();
   auto candidates = std::make_shared<std::vector<std::pair<std::pair<int64_t, JobId>, Topic*>>>();
   auto paused_ready = std::make_shared<bool>(false);
-  auto after_tops = [reserve_from, finish, candidates, failed, paused_ready]() {
+  // The topics stay until every answer is in (DropUnused).
+  auto pinned = std::make_shared<std::vector<Topic*>>();
+  auto after_tops = [reserve_from, finish, candidates, failed, paused_ready, pinned]() {
+    for (Topic* t : *pinned) t->pins--;
     if (!failed->ok()) return finish(*failed, {}, false);
     if (candidates->empty()) return finish(Status::Ok(), {}, *paused_ready);
     std::sort(candidates->begin(), candidates->end());
@@ -938,6 +975,8 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
   };
   for (const std::string& name : topics) {
     Topic* tp = &GetTopic(name);
+    tp->pins++;
+    pinned->push_back(tp);
     auto one_done = [remaining, after_tops] {
       if (--*remaining == 0) after_tops();
     };
@@ -1405,7 +1444,8 @@ void RedisBackend::TopicCounts(
     // Those with an incarnation (a job or a pause, or idle for less than
     // topic_idle_ms: their counts of puts go on) as the last reply told,
     // and those sessions here use or watch.
-    std::vector<Topic*> registered;
+    // They stay until every answer is in (DropUnused).
+    std::vector<Topic*> registered, pinned;
     for (auto& [name, t] : topics_) {
       if (t->live || t->no >= 0) {
         registered.push_back(t.get());
@@ -1413,10 +1453,15 @@ void RedisBackend::TopicCounts(
         TopicStats ts;
         ts.name = name;
         out->emplace_back(t.get(), ts);
+      } else {
+        continue;
       }
+      t->pins++;
+      pinned.push_back(t.get());
     }
     auto remaining = std::make_shared<size_t>(registered.size());
-    auto finish = [this, out, failed, done] {
+    auto finish = [this, out, failed, done, pinned] {
+      for (Topic* t : pinned) t->pins--;
       for (auto& [t, ts] : *out) {
         ts.using_count = t->using_count;
         ts.watching = t->watching;

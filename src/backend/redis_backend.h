@@ -125,11 +125,17 @@ class RedisBackend final : public Backend {
     // A number registered for the topic, which its next call may give its
     // incarnation (0: none); and how many were registered in a row.
     uint64_t fresh = 0;
+    TimeMs fresh_at = 0;  // when it was registered
     int fresh_tries = 0;
     bool registering = false;
     // The last reply said the topic has a job or a pause: the sweep ticks
     // it. (The default topic always.)
     bool live = false;
+    // Entries of by_number_ naming it, and operations over several topics
+    // holding it between their calls: the sweep drops a topic nothing here
+    // refers to (DropUnused).
+    uint64_t numbered = 0;
+    int pins = 0;
     uint64_t local_seq = 0;  // creation order in this instance
     std::string prefix;
     std::vector<std::string> keys;                       // the six keys of the scripts
@@ -186,6 +192,13 @@ class RedisBackend final : public Backend {
   void RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_t tried);
   // The topic's number, as a reply told it.
   void SetNumber(Topic& t, int64_t no);
+  // by_number_[no] = &t, and the reverse.
+  void MapNumber(uint64_t no, Topic& t);
+  void UnmapNumber(uint64_t no);
+  // Forgets the topics that nothing here refers to and that have no job
+  // or pause in Redis as far as this instance knows: its memory, and the
+  // sweep's work, follow the topics in use.
+  void DropUnused();
   // Finds a topic by number (asking the registry when unknown): nullptr
   // when no topic has it.
   // (At once, and not through a std::function, when the topic is known.)

@@ -862,7 +862,6 @@ end)
 topic_function('dq_pause', 'z', function(c, args, o, n)
   local d = tonumber(args[o + 2])
   if n >= 2 and args[o + 3] == '1' and c.njobs <= 0 then return 0 end
-  if d == 0 and c.no < 0 then return 1 end
   if not incarnate(c) then return 'N' end
   c.cpause = c.cpause + 1
   c.tdirty = true

@@ -657,6 +657,70 @@ TEST_F(RedisBackendTest, TopicsWithoutJobsLeaveNothingInRedis) {
   EXPECT_LT(Calls("fcall") - before, 20);
 }
 
+// A topic's incarnation (docs/redis-backend.md, "Topics come and go"):
+// its sets go with its last job, its number and sequence stay for
+// topic_idle_ms (a put meanwhile goes on with them), then it ends, its
+// number leaves the registry, and a later put gives it a new number. An id
+// of the ended incarnation is not found, on any instance, even where the
+// new incarnation has a job of the same member; a pause keeps a topic
+// without jobs alive until it ends.
+TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
+  RedisBackend::Options o;
+  o.sweep_ms = 50;
+  o.topic_idle_ms = 300;
+  auto a = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  auto b = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  SessionId sa = SessionOn(*a, "cycle"), sb = b->OpenSession();
+  constexpr JobId kSeq = (JobId{1} << RedisBackend::kSeqBits) - 1;
+  auto p1 = Put(*a, sa, "one");
+  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  Jobs got = Reserve(*a, sa);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  ASSERT_TRUE(Do([&](Done d) { a->Delete(sa, got.jobs[0].id, d); }).ok());
+  EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);  // the topic string alone
+  auto p2 = Put(*a, sa, "two");
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ(p2->id, p1->id + 1);  // within topic_idle_ms: the same number
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kId, p2->id).jobs.size(), 1u);
+  auto cleared =
+      Get<uint64_t>([&](Callback<uint64_t> cb) { a->ClearTopic(sa, "cycle", kClearAll, cb); });
+  ASSERT_TRUE(cleared.ok() && *cleared == 1u);
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
+  // Idle for topic_idle_ms: the sweeps end it; a tombstone is left for a
+  // while (RETIRED_TTL), which keeps its number from coming back.
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "0"; }));
+  EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);
+  EXPECT_GT(std::atoi(Cli("pttl 'dq:{cycle}:topic'").c_str()), 0);
+  EXPECT_EQ(Peek(*a, Backend::PeekKind::kId, p2->id).status.code(), Code::kNotFound);
+  // b still has the old number for it: its put learns the new one.
+  auto p3 = Put(*b, sb, "three", 0, "cycle");
+  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  EXPECT_GT(p3->id >> RedisBackend::kSeqBits, p1->id >> RedisBackend::kSeqBits);
+  EXPECT_EQ(p3->id & kSeq, 1u);  // the member p1 had
+  for (RedisBackend* x : {a.get(), b.get()}) {
+    Jobs by_old = Peek(*x, Backend::PeekKind::kId, p1->id);
+    EXPECT_EQ(by_old.status.code(), Code::kNotFound);
+    Jobs by_new = Peek(*x, Backend::PeekKind::kId, p3->id);
+    ASSERT_EQ(by_new.jobs.size(), 1u);
+    EXPECT_EQ(by_new.jobs[0].body, "three");
+  }
+  EXPECT_EQ(Do([&](Done d) { a->Delete(0, p1->id, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(0, p3->id, d); }).code(), Code::kOk);
+
+  // A pause of a topic without jobs (watched here) lives until it ends.
+  SessionId sp = SessionOn(*a, "pz");
+  EXPECT_TRUE(Do([&](Done d) { a->PauseTopic("pz", 300, d); }).ok());
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  RunFor(milliseconds(200));
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "0"; }));
+  // One nobody here uses or watches, and without jobs, does not exist.
+  b->CloseSession(sb);
+  a->CloseSession(sp);
+  EXPECT_EQ(Do([&](Done d) { b->PauseTopic("pz", 300, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(CountKeys("dq:{pz}:*"), 1);  // its tombstone
+}
+
 // A topic's sets hold a sentinel that keeps them skiplists (redis_scripts.cc,
 // SENT); a topic written before it gets it on its next call, and no count,
 // peek, kick or reserve ever shows it.
