@@ -385,25 +385,32 @@ void RedisBackend::RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_
 
 void RedisBackend::MapNumber(uint64_t no, Topic& t) {
   // A number names one topic for good: an entry is never moved.
-  if (by_number_.try_emplace(no, &t).second) t.numbered++;
+  if (by_number_.try_emplace(no, &t).second) t.numbers.push_back(no);
 }
 
 void RedisBackend::UnmapNumber(uint64_t no) {
   auto it = by_number_.find(no);
   if (it == by_number_.end()) return;
-  it->second->numbered--;
+  std::vector<uint64_t>& v = it->second->numbers;
+  v.erase(std::remove(v.begin(), v.end(), no), v.end());
   by_number_.erase(it);
 }
 
 void RedisBackend::DropUnused() {
   for (auto it = topics_.begin(); it != topics_.end();) {
+    // (An idle incarnation's number, and the others by_number_ has for the
+    // topic, are looked up again when a reply or an id names them.)
     const Topic& t = *it->second;
     bool unused = t.name != "default" && t.using_count == 0 && t.watching == 0 &&
                   t.waiters.empty() && !t.subscribed && t.batch.empty() && t.need_number.empty() &&
                   !t.flush_posted && t.in_flight == 0 && !t.registering && !t.serving &&
-                  t.wake == kNever && !t.live && t.no < 0 && t.fresh == 0 && t.numbered == 0 &&
-                  t.pins == 0;
-    it = unused ? topics_.erase(it) : std::next(it);
+                  t.wake == kNever && !t.live && t.fresh == 0 && t.pins == 0;
+    if (!unused) {
+      ++it;
+      continue;
+    }
+    for (uint64_t no : t.numbers) by_number_.erase(no);
+    it = topics_.erase(it);
   }
 }
 
@@ -477,7 +484,7 @@ void RedisBackend::RefreshRegistry(std::function<void()> then) {
 void RedisBackend::ScanRegistry() {
   // A few numbers per sweep, round the registry: the scan's cost per sweep
   // is bounded, however many topics are idle.
-  constexpr size_t kPerSweep = 64;
+  constexpr size_t kPerSweep = 16;
   TimeMs now = Now();
   // A number is looked at once its registration is a while old, so that a
   // call that carries it has long landed.

@@ -131,10 +131,10 @@ class RedisBackend final : public Backend {
     // The last reply said the topic has a job or a pause: the sweep ticks
     // it. (The default topic always.)
     bool live = false;
-    // Entries of by_number_ naming it, and operations over several topics
-    // holding it between their calls: the sweep drops a topic nothing here
-    // refers to (DropUnused).
-    uint64_t numbered = 0;
+    // The entries of by_number_ naming it; operations over several topics
+    // holding it between their calls (the sweep drops a topic nothing here
+    // refers to: DropUnused).
+    std::vector<uint64_t> numbers;
     int pins = 0;
     uint64_t local_seq = 0;  // creation order in this instance
     std::string prefix;
