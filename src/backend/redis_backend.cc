@@ -1229,6 +1229,8 @@ void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::strin
   if (key.empty()) return done(Status::NotFound());
   std::string caller(Caller(sid));
   std::string k(key);
+  // (A name the functions cannot take names no topic.)
+  if (!IsValidTopicName(topic)) return done(Status::NotFound());
   Topic* t = &GetTopic(std::string(topic));
   Run(Script::kDelete, *t, {"key", k, caller}, [this, t, done](Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
@@ -1305,6 +1307,7 @@ void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
   done = Guard(sid, std::move(done));
   std::string b = std::to_string(std::min<uint64_t>(bound, uint64_t{1} << 50));
   std::string name(topic);
+  if (!IsValidTopicName(name)) return done(Status::NotFound("no such topic"));
   Topic* t = &GetTopic(name);
   Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
@@ -1363,6 +1366,7 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
                      : kind == PeekKind::kReady   ? "ready"
                      : kind == PeekKind::kDelayed ? "delayed"
                                                   : "buried";
+  if (!IsValidTopicName(topic)) return done(Status::NotFound(), {});
   peek(&GetTopic(std::string(topic)), what, std::string(key));
 }
 
@@ -1507,6 +1511,7 @@ void RedisBackend::TopicCounts(
 void RedisBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done) {
   std::string name(topic);
   auto local = [this, name]() { return LocallyKnown(name); };
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
   Topic* t = &GetTopic(name);
   {
     auto fill_local = [this, name](TopicStats& ts) {
@@ -1566,6 +1571,7 @@ void RedisBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
   if (delay_ms < 0 || delay_ms > kMaxDelayMs)
     return done(Status::InvalidArgument("pause out of range"));
   std::string name(topic), d = std::to_string(delay_ms);
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
   // A topic no session here uses or watches exists only with a job.
   Topic* t = &GetTopic(name);
   Run(Script::kPause, *t, {d, LocallyKnown(name) ? "0" : "1"},
@@ -1582,6 +1588,7 @@ void RedisBackend::ClearTopic(SessionId sid, std::string_view topic, uint8_t mas
   done = Guard(sid, std::move(done));
   std::string m = std::to_string(mask & kClearAll);
   std::string name(topic);
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
   ClearStep(&GetTopic(name), m, 0, done);
 }
 
