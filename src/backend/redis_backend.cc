@@ -60,16 +60,17 @@ JobState StateOf(std::string_view s) {
   return JobState::kReady;
 }
 
-// A job as the functions' arguments name it: its topic's number, then its
-// member (redis_scripts.cc, idm): a job of an incarnation that has ended
-// is then not taken for one of a later incarnation with the same member.
-std::string IdArg(JobId id) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%llu%013llu",
-                static_cast<unsigned long long>(id >> RedisBackend::kSeqBits),
-                static_cast<unsigned long long>(id & kSeqMask));
+// A job's member: its sequence number in its topic, 13 digits.
+std::string Member(JobId id) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%013llu", static_cast<unsigned long long>(id & kSeqMask));
   return buf;
 }
+
+// The number of a job's topic: a call naming the job by member carries it
+// (RedisBackend::Run), so that a job of an incarnation that has ended is
+// not taken for one of a later incarnation with the same member.
+int64_t NoOf(JobId id) { return static_cast<int64_t>(id >> RedisBackend::kSeqBits); }
 
 std::string EncodeBackoff(const Backoff& b) {
   switch (b.kind) {
@@ -435,7 +436,7 @@ void RedisBackend::ForJob(JobId id, F&& then) {
   JobId seq = id & kSeqMask;
   if (seq == 0) return then(Status::Ok(), nullptr, std::string());
   TopicByNumber(id >> kSeqBits, [id, then = std::forward<F>(then)](Status st, Topic* t) mutable {
-    then(st, t, IdArg(id));
+    then(st, t, Member(id));
   });
 }
 
@@ -560,6 +561,11 @@ void RedisBackend::Run(Script sc, Topic& t, std::initializer_list<std::string_vi
   Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
 }
 
+void RedisBackend::Run(Script sc, Topic& t, int64_t job_no,
+                       std::initializer_list<std::string_view> args, ReplyFn done) {
+  Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done), job_no});
+}
+
 void RedisBackend::Run(Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done) {
   Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
 }
@@ -576,17 +582,17 @@ void RedisBackend::Enqueue(Topic& t, Topic::Call call) {
 }
 
 std::string RedisBackend::Header(const Topic& t) const {
-  // The prefix, the topic's number as known here, and a number registered
-  // for it that the call may give it (redis_scripts.cc, context).
-  std::string h;
-  if (options_.time_from_clock) h = std::to_string(Now()) + "|";
-  h += t.prefix;
-  h += std::to_string(t.no);
+  if (!options_.time_from_clock) return t.prefix;
+  return std::to_string(Now()) + "|" + t.prefix;
+}
+
+std::string RedisBackend::Known(const Topic& t, int64_t no) const {
+  std::string k = std::to_string(no);
   if (t.fresh != 0) {
-    h += '/';
-    h += std::to_string(t.fresh);
+    k += '/';
+    k += std::to_string(t.fresh);
   }
-  return h;
+  return k;
 }
 
 void RedisBackend::FlushBatch(Topic& t) {
@@ -598,17 +604,30 @@ void RedisBackend::FlushBatch(Topic& t) {
   // RETIRED_TTL after that (redis_scripts.cc); a call made later registers
   // a new one.
   if (t.fresh != 0 && Now() - t.fresh_at >= kFreshMs) t.fresh = 0;
-  // The first calls of t.batch go; t.batch keeps its capacity.
-  std::span<Topic::Call> calls(t.batch.data(), std::min(t.batch.size(), kCallsPerBatch));
+  // The first calls of t.batch go, up to one that names a job of another
+  // incarnation than those before it (rare: an id from before the topic's
+  // last number); t.batch keeps its capacity. The call carries the number
+  // of the jobs it names, or the topic's as known here.
+  int64_t no = -2;
+  size_t take = 0;
+  for (; take < std::min(t.batch.size(), kCallsPerBatch); ++take) {
+    int64_t j = t.batch[take].job_no;
+    if (j < 0) continue;
+    if (no != -2 && j != no) break;
+    no = j;
+  }
+  if (no == -2) no = t.no;
+  std::span<Topic::Call> calls(t.batch.data(), take);
   t.in_flight++;
   Topic* tp = &t;
   // First thing on the reply: the calls queued meanwhile leave (posted, so
   // after this batch's callbacks, which may queue more).
-  auto landed = [this, tp](const redisReply* r) {
+  auto landed = [this, tp, no](const redisReply* r) {
     tp->in_flight--;
     if (r != nullptr && (Size(r) == 2 || Size(r) == 3)) {
-      // The topic's number, when it is not the one the call carried.
-      if (Size(r) == 3) SetNumber(*tp, Int(At(r, 2)));
+      // The topic's number: the one the call carried, or, when it is not,
+      // the one the answer tells.
+      SetNumber(*tp, Size(r) == 3 ? Int(At(r, 2)) : no);
       int64_t w = Int(At(r, 0));  // ms from now, as Redis's clock sees it; -2: idle
       tp->live = w != -2 || tp->name == "default";
       NoteWake(*tp, w < 0 ? kNever : Now() + w);
@@ -625,10 +644,11 @@ void RedisBackend::FlushBatch(Topic& t) {
   // <keys> <header> <arguments>, where a batch's arguments are, for each
   // call, its code and argument count ("p4") and its arguments.
   bool single = calls.size() == 1;
-  std::string header = Header(t);
+  std::string header = Header(t), known = Known(t, no);
   std::string_view fn = redis::Name(single ? calls.front().script : Script::kBatch);
-  size_t nargs = 3 + t.keys.size() + 1;
-  size_t size = 16 + resp::BulkSize(fn.size()) + resp::BulkSize(header.size());
+  size_t nargs = 3 + t.keys.size() + 2;
+  size_t size =
+      16 + resp::BulkSize(fn.size()) + resp::BulkSize(header.size()) + resp::BulkSize(known.size());
   for (const std::string& k : t.keys) size += resp::BulkSize(k.size());
   for (const Topic::Call& c : calls) {
     if (!single) {
@@ -646,6 +666,7 @@ void RedisBackend::FlushBatch(Topic& t) {
   resp::AppendBulk(cmd, std::to_string(t.keys.size()));
   for (const std::string& k : t.keys) resp::AppendBulk(cmd, k);
   resp::AppendBulk(cmd, header);
+  resp::AppendBulk(cmd, known);
   for (Topic::Call& c : calls) {
     if (!single) {
       // The operation's code and argument count: "p4".
@@ -774,7 +795,7 @@ void RedisBackend::CloseSession(SessionId sid) {
   std::string owner = Owner(sid);
   for (auto& [id, held] : s.held) {
     Topic& t = GetTopic(held.topic);
-    Run(Script::kReturn, t, {IdArg(id), owner, "0"}, [](Status, const redisReply*) {});
+    Run(Script::kReturn, t, NoOf(id), {Member(id), owner, "0"}, [](Status, const redisReply*) {});
     holders_.erase(id);
   }
   GetTopic(s.used).using_count--;
@@ -941,7 +962,8 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
         if (gone) {
           // The session closed while the call ran: nobody will get the
           // job, so it goes back, as if never reserved.
-          Run(Script::kReturn, *tp, {IdArg(g.id), detach ? std::string() : Owner(sid), "1"},
+          Run(Script::kReturn, *tp, NoOf(g.id),
+              {Member(g.id), detach ? std::string() : Owner(sid), "1"},
               [](Status, const redisReply*) {});
           continue;
         }
@@ -1157,8 +1179,8 @@ void RedisBackend::TryWaiters(Topic& t) {
           if (!live(batch[w])) {
             // The wait ended while the script ran: give the jobs back.
             for (const Got& g : per[w])
-              Run(Script::kReturn, *tp,
-                  {IdArg(g.id),
+              Run(Script::kReturn, *tp, NoOf(g.id),
+                  {Member(g.id),
                    sessions_.count(sid) && !sessions_.at(sid).wait_detach ? Owner(sid)
                                                                           : std::string(),
                    "1"},
@@ -1190,7 +1212,7 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
   ForJob(id, [this, sid, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st, {});
     if (t == nullptr) return done(Status::NotFound(), {});
-    Run(Script::kReserveJob, *t, {member, Owner(sid)},
+    Run(Script::kReserveJob, *t, NoOf(id), {member, Owner(sid)},
         [this, t, sid, id, done](Status st, const redisReply* r) {
           if (!st.ok()) return done(st, {});
           std::vector<std::pair<Got, size_t>> answered;
@@ -1213,7 +1235,7 @@ void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
          [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
            if (!st.ok()) return done(st);
            if (t == nullptr) return done(Status::NotFound());
-           Run(Script::kDelete, *t, {member, Caller(sid)},
+           Run(Script::kDelete, *t, NoOf(id), {member, Caller(sid)},
                [this, id, done = std::move(done)](Status st, const redisReply* r) {
                  if (!st.ok()) return done(st);
                  if (Int(r) != 1) return done(Status::NotFound());
@@ -1252,7 +1274,7 @@ void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::opti
   ForJob(id, [this, id, caller, pri, d, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kRelease, *t, {member, caller, pri, d},
+    Run(Script::kRelease, *t, NoOf(id), {member, caller, pri, d},
         [this, t, id, done](Status st, const redisReply* r) {
           if (!st.ok()) return done(st);
           std::string_view s = Str(r);
@@ -1274,12 +1296,13 @@ void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
   ForJob(id, [this, id, caller, pri, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kBury, *t, {member, caller, pri}, [this, id, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      if (Int(r) != 1) return done(Status::NotFound());
-      Forget(id);
-      done(Status::Ok());
-    });
+    Run(Script::kBury, *t, NoOf(id), {member, caller, pri},
+        [this, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          if (Int(r) != 1) return done(Status::NotFound());
+          Forget(id);
+          done(Status::Ok());
+        });
   });
 }
 
@@ -1289,16 +1312,17 @@ void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
   ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kTouch, *t, {member, caller}, [this, id, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      TimeMs dl = Int(r);
-      if (dl == 0) return done(Status::NotFound());
-      // The holder's deadline, whoever touched it (the operator may).
-      if (auto h = holders_.find(id); h != holders_.end())
-        if (auto it = sessions_.find(h->second); it != sessions_.end())
-          it->second.held[id] = Held{t->name, dl};
-      done(Status::Ok());
-    });
+    Run(Script::kTouch, *t, NoOf(id), {member, caller},
+        [this, id, t, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          TimeMs dl = Int(r);
+          if (dl == 0) return done(Status::NotFound());
+          // The holder's deadline, whoever touched it (the operator may).
+          if (auto h = holders_.find(id); h != holders_.end())
+            if (auto it = sessions_.find(h->second); it != sessions_.end())
+              it->second.held[id] = Held{t->name, dl};
+          done(Status::Ok());
+        });
   });
 }
 
@@ -1323,10 +1347,10 @@ void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
 
 void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
-  ForJob(id, [this, done](Status st, Topic* t, std::string member) {
+  ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kKickJob, *t, {member}, [this, t, done](Status st, const redisReply* r) {
+    Run(Script::kKickJob, *t, NoOf(id), {member}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       if (Int(r) != 1) return done(Status::NotFound());
       TryWaiters(*t);
@@ -1340,8 +1364,9 @@ void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
 void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view topic,
                         std::string_view key, JobsDone done) {
   done = Guard(sid, std::move(done));
-  auto peek = [this, done](Topic* t, std::string what, std::string arg) {
-    Run(Script::kPeek, *t, {what, arg}, [this, t, done](Status st, const redisReply* r) {
+  // (job_no: of the job named by id; -1 otherwise.)
+  auto peek = [this, done](Topic* t, int64_t job_no, std::string what, std::string arg) {
+    Run(Script::kPeek, *t, job_no, {what, arg}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st, {});
       if (Size(r) < 5) return done(Status::NotFound(), {});
       std::string k(Str(At(r, 1))), b(Str(At(r, 2)));
@@ -1355,10 +1380,10 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
     });
   };
   if (kind == PeekKind::kId) {
-    return ForJob(id, [peek, done](Status st, Topic* t, std::string member) {
+    return ForJob(id, [peek, id, done](Status st, Topic* t, std::string member) {
       if (!st.ok()) return done(st, {});
       if (t == nullptr) return done(Status::NotFound(), {});
-      peek(t, "id", member);
+      peek(t, NoOf(id), "id", member);
     });
   }
   if (kind == PeekKind::kKey && key.empty()) return done(Status::NotFound(), {});
@@ -1367,14 +1392,14 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
                      : kind == PeekKind::kDelayed ? "delayed"
                                                   : "buried";
   if (!IsValidTopicName(topic)) return done(Status::NotFound(), {});
-  peek(&GetTopic(std::string(topic)), what, std::string(key));
+  peek(&GetTopic(std::string(topic)), -1, what, std::string(key));
 }
 
 void RedisBackend::StatsJob(JobId id, Callback<JobStats> done) {
   ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kStatsJob, *t, {member}, [t, id, done](Status st, const redisReply* r) {
+    Run(Script::kStatsJob, *t, NoOf(id), {member}, [t, id, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       if (Size(r) < 3) return done(Status::NotFound());
       TimeMs now = Int(At(r, 0));

@@ -155,6 +155,9 @@ class RedisBackend final : public Backend {
       size_t nargs = 0;
       std::string args;
       std::function<void(Status, const redisReply*)> done;
+      // The number of the topic whose job the call names by member (-1:
+      // none): a batch carries one (FlushBatch).
+      int64_t job_no = -1;
     };
     std::vector<Call> batch;
     // Calls that need the topic to have an incarnation, waiting for a
@@ -204,9 +207,8 @@ class RedisBackend final : public Backend {
   // (At once, and not through a std::function, when the topic is known.)
   template <typename F>
   void TopicByNumber(uint64_t no, F&& then);
-  // Finds the topic of a job and the argument naming the job to the
-  // functions: `then(Status, Topic*, "<number><member>")`, the topic
-  // nullptr when no topic has the job's number.
+  // Finds the topic and member of a job: `then(Status, Topic*, member)`,
+  // the topic nullptr when no topic has the job's number.
   template <typename F>
   void ForJob(JobId id, F&& then);
   // Ends (dq_retire) the incarnations, idle long enough, of a few
@@ -218,12 +220,19 @@ class RedisBackend final : public Backend {
   // commit, so batches grow with the load and an idle topic's call leaves
   // at once. (One connection: Redis applies them in the order sent.)
   void Run(redis::Script sc, Topic& t, std::initializer_list<std::string_view> args, ReplyFn done);
+  // A call that names a job of the topic's incarnation of number `job_no`
+  // by its member (its first argument): not found in another incarnation.
+  void Run(redis::Script sc, Topic& t, int64_t job_no, std::initializer_list<std::string_view> args,
+           ReplyFn done);
   void Run(redis::Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done);
   void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
   // call's time with Options::time_from_clock (redis_scripts.cc, context).
   std::string Header(const Topic& t) const;
+  // The second: the number `no`, and the one registered for the topic
+  // that the call may give it.
+  std::string Known(const Topic& t, int64_t no) const;
   // Calls a function with these keys and arguments.
   void RunRaw(redis::Script sc, const std::vector<std::string>& keys,
               const std::vector<std::string>& args,

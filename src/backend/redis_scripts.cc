@@ -183,9 +183,11 @@ end
 -- the set is empty), the pause's end and length, the burial sequence, and
 -- the counts of deletes, pauses and TTR expiries; 1 while the sets hold
 -- their sentinel (SENT); want: 1 when a reserve may be waiting for the
--- next ready job (see wanted); then (layout 3) the topic's number (no), how
--- many jobs it holds (njobs), when it became idle (0: it holds a job or a
--- pause), and floor, the highest number retired for this name.
+-- next ready job (see wanted); then (layout 3) the topic's number (no); how
+-- many jobs it holds (njobs), or, when it is idle, minus the time it became
+-- so (c.idle; 0 while it holds a job or a pause); and, when not 0, floor, the
+-- highest number retired for this name. (Each value packed costs cmsgpack a
+-- string of its own: two values for the three.)
 --
 -- A topic exists in Redis only while it has an incarnation: from the call
 -- that first puts a job into it or pauses it (incarnate), with a number
@@ -197,8 +199,15 @@ end
 local function load_topic(c)
   local v = redis.call('GET', c.M)
   if v then
+    local jobs
     c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want, c.no,
-      c.njobs, c.idle, c.floor = unpack_mp(v)
+      jobs, c.floor = unpack_mp(v)
+    if jobs < 0 then
+      c.njobs, c.idle = 0, -jobs
+    else
+      c.njobs, c.idle = jobs, 0
+    end
+    if not c.floor then c.floor = 0 end
   end
   if not v or c.no == -1 then
     -- No incarnation (call_state keeps the last call's values: every
@@ -234,23 +243,19 @@ end
 -- incarnation (for flush), else nil.
 local function topic_string(c)
   if not c.tdirty or c.no < 0 then return nil end
+  local jobs = c.njobs
+  if c.idle ~= 0 then jobs = -c.idle end
+  if c.floor == 0 then
+    return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want,
+                c.no, jobs)
+  end
   return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want,
-              c.no, c.njobs, c.idle, c.floor)
+              c.no, jobs, c.floor)
 end
 
--- The member an id argument names ('<topic number><member>', the member's
--- 13 digits last), or nil when the number is not this topic's: the id is
--- of a job of an earlier incarnation, gone.
-local function idm(c, a)
-  if c.no < 0 then return nil end
-  local nos = c.nos
-  if not nos then
-    nos = s(c.no)
-    c.nos = nos
-  end
-  if #a ~= #nos + 13 or string.sub(a, 1, #nos) ~= nos then return nil end
-  return string.sub(a, -13)
-end
+-- A job named by member is one of the incarnation whose number the call
+-- carries: (c.eok and member or nil) below, nil when that number is not the
+-- topic's (the job's incarnation has ended).
 
 -- How many jobs a set holds (the sentinel left out).
 local function count_of(set) return redis.call('ZCOUNT', set, '-inf', '(+inf') end
@@ -527,7 +532,7 @@ local function finish(c, result)
   end
   flush(c, topic_string(c))
   if c.no < 0 and retire then
-    redis.call('SET', c.M, pack(0, -1, -1, 0, 0, 0, 0, 0, 0, 0, 1, -1, 0, 0, c.floor), 'PX',
+    redis.call('SET', c.M, pack(0, -1, -1, 0, 0, 0, 0, 0, 0, 0, 1, -1, 0, c.floor), 'PX',
                RETIRED_TTL)
   end
   if wake then redis.call('PUBLISH', c.P .. 'wake', '1') end
@@ -552,20 +557,25 @@ end
 -- call: jobs (member -> job as loaded or changed, with its DIRTY and FRESH
 -- flags; false: deleted) and gone (the job keys to delete). Emptying them
 -- in place for the next call cost more than making them.
+-- The last call's second argument, and the numbers it held (context).
+local last_known, last_E, last_fresh = nil, -1, false
+
 local call_state = {
   R = false, D = false, U = false, B = false, K = false, M = false, P = false,
   now = 0, ns = false, woke = false, tdirty = false, want = 0, uadd = false, urem = false,
   seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
-  sent = 0, no = -1, njobs = 0, idle = 0, floor = 0, E = -1, fresh = false, nos = false,
+  sent = 0, no = -1, njobs = 0, idle = 0, floor = 0, E = -1, fresh = false, eok = false,
   retire = false, jobs = false, gone = false,
 }
 
 -- The state of one call of a topic function. args[1] is the topic's prefix
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
--- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix;
--- after the prefix, the topic's number as the caller knows it (-1: not
--- known), and '/' and a number the caller registered for the topic, when
--- it may give the topic an incarnation (incarnate).
+-- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
+-- args[2] is the topic's number as the caller knows it (-1: not known),
+-- then, when the call may give the topic an incarnation (incarnate), '/'
+-- and a number the caller registered for it. The jobs the call names by
+-- member are of the incarnation of that number: when it is not the
+-- topic's, they are not found (c.eok).
 local function context(keys, args)
   if pack == nil then
     pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
@@ -583,35 +593,37 @@ local function context(keys, args)
     now = tonumber(string.sub(p, 1, bar - 1))
     p = string.sub(p, bar + 1)
   end
-  -- The prefix ends at '}:' (a topic name has no '}').
-  local e = string.find(p, '}:', 1, true) + 1
-  local known = string.sub(p, e + 1)
-  p = string.sub(p, 1, e)
-  local slash = string.find(known, '/', 1, true)
   local c = call_state
-  if slash then
-    c.E, c.fresh = tonumber(string.sub(known, 1, slash - 1)), tonumber(string.sub(known, slash + 1))
-  else
-    c.E, c.fresh = tonumber(known), false
+  local known = args[2]
+  if known ~= last_known then
+    -- (Most calls name the number the last one did: tonumber costs a strtod.)
+    last_known, last_E, last_fresh = known, tonumber(known), false
+    if not last_E then
+      local slash = string.find(known, '/', 1, true)
+      last_E = tonumber(string.sub(known, 1, slash - 1))
+      last_fresh = tonumber(string.sub(known, slash + 1))
+    end
   end
+  c.E, c.fresh = last_E, last_fresh
   c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-  c.P, c.now, c.ns, c.woke, c.tdirty, c.nos, c.retire = p, now, false, false, false, false, false
+  c.P, c.now, c.ns, c.woke, c.tdirty, c.retire = p, now, false, false, false, false
   c.jobs, c.gone, c.uadd, c.urem = {}, {}, false, false
   load_topic(c)
+  c.eok = c.no >= 0 and c.no == c.E
   return c
 end
 
 -- A topic function: applies what is due in the topic, then acts. Its body
 -- is also an operation of dq_batch, named there by the byte `code`. A body
--- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] is the
--- prefix): called alone, o = 0; in a batch, o is where they start, less
--- one, so no copy is made.
+-- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] and
+-- args[2] are the prefix and the number): called alone, o = 1; in a batch,
+-- o is where they start, less one, so no copy is made.
 local function topic_function(name, code, body)
   codes[code] = body
   redis.register_function(name, function(keys, args)
     local c = context(keys, args)
     advance(c)
-    return finish(c, body(c, args, 0, #args - 1))
+    return finish(c, body(c, args, 1, #args - 2))
   end)
 end
 
@@ -632,7 +644,7 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   end
   -- No incarnation, and no number to take: the caller registers one and
   -- calls again.
-  if not incarnate(c) then return 'N' end
+  if (c.no < 0 or c.sent ~= 1) and not incarnate(c) then return 'N' end
   c.seq = c.seq + 1
   c.njobs = c.njobs + 1
   c.tdirty = true
@@ -703,7 +715,7 @@ topic_function('dq_top', 't', function(c, args, o, n)
 end)
 
 topic_function('dq_reserve_job', 'j', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   if not m then return {} end
   local j = load(c, m)
   if not j or j[ST] == 'u' then return {} end
@@ -718,7 +730,7 @@ topic_function('dq_delete', 'x', function(c, args, o, n)
     by_key = true
     m, caller = redis.call('HGET', c.K, args[o + 3]), args[o + 4]
   else
-    m = idm(c, args[o + 2])
+    m = (c.eok and args[o + 2] or nil)
   end
   if not m then return 0 end
   local st, own, key = head_of(c, m)
@@ -741,7 +753,7 @@ local function held(c, m, caller)
 end
 
 topic_function('dq_release', 'l', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return '' end
   zrem_reserved(c, m)
@@ -754,7 +766,7 @@ topic_function('dq_release', 'l', function(c, args, o, n)
 end)
 
 topic_function('dq_bury', 'b', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
   zrem_reserved(c, m)
@@ -764,7 +776,7 @@ topic_function('dq_bury', 'b', function(c, args, o, n)
 end)
 
 topic_function('dq_touch', 'h', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
   local dl = c.now + j[TTR]
@@ -796,7 +808,7 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
 end)
 
 topic_function('dq_kick_job', 'K', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   if not m then return 0 end
   local j = load(c, m)
   if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
@@ -808,7 +820,7 @@ topic_function('dq_kick_job', 'K', function(c, args, o, n)
 end)
 
 topic_function('dq_return', 'n', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   if not m then return 0 end
   local j = load(c, m)
   if not j or j[ST] ~= 'u' or j[OWN] ~= args[o + 3] then return 0 end
@@ -825,7 +837,7 @@ end)
 
 topic_function('dq_peek', 'e', function(c, args, o, n)
   local kind, m = args[o + 2], nil
-  if kind == 'id' then m = idm(c, args[o + 3])
+  if kind == 'id' then m = (c.eok and args[o + 3] or nil)
   elseif kind == 'key' then m = redis.call('HGET', c.K, args[o + 3])
   else
     local set = c.R
@@ -840,7 +852,7 @@ end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
 topic_function('dq_stats_job', 's', function(c, args, o, n)
-  local m = idm(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
   if not m then return {} end
   local j = load(c, m)
   if not j then return {} end
@@ -910,7 +922,7 @@ topic_function('dq_retire', 'q', function(c, args, o, n)
   return 1
 end)
 
--- Several operations on one topic in one call: args = prefix, then for
+-- Several operations on one topic in one call: args = prefix, number, then for
 -- each operation one argument naming it, its code (topic_function) and its
 -- argument count in decimal ('p4': a put of four arguments), then its
 -- arguments. Applies what is due once, runs them in order, and answers
@@ -920,7 +932,7 @@ redis.register_function('dq_batch', function(keys, args)
   advance(c)
   -- Room for 16 results.
   local results = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-  local i = 2
+  local i = 3
   while i <= #args do
     local a = args[i]
     local op, n = string.byte(a, 1, 2)

@@ -10,35 +10,35 @@
 
 namespace delayq::backend::redis {
 
-// Topic functions take keys = the topic's six keys and args[1] = the
-// topic's key prefix followed by its number as the caller knows it (-1:
-// not known) and, when the call may give the topic an incarnation, '/' and
-// a number registered for it; then their own arguments. Each returns
+// Topic functions take keys = the topic's six keys, args[1] = the topic's
+// key prefix and args[2] = its number as the caller knows it (-1: not
+// known; when the call names jobs by member, the number of their
+// incarnation) followed, when the call may give the topic an incarnation,
+// by '/' and a number registered for it; then their own arguments. Each returns
 // {next_wake, result} or, when the topic's number is not the one the call
 // named, {next_wake, result, number} (-1: the topic has no incarnation):
 // next_wake is in how many ms the topic next has something to do (a due
 // job, a TTR, the end of a pause), -1 for never, -2 when the topic has no
-// job and no pause. A job is named by its topic's number and its member
-// ("<number><13 digits>": "id" below); one of an ended incarnation is not
-// found.
+// job and no pause. A job is named by its member (13 digits); one of an
+// incarnation whose number is not the topic's is not found.
 enum class Script : size_t {
   kPut,         // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
                 //     -> ... | 'N': no incarnation and no number to give it
   kReserve,     // (owner, count)..., the last count left out for 1 -> {'ok', member, key, body,
                 //     priority, deadline, owner-index...}
   kTop,         // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
-  kReserveJob,  // id, owner -> {} or {member, key, body, priority, deadline}
-  kDelete,      // id, caller | 'key', key, caller -> 0|1 (by key: the member)
-  kRelease,     // id, caller, priority, delay_ms|'' -> ''|'ready'|'delayed'|'buried'
-  kBury,        // id, caller, priority -> 0|1
-  kTouch,       // id, caller -> 0|new deadline
+  kReserveJob,  // member, owner -> {} or {member, key, body, priority, deadline}
+  kDelete,      // member, caller | 'key', key, caller -> 0|1 (by key: the member)
+  kRelease,     // member, caller, priority, delay_ms|'' -> ''|'ready'|'delayed'|'buried'
+  kBury,        // member, caller, priority -> 0|1
+  kTouch,       // member, caller -> 0|new deadline
   kKick,        // bound -> count
-  kKickJob,     // id -> 0|1
-  kReturn,      // id, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
+  kKickJob,     // member -> 0|1
+  kReturn,      // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
                 //     reservation is taken back uncounted)
   kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
                 // priority}
-  kStatsJob,    // id -> {} or {now, field, value, ...}
+  kStatsJob,    // member -> {} or {now, field, value, ...}
   kStatsTopic,  // -> {ready, urgent, reserved, delayed, buried, total, cmd_delete, cmd_pause,
                 //     pause_ms, pause_until, timeouts, now}
   kPause,       // delay_ms[, '1': only if it has a job] -> 0|1|'N' (as kPut)

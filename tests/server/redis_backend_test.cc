@@ -721,6 +721,54 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
   EXPECT_EQ(CountKeys("dq:{pz}:*"), 1);  // its tombstone
 }
 
+// Two instances put into a topic that has no incarnation at once: each
+// registers a number, one number becomes the topic's and the other is
+// retired by a later sweep; both jobs keep ids of the topic's number, which
+// a third instance (that knows nothing yet) resolves, and a delayed job an
+// instance put before it went away becomes ready in another's sweeps.
+TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
+  RedisBackend::Options o;
+  o.sweep_ms = 50;
+  o.topic_idle_ms = 300;
+  auto a = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  auto b = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  SessionId sa = a->OpenSession(), sb = b->OpenSession();
+  std::optional<Result<PutResult>> ra, rb;
+  PutRequest r;
+  r.topic = "race";
+  r.body = "from-a";
+  a->Put(sa, r, [&](Result<PutResult> x) { ra = std::move(x); });
+  r.body = "from-b";
+  b->Put(sb, r, [&](Result<PutResult> x) { rb = std::move(x); });
+  ASSERT_TRUE(RunUntil([&] { return ra.has_value() && rb.has_value(); }));
+  ASSERT_TRUE(ra->ok() && rb->ok()) << ra->status().ToString() << rb->status().ToString();
+  EXPECT_EQ((*ra)->id >> RedisBackend::kSeqBits, (*rb)->id >> RedisBackend::kSeqBits);
+  EXPECT_NE((*ra)->id, (*rb)->id);
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  // The number the topic did not take leaves the registry; the other stays.
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "1"; }));
+  RunFor(milliseconds(500));
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
+  auto c = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  for (JobId id : {(*ra)->id, (*rb)->id}) {
+    Jobs p = Peek(*c, Backend::PeekKind::kId, id);
+    ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
+    EXPECT_EQ(p.jobs[0].topic, "race");
+  }
+  // A delayed job of an instance that went away: another's sweep ticks its
+  // topic, so it is ready when due (and a wake-up goes out).
+  auto late = Put(*a, sa, "late", 300, "gone-with-a");
+  ASSERT_TRUE(late.ok());
+  a->CloseSession(sa);
+  a.reset();
+  SessionId sc = SessionOn(*c, "gone-with-a");
+  RunFor(milliseconds(500));
+  EXPECT_EQ(Cli("zcard 'dq:{gone-with-a}:ready'"), "2");  // the job and the sentinel
+  Jobs got = Reserve(*c, sc);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, late->id);
+}
+
 // A topic's sets hold a sentinel that keeps them skiplists (redis_scripts.cc,
 // SENT); a topic written before it gets it on its next call, and no count,
 // peek, kick or reserve ever shows it.
