@@ -67,6 +67,15 @@ class RedisBackendTest : public ::testing::Test {
     return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
   }
 
+  // One whose idle topics end after 300 ms, with sweeps every 50 ms
+  // (docs/redis-backend.md, "Topics come and go").
+  std::unique_ptr<RedisBackend> MakeQuick() {
+    RedisBackend::Options o;
+    o.sweep_ms = 50;
+    o.topic_idle_ms = 300;
+    return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  }
+
   template <typename Pred>
   bool RunUntil(Pred done, milliseconds timeout = milliseconds(5000)) {
     return testing::RunIoUntil(io_, done, timeout);
@@ -665,11 +674,7 @@ TEST_F(RedisBackendTest, TopicsWithoutJobsLeaveNothingInRedis) {
 // new incarnation has a job of the same member; a pause keeps a topic
 // without jobs alive until it ends.
 TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
-  RedisBackend::Options o;
-  o.sweep_ms = 50;
-  o.topic_idle_ms = 300;
-  auto a = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
-  auto b = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  auto a = MakeQuick(), b = MakeQuick();
   SessionId sa = SessionOn(*a, "cycle"), sb = b->OpenSession();
   constexpr JobId kSeq = (JobId{1} << RedisBackend::kSeqBits) - 1;
   auto p1 = Put(*a, sa, "one");
@@ -727,11 +732,7 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
 // a third instance (that knows nothing yet) resolves, and a delayed job an
 // instance put before it went away becomes ready in another's sweeps.
 TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
-  RedisBackend::Options o;
-  o.sweep_ms = 50;
-  o.topic_idle_ms = 300;
-  auto a = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
-  auto b = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  auto a = MakeQuick(), b = MakeQuick();
   SessionId sa = a->OpenSession(), sb = b->OpenSession();
   std::optional<Result<PutResult>> ra, rb;
   PutRequest r;
@@ -749,7 +750,7 @@ TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
   EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "1"; }));
   RunFor(milliseconds(500));
   EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
-  auto c = testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  auto c = MakeQuick();
   for (JobId id : {(*ra)->id, (*rb)->id}) {
     Jobs p = Peek(*c, Backend::PeekKind::kId, id);
     ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
