@@ -87,7 +87,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> head = {"FCALL", "dq_batch", "6"};
   for (const char* k : {"ready", "delayed", "reserved", "buried", "keys", "topic"})
     head.push_back(prefix + k);
+  // The prefix, then the topic's number: 1, which the first call gives it
+  // (redis_scripts.h); later calls name it alone, as an instance does.
   head.push_back(prefix);
+  head.push_back("1/1");
   const std::string body(64, 'x');
   // An operation of a dq_batch: its code and argument count, then its
   // arguments (redis_scripts.h).
@@ -106,6 +109,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < reserves; ++i) a.insert(a.end(), {kReserve, "bench:1"});
     for (const std::string& m : to_delete) a.insert(a.end(), {kDelete, m, "bench:1"});
     Reply r = Command(c, a);
+    head.back() = "1";
     // {next_wake, {put results..., reserve results..., delete results...}};
     // a reserve of one job answers its string, which starts with its
     // 13-digit member (reserve_one in src/backend/redis_scripts.cc).

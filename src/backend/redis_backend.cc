@@ -27,6 +27,8 @@ constexpr size_t kCallsPerBatch = 64;
 constexpr int kMaxInFlight = 2;
 // Jobs a clear script deletes at once.
 constexpr int kClearChunk = 1000;
+// How long calls carry a number registered for their topic (FlushBatch).
+constexpr TimeMs kFreshMs = 30'000;
 
 std::string_view Str(const redisReply* r) {
   if (r == nullptr || r->str == nullptr) return {};
@@ -58,11 +60,17 @@ JobState StateOf(std::string_view s) {
   return JobState::kReady;
 }
 
-std::string Member(JobId seq) {
+// A job's member: its sequence number in its topic, 13 digits.
+std::string Member(JobId id) {
   char buf[24];
-  std::snprintf(buf, sizeof buf, "%013llu", static_cast<unsigned long long>(seq));
+  std::snprintf(buf, sizeof buf, "%013llu", static_cast<unsigned long long>(id & kSeqMask));
   return buf;
 }
+
+// The number of a job's topic: a call naming the job by member carries it
+// (RedisBackend::Run), so that a job of an incarnation that has ended is
+// not taken for one of a later incarnation with the same member.
+int64_t NoOf(JobId id) { return static_cast<int64_t>(id >> RedisBackend::kSeqBits); }
 
 std::string EncodeBackoff(const Backoff& b) {
   switch (b.kind) {
@@ -94,17 +102,17 @@ struct Got {
   TimeMs deadline = 0;
 };
 
-JobId JobIdOf(uint64_t topic_no, std::string_view member) {
+JobId JobIdOf(int64_t topic_no, std::string_view member) {
   JobId seq = 0;
   std::from_chars(member.data(), member.data() + member.size(), seq);
-  return (topic_no << RedisBackend::kSeqBits) | seq;
+  return (static_cast<uint64_t>(topic_no) << RedisBackend::kSeqBits) | seq;
 }
 
 // A reserved job as the functions write it (reserve_one in
 // redis_scripts.cc): "<member><deadline>,<priority>,<index>,<key
 // length>,<key><body>", the member 13 digits; index: which owner of the
 // call it went to. False when s is not one.
-bool ParseGot(uint64_t topic_no, const std::string& topic, std::string_view s, Got* g,
+bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Got* g,
               size_t* index) {
   constexpr size_t kMemberDigits = 13;
   if (s.size() < kMemberDigits) return false;
@@ -130,7 +138,7 @@ bool ParseGot(uint64_t topic_no, const std::string& topic, std::string_view s, G
 // The jobs a reserve answered (dq_reserve, dq_reserve_job), in order, each
 // with the index of the owner it went to: one job's string, or {'ok', job
 // string, ...}. False when r is neither ({'paused', n} included).
-bool ReservedIn(uint64_t topic_no, const std::string& topic, const redisReply* r,
+bool ReservedIn(int64_t topic_no, const std::string& topic, const redisReply* r,
                 std::vector<std::pair<Got, size_t>>* out) {
   out->clear();
   if (r == nullptr) return false;
@@ -321,33 +329,90 @@ RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   if (name == "default") {
     // Number 0 without asking the registry: the default topic's ids are
     // then 1, 2, 3... as beanstalkd's are.
-    ref.registered = true;
-    by_number_[0] = &ref;
+    ref.no = 0;
+    ref.live = true;
+    MapNumber(0, ref);
   }
   return ref;
 }
 
-template <typename F>
-void RedisBackend::Register(Topic& t, F&& then) {
-  if (t.registered) return then(Status::Ok());
-  t.on_registered.emplace_back(std::forward<F>(then));
-  if (t.on_registered.size() > 1) return;
+void RedisBackend::SetNumber(Topic& t, int64_t no) {
+  if (t.name == "default" || t.no == no) return;
+  t.no = no;
+  if (no < 0) return;
+  MapNumber(static_cast<uint64_t>(no), t);
+  t.fresh = 0;
+  t.fresh_tries = 0;
+}
+
+void RedisBackend::RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_t tried) {
+  for (Topic::Call& c : calls) t.need_number.push_back(std::move(c));
+  // A number registered since those calls left: they take it.
+  if (t.fresh != tried || t.no >= 0) {
+    for (Topic::Call& c : t.need_number) Enqueue(t, std::move(c));
+    t.need_number.clear();
+    return;
+  }
+  if (t.registering) return;
   Topic* tp = &t;
+  auto fail = [this, tp](Status st) {
+    auto waiting = std::move(tp->need_number);
+    tp->need_number.clear();
+    for (Topic::Call& c : waiting) c.done(st, nullptr);
+  };
+  // A number a tombstone refused (RETIRED_TTL) is followed by a newer one;
+  // a few in a row and the calls fail.
+  if (++t.fresh_tries > 3) {
+    t.fresh_tries = 0;
+    return fail(Status::Unavailable("redis: the topic registry gave no usable number"));
+  }
+  t.registering = true;
   RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name},
-         [this, tp](Status st, const redisReply* r) {
-           if (st.ok()) {
-             if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0) {
-               st = Unexpected("the topic registry");
-             } else {
-               tp->no = static_cast<uint64_t>(r->integer);
-               tp->registered = true;
-               by_number_[tp->no] = tp;
-             }
-           }
-           auto waiting = std::move(tp->on_registered);
-           tp->on_registered.clear();
-           for (auto& f : waiting) f(st);
+         [this, tp, fail](Status st, const redisReply* r) {
+           tp->registering = false;
+           if (st.ok() && (r->type != REDIS_REPLY_INTEGER || r->integer <= 0))
+             st = Unexpected("the topic registry");
+           if (!st.ok()) return fail(st);
+           uint64_t no = static_cast<uint64_t>(r->integer);
+           tp->fresh = no;
+           tp->fresh_at = Now();
+           registry_.emplace(no, Registered{tp->name, Now()});
+           MapNumber(no, *tp);
+           auto waiting = std::move(tp->need_number);
+           tp->need_number.clear();
+           for (Topic::Call& c : waiting) Enqueue(*tp, std::move(c));
          });
+}
+
+void RedisBackend::MapNumber(uint64_t no, Topic& t) {
+  // A number names one topic for good: an entry is never moved.
+  if (by_number_.try_emplace(no, &t).second) t.numbers.push_back(no);
+}
+
+void RedisBackend::UnmapNumber(uint64_t no) {
+  auto it = by_number_.find(no);
+  if (it == by_number_.end()) return;
+  std::vector<uint64_t>& v = it->second->numbers;
+  v.erase(std::remove(v.begin(), v.end(), no), v.end());
+  by_number_.erase(it);
+}
+
+void RedisBackend::DropUnused() {
+  for (auto it = topics_.begin(); it != topics_.end();) {
+    // (An idle incarnation's number, and the others by_number_ has for the
+    // topic, are looked up again when a reply or an id names them.)
+    const Topic& t = *it->second;
+    bool unused = t.name != "default" && t.using_count == 0 && t.watching == 0 &&
+                  t.waiters.empty() && !t.subscribed && t.batch.empty() && t.need_number.empty() &&
+                  !t.flush_posted && t.in_flight == 0 && !t.registering && !t.serving &&
+                  t.wake == kNever && !t.live && t.fresh == 0 && t.pins == 0;
+    if (!unused) {
+      ++it;
+      continue;
+    }
+    for (uint64_t no : t.numbers) by_number_.erase(no);
+    it = topics_.erase(it);
+  }
 }
 
 template <typename F>
@@ -361,25 +426,7 @@ void RedisBackend::TopicByNumber(uint64_t no, F&& then) {
                      if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
                      if (r->type != REDIS_REPLY_STRING) return then(Unexpected("HGET"), nullptr);
                      Topic& t = GetTopic(std::string(Str(r)));
-                     t.no = no;
-                     t.registered = true;
-                     by_number_[no] = &t;
-                     then(Status::Ok(), &t);
-                   });
-}
-
-void RedisBackend::TopicByName(const std::string& name, std::function<void(Status, Topic*)> then) {
-  if (auto it = topics_.find(name); it != topics_.end() && it->second->registered)
-    return then(Status::Ok(), it->second.get());
-  router_->Command(registry_names_, {"HGET", registry_names_, name},
-                   [this, name, then](const redisReply* r) {
-                     if (r == nullptr)
-                       return then(Status::Unavailable("redis: not connected"), nullptr);
-                     if (r->type == REDIS_REPLY_NIL) return then(Status::Ok(), nullptr);
-                     Topic& t = GetTopic(name);
-                     t.no = static_cast<uint64_t>(Int(r));
-                     t.registered = true;
-                     by_number_[t.no] = &t;
+                     MapNumber(no, t);
                      then(Status::Ok(), &t);
                    });
 }
@@ -388,24 +435,85 @@ template <typename F>
 void RedisBackend::ForJob(JobId id, F&& then) {
   JobId seq = id & kSeqMask;
   if (seq == 0) return then(Status::Ok(), nullptr, std::string());
-  TopicByNumber(id >> kSeqBits, [seq, then = std::forward<F>(then)](Status st, Topic* t) mutable {
-    then(st, t, Member(seq));
+  TopicByNumber(id >> kSeqBits, [id, then = std::forward<F>(then)](Status st, Topic* t) mutable {
+    then(st, t, Member(id));
   });
 }
 
 void RedisBackend::RefreshRegistry(std::function<void()> then) {
-  router_->Command(registry_numbers_, {"HGETALL", registry_numbers_},
-                   [this, then](const redisReply* r) {
-                     for (size_t i = 0; i + 1 < Size(r); i += 2) {
-                       uint64_t no = static_cast<uint64_t>(Int(At(r, i)));
-                       if (by_number_.count(no)) continue;
-                       Topic& t = GetTopic(std::string(Str(At(r, i + 1))));
-                       t.no = no;
-                       t.registered = true;
-                       by_number_[no] = &t;
-                     }
-                     then();
-                   });
+  // The counter of numbers first: the numbers above the one last read are
+  // new (registered since). On the first read, the whole registry.
+  router_->Command(
+      registry_names_, {"HGET", registry_names_, " next"}, [this, then](const redisReply* r) {
+        if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
+          return then();
+        uint64_t next = static_cast<uint64_t>(Int(r));
+        auto add = [this](uint64_t no, std::string_view name) {
+          if (name.empty() || registry_.count(no)) return;
+          registry_.emplace(no, Registered{std::string(name), Now()});
+          Topic& t = GetTopic(std::string(name));
+          MapNumber(no, t);
+          // Ticked by the next sweep, which tells whether it is live.
+          if (t.no < 0) t.live = true;
+        };
+        if (!registry_loaded_) {
+          return router_->Command(registry_numbers_, {"HGETALL", registry_numbers_},
+                                  [this, next, add, then](const redisReply* r) {
+                                    if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return then();
+                                    for (size_t i = 0; i + 1 < Size(r); i += 2)
+                                      add(static_cast<uint64_t>(Int(At(r, i))), Str(At(r, i + 1)));
+                                    registry_loaded_ = true;
+                                    registry_seen_ = next;
+                                    then();
+                                  });
+        }
+        if (next <= registry_seen_) return then();
+        uint64_t last = std::min(next, registry_seen_ + 1000);
+        std::vector<std::string> argv{"HMGET", registry_numbers_};
+        for (uint64_t no = registry_seen_ + 1; no <= last; ++no) argv.push_back(std::to_string(no));
+        std::vector<std::string_view> views(argv.begin(), argv.end());
+        router_->Command(registry_numbers_, views,
+                         [this, first = registry_seen_ + 1, last, add, then](const redisReply* r) {
+                           if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return then();
+                           for (size_t i = 0; i < Size(r); ++i) add(first + i, Str(At(r, i)));
+                           registry_seen_ = std::max(registry_seen_, last);
+                           then();
+                         });
+      });
+}
+
+void RedisBackend::ScanRegistry() {
+  // A few numbers per sweep, round the registry: the scan's cost per sweep
+  // is bounded, however many topics are idle.
+  constexpr size_t kPerSweep = 16;
+  TimeMs now = Now();
+  // A number is looked at once its registration is a while old, so that a
+  // call that carries it has long landed.
+  TimeMs age = std::min<TimeMs>(options_.topic_idle_ms, 60'000);
+  auto it = registry_.upper_bound(scan_cursor_);
+  size_t count = std::min(kPerSweep, registry_.size());
+  for (size_t n = 0; n < count; ++n) {
+    if (it == registry_.end()) it = registry_.begin();
+    uint64_t no = it->first;
+    scan_cursor_ = no;
+    bool old_enough = now - it->second.seen >= age;
+    Topic* tp = &GetTopic(it->second.name);
+    ++it;
+    if (!old_enough) continue;
+    Run(Script::kRetire, *tp, {std::to_string(no), std::to_string(options_.topic_idle_ms)},
+        [this, no](Status st, const redisReply* r) {
+          if (!st.ok() || Int(r) != 1) return;
+          std::string n = std::to_string(no);
+          router_->Command(registry_numbers_, {"HDEL", registry_numbers_, n},
+                           [this, no](const redisReply* r) {
+                             if (r == nullptr || r->type != REDIS_REPLY_INTEGER) return;
+                             registry_.erase(no);
+                             if (auto b = by_number_.find(no);
+                                 b != by_number_.end() && b->second->no != static_cast<int64_t>(no))
+                               UnmapNumber(no);
+                           });
+        });
+  }
 }
 
 // ---- scripts ---------------------------------------------------------------
@@ -453,6 +561,11 @@ void RedisBackend::Run(Script sc, Topic& t, std::initializer_list<std::string_vi
   Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
 }
 
+void RedisBackend::Run(Script sc, Topic& t, int64_t job_no,
+                       std::initializer_list<std::string_view> args, ReplyFn done) {
+  Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done), job_no});
+}
+
 void RedisBackend::Run(Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done) {
   Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
 }
@@ -473,19 +586,50 @@ std::string RedisBackend::Header(const Topic& t) const {
   return std::to_string(Now()) + "|" + t.prefix;
 }
 
+std::string RedisBackend::Known(const Topic& t, int64_t no) const {
+  std::string k = std::to_string(no);
+  if (t.fresh != 0) {
+    k += '/';
+    k += std::to_string(t.fresh);
+  }
+  return k;
+}
+
 void RedisBackend::FlushBatch(Topic& t) {
   t.flush_posted = false;
   if (t.batch.empty() || t.in_flight >= kMaxInFlight) return;
-  // The first calls of t.batch go; t.batch keeps its capacity.
-  std::span<Topic::Call> calls(t.batch.data(), std::min(t.batch.size(), kCallsPerBatch));
+  // A registered number goes with calls for a short while only: the
+  // registry gives it up a minute after it was registered, unless the
+  // topic took it (ScanRegistry), and a tombstone refuses it for
+  // RETIRED_TTL after that (redis_scripts.cc); a call made later registers
+  // a new one.
+  if (t.fresh != 0 && Now() - t.fresh_at >= kFreshMs) t.fresh = 0;
+  // The first calls of t.batch go, up to one that names a job of another
+  // incarnation than those before it (rare: an id from before the topic's
+  // last number); t.batch keeps its capacity. The call carries the number
+  // of the jobs it names, or the topic's as known here.
+  int64_t no = -2;
+  size_t take = 0;
+  for (; take < std::min(t.batch.size(), kCallsPerBatch); ++take) {
+    int64_t j = t.batch[take].job_no;
+    if (j < 0) continue;
+    if (no != -2 && j != no) break;
+    no = j;
+  }
+  if (no == -2) no = t.no;
+  std::span<Topic::Call> calls(t.batch.data(), take);
   t.in_flight++;
   Topic* tp = &t;
   // First thing on the reply: the calls queued meanwhile leave (posted, so
   // after this batch's callbacks, which may queue more).
-  auto landed = [this, tp](const redisReply* r) {
+  auto landed = [this, tp, no](const redisReply* r) {
     tp->in_flight--;
-    if (r != nullptr && Size(r) == 2) {
-      int64_t w = Int(At(r, 0));  // ms from now, as Redis's clock sees it
+    if (r != nullptr && (Size(r) == 2 || Size(r) == 3)) {
+      // The topic's number: the one the call carried, or, when it is not,
+      // the one the answer tells.
+      SetNumber(*tp, Size(r) == 3 ? Int(At(r, 2)) : no);
+      int64_t w = Int(At(r, 0));  // ms from now, as Redis's clock sees it; -2: idle
+      tp->live = w != -2 || tp->name == "default";
       NoteWake(*tp, w < 0 ? kNever : Now() + w);
     }
     if (!tp->batch.empty() && !tp->flush_posted) {
@@ -500,10 +644,11 @@ void RedisBackend::FlushBatch(Topic& t) {
   // <keys> <header> <arguments>, where a batch's arguments are, for each
   // call, its code and argument count ("p4") and its arguments.
   bool single = calls.size() == 1;
-  std::string header = Header(t);
+  std::string header = Header(t), known = Known(t, no);
   std::string_view fn = redis::Name(single ? calls.front().script : Script::kBatch);
-  size_t nargs = 3 + t.keys.size() + 1;
-  size_t size = 16 + resp::BulkSize(fn.size()) + resp::BulkSize(header.size());
+  size_t nargs = 3 + t.keys.size() + 2;
+  size_t size =
+      16 + resp::BulkSize(fn.size()) + resp::BulkSize(header.size()) + resp::BulkSize(known.size());
   for (const std::string& k : t.keys) size += resp::BulkSize(k.size());
   for (const Topic::Call& c : calls) {
     if (!single) {
@@ -521,8 +666,7 @@ void RedisBackend::FlushBatch(Topic& t) {
   resp::AppendBulk(cmd, std::to_string(t.keys.size()));
   for (const std::string& k : t.keys) resp::AppendBulk(cmd, k);
   resp::AppendBulk(cmd, header);
-  std::vector<ReplyFn> dones;
-  dones.reserve(calls.size());
+  resp::AppendBulk(cmd, known);
   for (Topic::Call& c : calls) {
     if (!single) {
       // The operation's code and argument count: "p4".
@@ -532,30 +676,34 @@ void RedisBackend::FlushBatch(Topic& t) {
       resp::AppendBulk(cmd, std::string_view(code, static_cast<size_t>(end - code)));
     }
     cmd.append(c.args);
-    dones.push_back(std::move(c.done));
   }
+  // The calls stay until the reply: a put or pause that found the topic
+  // without an incarnation ('N') goes again once a number is registered.
+  auto sent = std::make_shared<std::vector<Topic::Call>>(std::make_move_iterator(calls.begin()),
+                                                         std::make_move_iterator(calls.end()));
   t.batch.erase(t.batch.begin(), t.batch.begin() + static_cast<ptrdiff_t>(calls.size()));
   auto command = std::make_shared<const std::string>(std::move(cmd));
-  if (single) {
-    Call(t.keys.front(), std::move(command), false,
-         [landed, done = std::move(dones.front())](Status st, const redisReply* r) {
-           landed(st.ok() ? r : nullptr);
-           if (!st.ok()) return done(st, nullptr);
-           if (Size(r) != 2) return done(Unexpected("a function"), nullptr);
-           done(Status::Ok(), At(r, 1));
-         });
-    return;
-  }
   Call(t.keys.front(), std::move(command), false,
-       [landed, dones = std::move(dones)](Status st, const redisReply* r) {
+       [this, tp, landed, sent, single, fresh = t.fresh](Status st, const redisReply* r) {
          landed(st.ok() ? r : nullptr);
-         if (st.ok() && (Size(r) != 2 || Size(At(r, 1)) != dones.size()))
-           st = Unexpected("a batch");
+         std::vector<Topic::Call>& calls = *sent;
+         if (st.ok() && (Size(r) < 2 || (!single && Size(At(r, 1)) != calls.size())))
+           st = Unexpected(single ? "a function" : "a batch");
          if (!st.ok()) {
-           for (const ReplyFn& d : dones) d(st, nullptr);
+           for (Topic::Call& c : calls) c.done(st, nullptr);
            return;
          }
-         for (size_t i = 0; i < dones.size(); ++i) dones[i](Status::Ok(), At(At(r, 1), i));
+         std::vector<Topic::Call> again;
+         for (size_t i = 0; i < calls.size(); ++i) {
+           const redisReply* one = single ? At(r, 1) : At(At(r, 1), i);
+           if (one != nullptr && one->type == REDIS_REPLY_STRING && Str(one) == "N" &&
+               (calls[i].script == Script::kPut || calls[i].script == Script::kPause)) {
+             again.push_back(std::move(calls[i]));
+             continue;
+           }
+           calls[i].done(Status::Ok(), one);
+         }
+         if (!again.empty()) RegisterFor(*tp, std::move(again), fresh);
        });
 }
 
@@ -604,13 +752,21 @@ void RedisBackend::Sweep() {
   if (router_->connected()) {
     RefreshRegistry([this, alive] {
       if (alive.expired()) return;
+      // The topics with a job or a pause, and those a reserve of this
+      // instance waits on (whose reserve applies what is due): the sweep
+      // costs what the live topics do, however many were ever named.
       for (auto& [name, t] : topics_) {
-        if (!t->registered) continue;
-        Topic* tp = t.get();
-        Run(Script::kTick, *tp, {}, [this, tp](Status st, const redisReply*) {
-          if (st.ok()) TryWaiters(*tp);
-        });
+        Topic& topic = *t;
+        TryWaiters(topic);
+        if (topic.waiters.empty() && topic.subscribed) {
+          subscriber_->Unsubscribe(topic.prefix + "wake");
+          topic.subscribed = false;
+        }
+        if (topic.live && !topic.serving)
+          Run(Script::kTick, topic, {}, [](Status, const redisReply*) {});
       }
+      DropUnused();
+      ScanRegistry();
     });
   }
   sweep_timer_.expires_after(std::chrono::milliseconds(options_.sweep_ms));
@@ -639,7 +795,7 @@ void RedisBackend::CloseSession(SessionId sid) {
   std::string owner = Owner(sid);
   for (auto& [id, held] : s.held) {
     Topic& t = GetTopic(held.topic);
-    Run(Script::kReturn, t, {Member(id & kSeqMask), owner, "0"}, [](Status, const redisReply*) {});
+    Run(Script::kReturn, t, NoOf(id), {Member(id), owner, "0"}, [](Status, const redisReply*) {});
     holders_.erase(id);
   }
   GetTopic(s.used).using_count--;
@@ -774,10 +930,7 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     if (res.created && res.state == JobState::kReady) TryWaiters(*tp);
     done(res);
   };
-  Register(t, [this, tp, call = std::move(call)](Status st) mutable {
-    if (!st.ok()) return call.done(st, nullptr);
-    Enqueue(*tp, std::move(call));
-  });
+  Enqueue(t, std::move(call));
 }
 
 // ---- consuming -------------------------------------------------------------
@@ -809,8 +962,8 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
         if (gone) {
           // The session closed while the call ran: nobody will get the
           // job, so it goes back, as if never reserved.
-          Run(Script::kReturn, *tp,
-              {Member(g.id & kSeqMask), detach ? std::string() : Owner(sid), "1"},
+          Run(Script::kReturn, *tp, NoOf(g.id),
+              {Member(g.id), detach ? std::string() : Owner(sid), "1"},
               [](Status, const redisReply*) {});
           continue;
         }
@@ -830,19 +983,17 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
     std::vector<JobView> views = Views(got);  // they point into `got`
     done(st, views, paused_ready);
   };
-  if (topics.size() == 1) {
-    Topic* tp = &GetTopic(topics.front());
-    return Register(*tp, [tp, reserve_from, finish = std::move(finish)](Status st) mutable {
-      if (!st.ok()) return finish(st, {}, false);
-      reserve_from(tp, std::move(finish));
-    });
-  }
-  // Registers every topic first (a topic nobody put to has no jobs: skip it).
+  if (topics.size() == 1) return reserve_from(&GetTopic(topics.front()), std::move(finish));
+  // The next job of each topic first (a topic with none has no state in
+  // Redis, and the call leaves it so).
   auto remaining = std::make_shared<size_t>(topics.size());
   auto failed = std::make_shared<Status>();
   auto candidates = std::make_shared<std::vector<std::pair<std::pair<int64_t, JobId>, Topic*>>>();
   auto paused_ready = std::make_shared<bool>(false);
-  auto after_tops = [reserve_from, finish, candidates, failed, paused_ready]() {
+  // The topics stay until every answer is in (DropUnused).
+  auto pinned = std::make_shared<std::vector<Topic*>>();
+  auto after_tops = [reserve_from, finish, candidates, failed, paused_ready, pinned]() {
+    for (Topic* t : *pinned) t->pins--;
     if (!failed->ok()) return finish(*failed, {}, false);
     if (candidates->empty()) return finish(Status::Ok(), {}, *paused_ready);
     std::sort(candidates->begin(), candidates->end());
@@ -853,26 +1004,22 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
   };
   for (const std::string& name : topics) {
     Topic* tp = &GetTopic(name);
-    Register(*tp, [this, tp, remaining, failed, candidates, paused_ready, after_tops](Status st) {
-      auto one_done = [remaining, after_tops] {
-        if (--*remaining == 0) after_tops();
-      };
-      if (!st.ok()) {
-        *failed = st;
-        return one_done();
-      }
-      Run(Script::kTop, *tp, {},
-          [this, tp, failed, candidates, paused_ready, one_done](Status st, const redisReply* r) {
-            if (!st.ok()) {
-              *failed = st;
-            } else if (Str(At(r, 0)) == "paused") {
-              if (Int(At(r, 1)) > 0) *paused_ready = true;
-            } else if (Size(r) == 2) {
-              candidates->push_back({{Int(At(r, 0)), IdOf(*tp, Str(At(r, 1)))}, tp});
-            }
-            one_done();
-          });
-    });
+    tp->pins++;
+    pinned->push_back(tp);
+    auto one_done = [remaining, after_tops] {
+      if (--*remaining == 0) after_tops();
+    };
+    Run(Script::kTop, *tp, {},
+        [this, tp, failed, candidates, paused_ready, one_done](Status st, const redisReply* r) {
+          if (!st.ok()) {
+            *failed = st;
+          } else if (Str(At(r, 0)) == "paused") {
+            if (Int(At(r, 1)) > 0) *paused_ready = true;
+          } else if (Size(r) == 2) {
+            candidates->push_back({{Int(At(r, 0)), IdOf(*tp, Str(At(r, 1)))}, tp});
+          }
+          one_done();
+        });
   }
 }
 
@@ -1003,7 +1150,7 @@ void RedisBackend::TryWaiters(Topic& t) {
     if (batch.size() >= kWaitersPerScript) break;
     if (live(w)) batch.push_back(w);
   }
-  if (batch.empty() || !t.registered) return;
+  if (batch.empty()) return;
   std::vector<std::string> args;
   for (const auto& [sid, gen] : batch) {
     const Session& s = sessions_.at(sid);
@@ -1032,8 +1179,8 @@ void RedisBackend::TryWaiters(Topic& t) {
           if (!live(batch[w])) {
             // The wait ended while the script ran: give the jobs back.
             for (const Got& g : per[w])
-              Run(Script::kReturn, *tp,
-                  {Member(g.id & kSeqMask),
+              Run(Script::kReturn, *tp, NoOf(g.id),
+                  {Member(g.id),
                    sessions_.count(sid) && !sessions_.at(sid).wait_detach ? Owner(sid)
                                                                           : std::string(),
                    "1"},
@@ -1065,7 +1212,7 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
   ForJob(id, [this, sid, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st, {});
     if (t == nullptr) return done(Status::NotFound(), {});
-    Run(Script::kReserveJob, *t, {member, Owner(sid)},
+    Run(Script::kReserveJob, *t, NoOf(id), {member, Owner(sid)},
         [this, t, sid, id, done](Status st, const redisReply* r) {
           if (!st.ok()) return done(st, {});
           std::vector<std::pair<Got, size_t>> answered;
@@ -1088,7 +1235,7 @@ void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
          [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
            if (!st.ok()) return done(st);
            if (t == nullptr) return done(Status::NotFound());
-           Run(Script::kDelete, *t, {member, Caller(sid)},
+           Run(Script::kDelete, *t, NoOf(id), {member, Caller(sid)},
                [this, id, done = std::move(done)](Status st, const redisReply* r) {
                  if (!st.ok()) return done(st);
                  if (Int(r) != 1) return done(Status::NotFound());
@@ -1104,16 +1251,15 @@ void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::strin
   if (key.empty()) return done(Status::NotFound());
   std::string caller(Caller(sid));
   std::string k(key);
-  TopicByName(std::string(topic), [this, caller, k, done](Status st, Topic* t) {
+  // (A name the functions cannot take names no topic.)
+  if (!IsValidTopicName(topic)) return done(Status::NotFound());
+  Topic* t = &GetTopic(std::string(topic));
+  Run(Script::kDelete, *t, {"key", k, caller}, [this, t, done](Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kDelete, *t, {"key", k, caller}, [this, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      // Deleted: the job's member; otherwise 0.
-      if (r == nullptr || r->type != REDIS_REPLY_STRING) return done(Status::NotFound());
-      Forget(IdOf(*t, Str(r)));
-      done(Status::Ok());
-    });
+    // Deleted: the job's member; otherwise 0.
+    if (r == nullptr || r->type != REDIS_REPLY_STRING) return done(Status::NotFound());
+    Forget(IdOf(*t, Str(r)));
+    done(Status::Ok());
   });
 }
 
@@ -1128,7 +1274,7 @@ void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::opti
   ForJob(id, [this, id, caller, pri, d, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kRelease, *t, {member, caller, pri, d},
+    Run(Script::kRelease, *t, NoOf(id), {member, caller, pri, d},
         [this, t, id, done](Status st, const redisReply* r) {
           if (!st.ok()) return done(st);
           std::string_view s = Str(r);
@@ -1150,12 +1296,13 @@ void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
   ForJob(id, [this, id, caller, pri, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kBury, *t, {member, caller, pri}, [this, id, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      if (Int(r) != 1) return done(Status::NotFound());
-      Forget(id);
-      done(Status::Ok());
-    });
+    Run(Script::kBury, *t, NoOf(id), {member, caller, pri},
+        [this, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          if (Int(r) != 1) return done(Status::NotFound());
+          Forget(id);
+          done(Status::Ok());
+        });
   });
 }
 
@@ -1165,16 +1312,17 @@ void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
   ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kTouch, *t, {member, caller}, [this, id, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      TimeMs dl = Int(r);
-      if (dl == 0) return done(Status::NotFound());
-      // The holder's deadline, whoever touched it (the operator may).
-      if (auto h = holders_.find(id); h != holders_.end())
-        if (auto it = sessions_.find(h->second); it != sessions_.end())
-          it->second.held[id] = Held{t->name, dl};
-      done(Status::Ok());
-    });
+    Run(Script::kTouch, *t, NoOf(id), {member, caller},
+        [this, id, t, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          TimeMs dl = Int(r);
+          if (dl == 0) return done(Status::NotFound());
+          // The holder's deadline, whoever touched it (the operator may).
+          if (auto h = holders_.find(id); h != holders_.end())
+            if (auto it = sessions_.find(h->second); it != sessions_.end())
+              it->second.held[id] = Held{t->name, dl};
+          done(Status::Ok());
+        });
   });
 }
 
@@ -1183,27 +1331,26 @@ void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
   done = Guard(sid, std::move(done));
   std::string b = std::to_string(std::min<uint64_t>(bound, uint64_t{1} << 50));
   std::string name(topic);
-  TopicByName(name, [this, name, b, done](Status st, Topic* t) {
+  if (!IsValidTopicName(name)) return done(Status::NotFound("no such topic"));
+  Topic* t = &GetTopic(name);
+  Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
-    if (t == nullptr) {
-      if (!LocallyKnown(name)) return done(Status::NotFound("no such topic"));
-      return done(uint64_t{0});
-    }
-    Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      uint64_t n = static_cast<uint64_t>(Int(r));
-      if (n > 0) TryWaiters(*t);
-      done(n);
-    });
+    uint64_t n = static_cast<uint64_t>(Int(r));
+    if (n > 0) TryWaiters(*t);
+    // A topic exists while it has a job or a pause, or a session uses or
+    // watches it.
+    if (n == 0 && !t->live && !LocallyKnown(t->name))
+      return done(Status::NotFound("no such topic"));
+    done(n);
   });
 }
 
 void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
   done = Guard(sid, std::move(done));
-  ForJob(id, [this, done](Status st, Topic* t, std::string member) {
+  ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kKickJob, *t, {member}, [this, t, done](Status st, const redisReply* r) {
+    Run(Script::kKickJob, *t, NoOf(id), {member}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       if (Int(r) != 1) return done(Status::NotFound());
       TryWaiters(*t);
@@ -1217,8 +1364,9 @@ void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
 void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view topic,
                         std::string_view key, JobsDone done) {
   done = Guard(sid, std::move(done));
-  auto peek = [this, done](Topic* t, std::string what, std::string arg) {
-    Run(Script::kPeek, *t, {what, arg}, [this, t, done](Status st, const redisReply* r) {
+  // (job_no: of the job named by id; -1 otherwise.)
+  auto peek = [this, done](Topic* t, int64_t job_no, std::string what, std::string arg) {
+    Run(Script::kPeek, *t, job_no, {what, arg}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st, {});
       if (Size(r) < 5) return done(Status::NotFound(), {});
       std::string k(Str(At(r, 1))), b(Str(At(r, 2)));
@@ -1232,10 +1380,10 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
     });
   };
   if (kind == PeekKind::kId) {
-    return ForJob(id, [peek, done](Status st, Topic* t, std::string member) {
+    return ForJob(id, [peek, id, done](Status st, Topic* t, std::string member) {
       if (!st.ok()) return done(st, {});
       if (t == nullptr) return done(Status::NotFound(), {});
-      peek(t, "id", member);
+      peek(t, NoOf(id), "id", member);
     });
   }
   if (kind == PeekKind::kKey && key.empty()) return done(Status::NotFound(), {});
@@ -1243,18 +1391,15 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
                      : kind == PeekKind::kReady   ? "ready"
                      : kind == PeekKind::kDelayed ? "delayed"
                                                   : "buried";
-  TopicByName(std::string(topic), [peek, done, what, k = std::string(key)](Status st, Topic* t) {
-    if (!st.ok()) return done(st, {});
-    if (t == nullptr) return done(Status::NotFound(), {});
-    peek(t, what, k);
-  });
+  if (!IsValidTopicName(topic)) return done(Status::NotFound(), {});
+  peek(&GetTopic(std::string(topic)), -1, what, std::string(key));
 }
 
 void RedisBackend::StatsJob(JobId id, Callback<JobStats> done) {
   ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
     if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kStatsJob, *t, {member}, [t, id, done](Status st, const redisReply* r) {
+    Run(Script::kStatsJob, *t, NoOf(id), {member}, [t, id, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st);
       if (Size(r) < 3) return done(Status::NotFound());
       TimeMs now = Int(At(r, 0));
@@ -1332,18 +1477,27 @@ void RedisBackend::TopicCounts(
   RefreshRegistry([this, done] {
     auto out = std::make_shared<std::vector<std::pair<Topic*, TopicStats>>>();
     auto failed = std::make_shared<Status>();
-    std::vector<Topic*> registered;
+    // Those with an incarnation (a job or a pause, or idle for less than
+    // topic_idle_ms: their counts of puts go on) as the last reply told,
+    // and those sessions here use or watch.
+    // They stay until every answer is in (DropUnused).
+    std::vector<Topic*> registered, pinned;
     for (auto& [name, t] : topics_) {
-      if (t->registered) {
+      if (t->live || t->no >= 0) {
         registered.push_back(t.get());
-      } else {
+      } else if (LocallyKnown(name)) {
         TopicStats ts;
         ts.name = name;
         out->emplace_back(t.get(), ts);
+      } else {
+        continue;
       }
+      t->pins++;
+      pinned.push_back(t.get());
     }
     auto remaining = std::make_shared<size_t>(registered.size());
-    auto finish = [this, out, failed, done] {
+    auto finish = [this, out, failed, done, pinned] {
+      for (Topic* t : pinned) t->pins--;
       for (auto& [t, ts] : *out) {
         ts.using_count = t->using_count;
         ts.watching = t->watching;
@@ -1356,8 +1510,8 @@ void RedisBackend::TopicCounts(
       }
       std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) {
         auto rank = [](const Topic* t) {
-          return std::make_tuple(t->name != "default", !t->registered,
-                                 t->registered ? t->no : t->local_seq);
+          return std::make_tuple(t->name != "default", t->no < 0,
+                                 t->no >= 0 ? static_cast<uint64_t>(t->no) : t->local_seq);
         };
         return rank(a.first) < rank(b.first);
       });
@@ -1382,8 +1536,9 @@ void RedisBackend::TopicCounts(
 void RedisBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done) {
   std::string name(topic);
   auto local = [this, name]() { return LocallyKnown(name); };
-  TopicByName(name, [this, name, local, done](Status st, Topic* t) {
-    if (!st.ok()) return done(st);
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
+  Topic* t = &GetTopic(name);
+  {
     auto fill_local = [this, name](TopicStats& ts) {
       Topic& lt = GetTopic(name);
       ts.using_count = lt.using_count;
@@ -1392,22 +1547,14 @@ void RedisBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done)
         if (s.waiting && std::find(s.watched.begin(), s.watched.end(), name) != s.watched.end())
           ts.waiting++;
     };
-    if (t == nullptr) {
-      if (!local()) return done(Status::NotFound());
-      TopicStats ts;
-      ts.name = name;
+    Run(Script::kStatsTopic, *t, {}, [t, local, fill_local, done](Status st, const redisReply* r) {
+      if (!st.ok()) return done(st);
+      TopicStats ts = ParseTopicStats(t->name, r);
       fill_local(ts);
-      return done(ts);
-    }
-    Run(Script::kStatsTopic, *t, {},
-        [name, local, fill_local, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          TopicStats ts = ParseTopicStats(name, r);
-          fill_local(ts);
-          if (JobsIn(ts) == 0 && !local()) return done(Status::NotFound());
-          done(ts);
-        });
-  });
+      if (JobsIn(ts) == 0 && !t->live && !local()) return done(Status::NotFound());
+      done(ts);
+    });
+  }
 }
 
 void RedisBackend::Stats(Callback<EngineStats> done) {
@@ -1449,22 +1596,16 @@ void RedisBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done
   if (delay_ms < 0 || delay_ms > kMaxDelayMs)
     return done(Status::InvalidArgument("pause out of range"));
   std::string name(topic), d = std::to_string(delay_ms);
-  auto pause = [this, d, done](Topic* t) {
-    Run(Script::kPause, *t, {d}, [this, t, done](Status st, const redisReply*) {
-      if (st.ok()) TryWaiters(*t);
-      done(st);
-    });
-  };
-  TopicByName(name, [this, name, pause, done](Status st, Topic* t) {
-    if (!st.ok()) return done(st);
-    if (t != nullptr) return pause(t);
-    if (!LocallyKnown(name)) return done(Status::NotFound());
-    Topic* lt = &GetTopic(name);
-    Register(*lt, [lt, pause, done](Status st) {
-      if (!st.ok()) return done(st);
-      pause(lt);
-    });
-  });
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
+  // A topic no session here uses or watches exists only with a job.
+  Topic* t = &GetTopic(name);
+  Run(Script::kPause, *t, {d, LocallyKnown(name) ? "0" : "1"},
+      [this, t, done](Status st, const redisReply* r) {
+        if (!st.ok()) return done(st);
+        if (Int(r) != 1) return done(Status::NotFound());
+        TryWaiters(*t);
+        done(Status::Ok());
+      });
 }
 
 void RedisBackend::ClearTopic(SessionId sid, std::string_view topic, uint8_t mask,
@@ -1472,14 +1613,8 @@ void RedisBackend::ClearTopic(SessionId sid, std::string_view topic, uint8_t mas
   done = Guard(sid, std::move(done));
   std::string m = std::to_string(mask & kClearAll);
   std::string name(topic);
-  TopicByName(name, [this, name, m, done](Status st, Topic* t) {
-    if (!st.ok()) return done(st);
-    if (t == nullptr) {
-      if (!LocallyKnown(name)) return done(Status::NotFound());
-      return done(uint64_t{0});
-    }
-    ClearStep(t, m, 0, done);
-  });
+  if (!IsValidTopicName(name)) return done(Status::NotFound());
+  ClearStep(&GetTopic(name), m, 0, done);
 }
 
 void RedisBackend::ClearStep(Topic* t, std::string mask, uint64_t total, Callback<uint64_t> done) {
@@ -1487,7 +1622,11 @@ void RedisBackend::ClearStep(Topic* t, std::string mask, uint64_t total, Callbac
       [this, t, mask, total, done](Status st, const redisReply* r) {
         if (!st.ok()) return done(st);
         int64_t n = Int(r);
-        if (n < kClearChunk) return done(total + static_cast<uint64_t>(n));
+        if (n < kClearChunk) {
+          if (total + static_cast<uint64_t>(n) == 0 && !t->live && !LocallyKnown(t->name))
+            return done(Status::NotFound());
+          return done(total + static_cast<uint64_t>(n));
+        }
         ClearStep(t, mask, total + static_cast<uint64_t>(n), done);
       });
 }

@@ -65,6 +65,11 @@ class RedisBackend final : public Backend {
     // backend in virtual time. Never in production: several instances must
     // share one clock, Redis's.
     bool time_from_clock = false;
+    // A topic with no job and no pause keeps its number and job sequence
+    // in Redis this long (a job put meanwhile continues them), then its
+    // incarnation ends and its number leaves the registry
+    // (docs/redis-backend.md, "Topics come and go").
+    TimeMs topic_idle_ms = 24 * 3600 * 1000;
   };
   RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock);
   ~RedisBackend() override;
@@ -114,8 +119,23 @@ class RedisBackend final : public Backend {
  private:
   struct Topic {
     std::string name;
-    uint64_t no = 0;  // from the registry; the default topic is 0
-    bool registered = false;
+    // The number of the topic's incarnation in Redis as the last reply
+    // told it; -1: none (or not known yet). The default topic's is 0.
+    int64_t no = -1;
+    // A number registered for the topic, which its next call may give its
+    // incarnation (0: none); and how many were registered in a row.
+    uint64_t fresh = 0;
+    TimeMs fresh_at = 0;  // when it was registered
+    int fresh_tries = 0;
+    bool registering = false;
+    // The last reply said the topic has a job or a pause: the sweep ticks
+    // it. (The default topic always.)
+    bool live = false;
+    // The entries of by_number_ naming it; operations over several topics
+    // holding it between their calls (the sweep drops a topic nothing here
+    // refers to: DropUnused).
+    std::vector<uint64_t> numbers;
+    int pins = 0;
     uint64_t local_seq = 0;  // creation order in this instance
     std::string prefix;
     std::vector<std::string> keys;                       // the six keys of the scripts
@@ -126,7 +146,6 @@ class RedisBackend final : public Backend {
     bool subscribed = false;
     uint64_t using_count = 0, watching = 0;
     uint64_t timeouts = 0;  // TTR expiries, as the last stats read them
-    std::vector<std::function<void(Status)>> on_registered;
     // Calls waiting to go to Redis, and whether their flush is posted, and
     // whether a batch of this topic awaits its reply.
     // A call's arguments are written in RESP when it is made (Run), so
@@ -136,8 +155,14 @@ class RedisBackend final : public Backend {
       size_t nargs = 0;
       std::string args;
       std::function<void(Status, const redisReply*)> done;
+      // The number of the topic whose job the call names by member (-1:
+      // none): a batch carries one (FlushBatch).
+      int64_t job_no = -1;
     };
     std::vector<Call> batch;
+    // Calls that need the topic to have an incarnation, waiting for a
+    // number from the registry (RegisterFor).
+    std::vector<Call> need_number;
     bool flush_posted = false;
     int in_flight = 0;
   };
@@ -164,33 +189,50 @@ class RedisBackend final : public Backend {
   // Used or watched by a session of this instance (or the default topic):
   // such a topic exists even with no job in Redis.
   bool LocallyKnown(const std::string& name) const;
-  // Runs `then` once the topic has its number (registering it): at once,
-  // and not through a std::function, when it has it.
-  template <typename F>
-  void Register(Topic& t, F&& then);
+  // Registers a new number for the topic (dq_register), then queues
+  // `calls` again: they found the topic without an incarnation (their
+  // answer 'N'), and the number lets them give it one.
+  void RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_t tried);
+  // The topic's number, as a reply told it.
+  void SetNumber(Topic& t, int64_t no);
+  // by_number_[no] = &t, and the reverse.
+  void MapNumber(uint64_t no, Topic& t);
+  void UnmapNumber(uint64_t no);
+  // Forgets the topics that nothing here refers to and that have no job
+  // or pause in Redis as far as this instance knows: its memory, and the
+  // sweep's work, follow the topics in use.
+  void DropUnused();
   // Finds a topic by number (asking the registry when unknown): nullptr
   // when no topic has it.
   // (At once, and not through a std::function, when the topic is known.)
   template <typename F>
   void TopicByNumber(uint64_t no, F&& then);
-  // Finds a registered topic by name without registering it.
-  void TopicByName(const std::string& name, std::function<void(Status, Topic*)> then);
   // Finds the topic and member of a job: `then(Status, Topic*, member)`,
   // the topic nullptr when no topic has the job's number.
   template <typename F>
   void ForJob(JobId id, F&& then);
+  // Ends (dq_retire) the incarnations, idle long enough, of a few
+  // registered numbers, and takes them out of the registry.
+  void ScanRegistry();
   // Runs a topic function. A topic has at most kMaxInFlight calls to Redis
   // in flight; the calls made meanwhile go together when one returns, as
   // one dq_batch (what is due applied once), in the order made: group
   // commit, so batches grow with the load and an idle topic's call leaves
   // at once. (One connection: Redis applies them in the order sent.)
   void Run(redis::Script sc, Topic& t, std::initializer_list<std::string_view> args, ReplyFn done);
+  // A call that names a job of the topic's incarnation of number `job_no`
+  // by its member (its first argument): not found in another incarnation.
+  void Run(redis::Script sc, Topic& t, int64_t job_no, std::initializer_list<std::string_view> args,
+           ReplyFn done);
   void Run(redis::Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done);
   void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
   // call's time with Options::time_from_clock (redis_scripts.cc, context).
   std::string Header(const Topic& t) const;
+  // The second: the number `no`, and the one registered for the topic
+  // that the call may give it.
+  std::string Known(const Topic& t, int64_t no) const;
   // Calls a function with these keys and arguments.
   void RunRaw(redis::Script sc, const std::vector<std::string>& keys,
               const std::vector<std::string>& args,
@@ -249,6 +291,16 @@ class RedisBackend final : public Backend {
   SessionId next_session_ = 1;
   uint64_t next_topic_seq_ = 0;
   std::set<std::pair<TimeMs, std::string>> wakes_;
+  // The registry as this instance last read it: number -> topic name, and
+  // when this instance first saw it.
+  struct Registered {
+    std::string name;
+    TimeMs seen = 0;
+  };
+  std::map<uint64_t, Registered> registry_;
+  bool registry_loaded_ = false;
+  uint64_t registry_seen_ = 0;  // the registry's counter, last read
+  uint64_t scan_cursor_ = 0;
   boost::asio::steady_timer wake_timer_, sweep_timer_;
   TimeMs wake_timer_at_ = kNever;
   std::string registry_names_, registry_numbers_;

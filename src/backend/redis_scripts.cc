@@ -181,33 +181,81 @@ end
 -- The topic's counters, one string (M): the job sequence (also the count of
 -- puts), lower bounds of the delayed and reserved sets' lowest scores (-1:
 -- the set is empty), the pause's end and length, the burial sequence, and
--- the counts of deletes, pauses and TTR expiries; 1 once the sets hold
--- their sentinel (SENT); last, want: 1 when a reserve may be waiting for
--- the next ready job (see wanted). A topic without the sentinel's mark
--- (new, or written before the sentinel) gets the sentinel now; one without
--- want (new, or written before it) starts at 1.
+-- the counts of deletes, pauses and TTR expiries; 1 while the sets hold
+-- their sentinel (SENT); want: 1 when a reserve may be waiting for the
+-- next ready job (see wanted); then (layout 3) the topic's number (no); how
+-- many jobs it holds (njobs), or, when it is idle, minus the time it became
+-- so (c.idle; 0 while it holds a job or a pause); and, when not 0, floor, the
+-- highest number retired for this name. (Each value packed costs cmsgpack a
+-- string of its own: two values for the three.)
+--
+-- A topic exists in Redis only while it has an incarnation: from the call
+-- that first puts a job into it or pauses it (incarnate), with a number
+-- from the registry, to its retirement (dq_retire), a while after it
+-- became idle (no job, no pause: finish deletes its sets then). A topic
+-- without one reads as empty, and a call on it writes nothing. After its
+-- retirement the topic string is a tombstone for RETIRED_TTL ms: no =
+-- -1, and floor, below which no number is taken for it again.
 local function load_topic(c)
   local v = redis.call('GET', c.M)
-  local sent
   if v then
-    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, sent, c.want = unpack_mp(v)
-  else
-    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = 0, -1, -1, 0, 0, 0, 0, 0, 0
-    c.want = 1
+    local jobs
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want, c.no,
+      jobs, c.floor = unpack_mp(v)
+    if jobs < 0 then
+      c.njobs, c.idle = 0, -jobs
+    else
+      c.njobs, c.idle = jobs, 0
+    end
+    if not c.floor then c.floor = 0 end
   end
-  -- (call_state keeps the last call's values: every field is set here.)
-  if c.want == nil then c.want = 1 end
-  if sent ~= 1 then
-    for _, set in ipairs({c.R, c.D, c.U, c.B}) do redis.call('ZADD', set, '+inf', SENT) end
-    c.tdirty = true
+  if not v or c.no == -1 then
+    -- No incarnation (call_state keeps the last call's values: every
+    -- field is set here).
+    c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts = 0, -1, -1, 0, 0, 0, 0, 0, 0
+    c.sent, c.want, c.no, c.njobs, c.idle = 0, 1, -1, 0, 0
+    if not v then c.floor = 0 end
   end
 end
 
--- The topic string, when the call changed it (for flush), else nil.
-local function topic_string(c)
-  if not c.tdirty then return nil end
-  return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, 1, c.want)
+-- Gives the topic an incarnation for a call that puts a job into it or
+-- pauses it: its number stays; a topic without one takes the number the
+-- caller registered for it (c.fresh, above floor; the default topic: 0).
+-- An idle topic's sets come back, with their sentinel. False when it has
+-- none and the caller brought no number it may take.
+local function incarnate(c)
+  if c.no < 0 then
+    local fresh = c.fresh
+    if c.E == 0 and c.P == 'dq:{default}:' then fresh = 0 end
+    if not fresh or (fresh > 0 and fresh <= c.floor) then return false end
+    c.no, c.idle = fresh, 0
+    c.tdirty = true
+  end
+  if c.sent ~= 1 then
+    for _, set in ipairs({c.R, c.D, c.U, c.B}) do redis.call('ZADD', set, '+inf', SENT) end
+    c.sent = 1
+    c.tdirty = true
+  end
+  return true
 end
+
+-- The topic string, when the call changed it and the topic has an
+-- incarnation (for flush), else nil.
+local function topic_string(c)
+  if not c.tdirty or c.no < 0 then return nil end
+  local jobs = c.njobs
+  if c.idle ~= 0 then jobs = -c.idle end
+  if c.floor == 0 then
+    return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want,
+                c.no, jobs)
+  end
+  return pack(c.seq, c.dmin, c.umin, c.pu, c.pm, c.bseq, c.cdel, c.cpause, c.touts, c.sent, c.want,
+              c.no, jobs, c.floor)
+end
+
+-- A job named by member is one of the incarnation whose number the call
+-- carries: (c.eok and member or nil) below, nil when that number is not the
+-- topic's (the job's incarnation has ended).
 
 -- How many jobs a set holds (the sentinel left out).
 local function count_of(set) return redis.call('ZCOUNT', set, '-inf', '(+inf') end
@@ -389,6 +437,8 @@ local function destroy(c, m, key, st)
   unplace(c, m, st)
   if key ~= '' then redis.call('HDEL', c.K, key) end
   drop(c, m)
+  c.njobs = c.njobs - 1
+  c.tdirty = true
 end
 
 -- Everything due up to c.now: delayed jobs become ready, TTRs expire, a
@@ -447,6 +497,10 @@ local function next_wake(c)
   return w
 end
 
+-- How long a retired topic's tombstone stays (load_topic): longer than a
+-- call that carries a number registered for the topic can take to come.
+local RETIRED_TTL = 600000
+
 local function finish(c, result)
   local wake = c.woke and c.want == 1
   if wake then
@@ -454,14 +508,45 @@ local function finish(c, result)
     c.tdirty = true
   end
   flush_reserved(c)
+  local idle = c.no >= 0 and c.njobs <= 0 and c.pu == 0 and c.P ~= 'dq:{default}:'
+  if idle and c.idle == 0 then
+    -- Its last job went, or its pause ended: the sets go (an incarnation
+    -- keeps its topic string, with its number and sequence, until
+    -- dq_retire).
+    redis.call('DEL', c.R, c.D, c.U, c.B, c.K)
+    c.sent, c.dmin, c.umin, c.idle, c.tdirty = 0, -1, -1, c.now, true
+  elseif not idle and c.idle ~= 0 then
+    c.idle, c.tdirty = 0, true
+  end
+  local retire = c.retire
+  if retire then
+    c.retire = false
+    if retire > c.floor then
+      c.floor = retire
+      c.tdirty = true
+    end
+    if retire == c.no then
+      c.no = -1
+      c.tdirty = false
+    end
+  end
   flush(c, topic_string(c))
+  if c.no < 0 and retire then
+    redis.call('SET', c.M, pack(0, -1, -1, 0, 0, 0, 0, 0, 0, 0, 1, -1, 0, c.floor), 'PX',
+               RETIRED_TTL)
+  end
   if wake then redis.call('PUBLISH', c.P .. 'wake', '1') end
-  -- Relative: the instances' clocks need not agree with Redis's.
+  -- Relative: the instances' clocks need not agree with Redis's. -2: the
+  -- topic has no job and no pause.
   local w = next_wake(c)
   if w >= 0 then
     w = w - c.now
     if w < 0 then w = 0 end
+  elseif c.no < 0 or c.idle ~= 0 then
+    w = -2
   end
+  -- The topic's number when it is not the one the caller named.
+  if c.no ~= c.E then return {w, result, c.no} end
   return {w, result}
 end
 
@@ -472,16 +557,25 @@ end
 -- call: jobs (member -> job as loaded or changed, with its DIRTY and FRESH
 -- flags; false: deleted) and gone (the job keys to delete). Emptying them
 -- in place for the next call cost more than making them.
+-- The last call's second argument, and the numbers it held (context).
+local last_known, last_E, last_fresh = nil, -1, false
+
 local call_state = {
   R = false, D = false, U = false, B = false, K = false, M = false, P = false,
   now = 0, ns = false, woke = false, tdirty = false, want = 0, uadd = false, urem = false,
   seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
-  jobs = false, gone = false,
+  sent = 0, no = -1, njobs = 0, idle = 0, floor = 0, E = -1, fresh = false, eok = false,
+  retire = false, jobs = false, gone = false,
 }
 
 -- The state of one call of a topic function. args[1] is the topic's prefix
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
 -- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
+-- args[2] is the topic's number as the caller knows it (-1: not known),
+-- then, when the call may give the topic an incarnation (incarnate), '/'
+-- and a number the caller registered for it. The jobs the call names by
+-- member are of the incarnation of that number: when it is not the
+-- topic's, they are not found (c.eok).
 local function context(keys, args)
   if pack == nil then
     pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
@@ -500,24 +594,36 @@ local function context(keys, args)
     p = string.sub(p, bar + 1)
   end
   local c = call_state
+  local known = args[2]
+  if known ~= last_known then
+    -- (Most calls name the number the last one did: tonumber costs a strtod.)
+    last_known, last_E, last_fresh = known, tonumber(known), false
+    if not last_E then
+      local slash = string.find(known, '/', 1, true)
+      last_E = tonumber(string.sub(known, 1, slash - 1))
+      last_fresh = tonumber(string.sub(known, slash + 1))
+    end
+  end
+  c.E, c.fresh = last_E, last_fresh
   c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-  c.P, c.now, c.ns, c.woke, c.tdirty = p, now, false, false, false
+  c.P, c.now, c.ns, c.woke, c.tdirty, c.retire = p, now, false, false, false, false
   c.jobs, c.gone, c.uadd, c.urem = {}, {}, false, false
   load_topic(c)
+  c.eok = c.no >= 0 and c.no == c.E
   return c
 end
 
 -- A topic function: applies what is due in the topic, then acts. Its body
 -- is also an operation of dq_batch, named there by the byte `code`. A body
--- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] is the
--- prefix): called alone, o = 0; in a batch, o is where they start, less
--- one, so no copy is made.
+-- reads its own arguments as args[o + 2] .. args[o + n + 1] (args[1] and
+-- args[2] are the prefix and the number): called alone, o = 1; in a batch,
+-- o is where they start, less one, so no copy is made.
 local function topic_function(name, code, body)
   codes[code] = body
   redis.register_function(name, function(keys, args)
     local c = context(keys, args)
     advance(c)
-    return finish(c, body(c, args, 0, #args - 1))
+    return finish(c, body(c, args, 1, #args - 2))
   end)
 end
 
@@ -536,7 +642,11 @@ topic_function('dq_put', 'p', function(c, args, o, n)
       return {0, ex, j and j[ST] or ''}
     end
   end
+  -- No incarnation, and no number to take: the caller registers one and
+  -- calls again.
+  if (c.no < 0 or c.sent ~= 1) and not incarnate(c) then return 'N' end
   c.seq = c.seq + 1
+  c.njobs = c.njobs + 1
   c.tdirty = true
   local m = string.format('%013d', c.seq)
   local due
@@ -605,7 +715,8 @@ topic_function('dq_top', 't', function(c, args, o, n)
 end)
 
 topic_function('dq_reserve_job', 'j', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
+  if not m then return {} end
   local j = load(c, m)
   if not j or j[ST] == 'u' then return {} end
   unplace(c, m, j[ST])
@@ -614,11 +725,12 @@ end)
 
 -- Arguments: member, caller (by id), or 'key', key, caller.
 topic_function('dq_delete', 'x', function(c, args, o, n)
-  local m, caller, by_key = args[o + 2], args[o + 3], false
+  local m, caller, by_key = nil, args[o + 3], false
   if n == 3 then
-    by_key = args[o + 2] == 'key'
-    m, caller = args[o + 3], args[o + 4]
-    if by_key then m = redis.call('HGET', c.K, m) end
+    by_key = true
+    m, caller = redis.call('HGET', c.K, args[o + 3]), args[o + 4]
+  else
+    m = (c.eok and args[o + 2] or nil)
   end
   if not m then return 0 end
   local st, own, key = head_of(c, m)
@@ -634,13 +746,14 @@ end)
 
 -- The job m if it is reserved and the caller may act on it, else nil.
 local function held(c, m, caller)
+  if not m then return nil end
   local j = load(c, m)
   if not j or j[ST] ~= 'u' or not may(j[OWN], caller) then return nil end
   return j
 end
 
 topic_function('dq_release', 'l', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return '' end
   zrem_reserved(c, m)
@@ -653,7 +766,7 @@ topic_function('dq_release', 'l', function(c, args, o, n)
 end)
 
 topic_function('dq_bury', 'b', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
   zrem_reserved(c, m)
@@ -663,7 +776,7 @@ topic_function('dq_bury', 'b', function(c, args, o, n)
 end)
 
 topic_function('dq_touch', 'h', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
   local j = held(c, m, args[o + 3])
   if not j then return 0 end
   local dl = c.now + j[TTR]
@@ -695,7 +808,8 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
 end)
 
 topic_function('dq_kick_job', 'K', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
+  if not m then return 0 end
   local j = load(c, m)
   if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
   unplace(c, m, j[ST])
@@ -706,7 +820,8 @@ topic_function('dq_kick_job', 'K', function(c, args, o, n)
 end)
 
 topic_function('dq_return', 'n', function(c, args, o, n)
-  local m = args[o + 2]
+  local m = (c.eok and args[o + 2] or nil)
+  if not m then return 0 end
   local j = load(c, m)
   if not j or j[ST] ~= 'u' or j[OWN] ~= args[o + 3] then return 0 end
   zrem_reserved(c, m)
@@ -722,7 +837,7 @@ end)
 
 topic_function('dq_peek', 'e', function(c, args, o, n)
   local kind, m = args[o + 2], nil
-  if kind == 'id' then m = args[o + 3]
+  if kind == 'id' then m = (c.eok and args[o + 3] or nil)
   elseif kind == 'key' then m = redis.call('HGET', c.K, args[o + 3])
   else
     local set = c.R
@@ -737,7 +852,9 @@ end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
 topic_function('dq_stats_job', 's', function(c, args, o, n)
-  local j = load(c, args[o + 2])
+  local m = (c.eok and args[o + 2] or nil)
+  if not m then return {} end
+  local j = load(c, m)
   if not j then return {} end
   rare(j)
   return {s(c.now), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
@@ -752,8 +869,12 @@ topic_function('dq_stats_topic', 'S', function(c, args, o, n)
     s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}
 end)
 
+-- Arguments: delay_ms, and '1' when the topic must hold a job already (it
+-- exists for the caller only so). 0: nothing done; 'N': see dq_put.
 topic_function('dq_pause', 'z', function(c, args, o, n)
   local d = tonumber(args[o + 2])
+  if n >= 2 and args[o + 3] == '1' and c.njobs <= 0 then return 0 end
+  if not incarnate(c) then return 'N' end
   c.cpause = c.cpause + 1
   c.tdirty = true
   if d > 0 then
@@ -786,7 +907,22 @@ topic_function('dq_tick', 'i', function(c, args, o, n)
   return 0
 end)
 
--- Several operations on one topic in one call: args = prefix, then for
+-- Arguments: a number the registry gives this topic, and how long (ms) an
+-- idle topic keeps its incarnation. 1: the number may leave the registry
+-- (the topic's incarnation of that number, idle that long, ends now, or it
+-- has another number or none; either way floor keeps the number from being
+-- taken for it again); 0: it is the number of the topic's incarnation,
+-- which holds a job or a pause or has not been idle that long.
+topic_function('dq_retire', 'q', function(c, args, o, n)
+  local no, keep = tonumber(args[o + 2]), tonumber(args[o + 3])
+  if no == c.no and (c.njobs > 0 or c.pu > 0 or c.idle == 0 or c.now - c.idle < keep) then
+    return 0
+  end
+  c.retire = no
+  return 1
+end)
+
+-- Several operations on one topic in one call: args = prefix, number, then for
 -- each operation one argument naming it, its code (topic_function) and its
 -- argument count in decimal ('p4': a put of four arguments), then its
 -- arguments. Applies what is due once, runs them in order, and answers
@@ -796,7 +932,7 @@ redis.register_function('dq_batch', function(keys, args)
   advance(c)
   -- Room for 16 results.
   local results = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-  local i = 2
+  local i = 3
   while i <= #args do
     local a = args[i]
     local op, n = string.byte(a, 1, 2)
@@ -808,13 +944,15 @@ redis.register_function('dq_batch', function(keys, args)
   return finish(c, results)
 end)
 
--- The topic registry (keys: name -> number, number -> name; their own slot).
--- The field ' next' (a space: no topic name has one) counts topics.
+-- The topic registry (keys: the counter of numbers, number -> name; their
+-- own slot): a new number for the topic args[1], never given before. A
+-- number goes when its topic's incarnation ends (dq_retire), and is never
+-- given again: an id carries its topic's number, which names one topic
+-- for good. The field ' next' (a space: no topic name has one) counts
+-- numbers; a job id has 24 bits for one.
 redis.register_function('dq_register', function(keys, args)
-  local no = redis.call('HGET', keys[1], args[1])
-  if no then return tonumber(no) end
-  no = redis.call('HINCRBY', keys[1], ' next', 1)
-  redis.call('HSET', keys[1], args[1], no)
+  local no = redis.call('HINCRBY', keys[1], ' next', 1)
+  if no >= 16777216 then return redis.error_reply('ERR delayq: topic numbers used up') end
   redis.call('HSET', keys[2], no, args[1])
   return no
 end)
@@ -827,11 +965,11 @@ struct ScriptInfo {
   char code;
 };
 constexpr ScriptInfo kScripts[] = {
-    {"dq_put", 'p'},       {"dq_reserve", 'r'},     {"dq_top", 't'},       {"dq_reserve_job", 'j'},
-    {"dq_delete", 'x'},    {"dq_release", 'l'},     {"dq_bury", 'b'},      {"dq_touch", 'h'},
-    {"dq_kick", 'k'},      {"dq_kick_job", 'K'},    {"dq_return", 'n'},    {"dq_peek", 'e'},
-    {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},     {"dq_clear", 'c'},
-    {"dq_tick", 'i'},      {"dq_batch", '\0'},      {"dq_register", '\0'},
+    {"dq_put", 'p'},       {"dq_reserve", 'r'},     {"dq_top", 't'},    {"dq_reserve_job", 'j'},
+    {"dq_delete", 'x'},    {"dq_release", 'l'},     {"dq_bury", 'b'},   {"dq_touch", 'h'},
+    {"dq_kick", 'k'},      {"dq_kick_job", 'K'},    {"dq_return", 'n'}, {"dq_peek", 'e'},
+    {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},  {"dq_clear", 'c'},
+    {"dq_tick", 'i'},      {"dq_retire", 'q'},      {"dq_batch", '\0'}, {"dq_register", '\0'},
 };
 static_assert(std::size(kScripts) == kScriptCount, "one entry per Script");
 

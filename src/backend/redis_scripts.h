@@ -10,12 +10,20 @@
 
 namespace delayq::backend::redis {
 
-// Topic functions take keys = the topic's six keys and args[1] = the
-// topic's key prefix, then their own arguments. Each returns
-// {next_wake, result}: next_wake is in how many ms the topic next has
-// something to do (a due job, a TTR, the end of a pause), or -1 for never.
+// Topic functions take keys = the topic's six keys, args[1] = the topic's
+// key prefix and args[2] = its number as the caller knows it (-1: not
+// known; when the call names jobs by member, the number of their
+// incarnation) followed, when the call may give the topic an incarnation,
+// by '/' and a number registered for it; then their own arguments. Each returns
+// {next_wake, result} or, when the topic's number is not the one the call
+// named, {next_wake, result, number} (-1: the topic has no incarnation):
+// next_wake is in how many ms the topic next has something to do (a due
+// job, a TTR, the end of a pause), -1 for never, -2 when the topic has no
+// job and no pause. A job is named by its member (13 digits); one of an
+// incarnation whose number is not the topic's is not found.
 enum class Script : size_t {
   kPut,         // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
+                //     -> ... | 'N': no incarnation and no number to give it
   kReserve,     // (owner, count)..., the last count left out for 1 -> {'ok', member, key, body,
                 //     priority, deadline, owner-index...}
   kTop,         // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
@@ -33,11 +41,12 @@ enum class Script : size_t {
   kStatsJob,    // member -> {} or {now, field, value, ...}
   kStatsTopic,  // -> {ready, urgent, reserved, delayed, buried, total, cmd_delete, cmd_pause,
                 //     pause_ms, pause_until, timeouts, now}
-  kPause,       // delay_ms -> 1
+  kPause,       // delay_ms[, '1': only if it has a job] -> 0|1|'N' (as kPut)
   kClear,       // mask, limit -> count
   kTick,        // -> 0 (applies what is due)
+  kRetire,      // number, idle_ms -> 0|1: 1 when the number may leave the registry
   kBatch,       // (code+argc, args...)... -> {result, ...}: several operations at once
-  kRegister,    // (registry keys) name -> topic number
+  kRegister,    // (registry keys) name -> a new topic number
   kCount
 };
 

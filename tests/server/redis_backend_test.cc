@@ -67,6 +67,15 @@ class RedisBackendTest : public ::testing::Test {
     return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
   }
 
+  // One whose idle topics end after 300 ms, with sweeps every 50 ms
+  // (docs/redis-backend.md, "Topics come and go").
+  std::unique_ptr<RedisBackend> MakeQuick() {
+    RedisBackend::Options o;
+    o.sweep_ms = 50;
+    o.topic_idle_ms = 300;
+    return testing::StartRedisBackend(io_, redis_.url(), o, clock_, milliseconds(5000));
+  }
+
   template <typename Pred>
   bool RunUntil(Pred done, milliseconds timeout = milliseconds(5000)) {
     return testing::RunIoUntil(io_, done, timeout);
@@ -621,6 +630,146 @@ TEST_F(RedisBackendTest, FinishedJobsLeaveNoKeysBehind) {
   EXPECT_EQ(ts->cmd_delete, 80u);
 }
 
+// Naming a topic that has no jobs (watch, reserve, peek, stats, kick,
+// clear) leaves nothing in Redis: no key of the topic and no registry
+// entry; so the sweep, which calls Redis per topic that has jobs or a
+// pause, does not call it for them (issue 25: 17,000 such topics cost
+// Redis 91% of a core with no jobs anywhere).
+TEST_F(RedisBackendTest, TopicsWithoutJobsLeaveNothingInRedis) {
+  auto b = Make(50);
+  SessionId s = b->OpenSession();
+  constexpr int kTopics = 200;
+  for (int i = 0; i < kTopics; ++i) {
+    std::string t = "idle-" + std::to_string(i);
+    SessionId one = SessionOn(*b, t);
+    EXPECT_EQ(Reserve(*b, one).status.code(), Code::kTimedOut);
+    b->CloseSession(one);
+    ASSERT_TRUE(b->Watch(s, t).ok());
+  }
+  // One reserve over all of them, one that waits and gives up.
+  EXPECT_EQ(Reserve(*b, s).status.code(), Code::kTimedOut);
+  EXPECT_EQ(Reserve(*b, s, 100).status.code(), Code::kTimedOut);
+  EXPECT_TRUE(Peek(*b, Backend::PeekKind::kReady, 0, "idle-1").jobs.empty());
+  EXPECT_TRUE(StatsTopic(*b, "idle-2").ok());  // watched here
+  EXPECT_EQ(StatsTopic(*b, "never-named").code(), Code::kNotFound);
+  auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "idle-3", 10, cb); });
+  EXPECT_TRUE(kicked.ok() && *kicked == 0u);
+  auto cleared =
+      Get<uint64_t>([&](Callback<uint64_t> cb) { b->ClearTopic(s, "idle-4", kClearAll, cb); });
+  EXPECT_TRUE(cleared.ok() && *cleared == 0u);
+  RunFor(milliseconds(200));
+  EXPECT_EQ(CountKeys("dq:{idle-*"), 0);
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "0");
+  // Ten sweeps of 50 ms: no call for any of the 200 topics.
+  int before = Calls("fcall");
+  RunFor(milliseconds(500));
+  EXPECT_LT(Calls("fcall") - before, 20);
+}
+
+// A topic's incarnation (docs/redis-backend.md, "Topics come and go"):
+// its sets go with its last job, its number and sequence stay for
+// topic_idle_ms (a put meanwhile goes on with them), then it ends, its
+// number leaves the registry, and a later put gives it a new number. An id
+// of the ended incarnation is not found, on any instance, even where the
+// new incarnation has a job of the same member; a pause keeps a topic
+// without jobs alive until it ends.
+TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
+  auto a = MakeQuick(), b = MakeQuick();
+  SessionId sa = SessionOn(*a, "cycle"), sb = b->OpenSession();
+  constexpr JobId kSeq = (JobId{1} << RedisBackend::kSeqBits) - 1;
+  auto p1 = Put(*a, sa, "one");
+  ASSERT_TRUE(p1.ok()) << p1.status().ToString();
+  Jobs got = Reserve(*a, sa);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  ASSERT_TRUE(Do([&](Done d) { a->Delete(sa, got.jobs[0].id, d); }).ok());
+  EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);  // the topic string alone
+  auto p2 = Put(*a, sa, "two");
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ(p2->id, p1->id + 1);  // within topic_idle_ms: the same number
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kId, p2->id).jobs.size(), 1u);
+  auto cleared =
+      Get<uint64_t>([&](Callback<uint64_t> cb) { a->ClearTopic(sa, "cycle", kClearAll, cb); });
+  ASSERT_TRUE(cleared.ok() && *cleared == 1u);
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
+  // Idle for topic_idle_ms: the sweeps end it; a tombstone is left for a
+  // while (RETIRED_TTL), which keeps its number from coming back.
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "0"; }));
+  EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);
+  EXPECT_GT(std::atoi(Cli("pttl 'dq:{cycle}:topic'").c_str()), 0);
+  EXPECT_EQ(Peek(*a, Backend::PeekKind::kId, p2->id).status.code(), Code::kNotFound);
+  // b still has the old number for it: its put learns the new one.
+  auto p3 = Put(*b, sb, "three", 0, "cycle");
+  ASSERT_TRUE(p3.ok()) << p3.status().ToString();
+  EXPECT_GT(p3->id >> RedisBackend::kSeqBits, p1->id >> RedisBackend::kSeqBits);
+  EXPECT_EQ(p3->id & kSeq, 1u);  // the member p1 had
+  for (RedisBackend* x : {a.get(), b.get()}) {
+    Jobs by_old = Peek(*x, Backend::PeekKind::kId, p1->id);
+    EXPECT_EQ(by_old.status.code(), Code::kNotFound);
+    Jobs by_new = Peek(*x, Backend::PeekKind::kId, p3->id);
+    ASSERT_EQ(by_new.jobs.size(), 1u);
+    EXPECT_EQ(by_new.jobs[0].body, "three");
+  }
+  EXPECT_EQ(Do([&](Done d) { a->Delete(0, p1->id, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(0, p3->id, d); }).code(), Code::kOk);
+
+  // A pause of a topic without jobs (watched here) lives until it ends.
+  SessionId sp = SessionOn(*a, "pz");
+  EXPECT_TRUE(Do([&](Done d) { a->PauseTopic("pz", 300, d); }).ok());
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  RunFor(milliseconds(200));
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "0"; }));
+  // One nobody here uses or watches, and without jobs, does not exist.
+  b->CloseSession(sb);
+  a->CloseSession(sp);
+  EXPECT_EQ(Do([&](Done d) { b->PauseTopic("pz", 300, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(CountKeys("dq:{pz}:*"), 1);  // its tombstone
+}
+
+// Two instances put into a topic that has no incarnation at once: each
+// registers a number, one number becomes the topic's and the other is
+// retired by a later sweep; both jobs keep ids of the topic's number, which
+// a third instance (that knows nothing yet) resolves, and a delayed job an
+// instance put before it went away becomes ready in another's sweeps.
+TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
+  auto a = MakeQuick(), b = MakeQuick();
+  SessionId sa = a->OpenSession(), sb = b->OpenSession();
+  std::optional<Result<PutResult>> ra, rb;
+  PutRequest r;
+  r.topic = "race";
+  r.body = "from-a";
+  a->Put(sa, r, [&](Result<PutResult> x) { ra = std::move(x); });
+  r.body = "from-b";
+  b->Put(sb, r, [&](Result<PutResult> x) { rb = std::move(x); });
+  ASSERT_TRUE(RunUntil([&] { return ra.has_value() && rb.has_value(); }));
+  ASSERT_TRUE(ra->ok() && rb->ok()) << ra->status().ToString() << rb->status().ToString();
+  EXPECT_EQ((*ra)->id >> RedisBackend::kSeqBits, (*rb)->id >> RedisBackend::kSeqBits);
+  EXPECT_NE((*ra)->id, (*rb)->id);
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  // The number the topic did not take leaves the registry; the other stays.
+  EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "1"; }));
+  RunFor(milliseconds(500));
+  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
+  auto c = MakeQuick();
+  for (JobId id : {(*ra)->id, (*rb)->id}) {
+    Jobs p = Peek(*c, Backend::PeekKind::kId, id);
+    ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
+    EXPECT_EQ(p.jobs[0].topic, "race");
+  }
+  // A delayed job of an instance that went away: another's sweep ticks its
+  // topic, so it is ready when due (and a wake-up goes out).
+  auto late = Put(*a, sa, "late", 300, "gone-with-a");
+  ASSERT_TRUE(late.ok());
+  a->CloseSession(sa);
+  a.reset();
+  SessionId sc = SessionOn(*c, "gone-with-a");
+  RunFor(milliseconds(500));
+  EXPECT_EQ(Cli("zcard 'dq:{gone-with-a}:ready'"), "2");  // the job and the sentinel
+  Jobs got = Reserve(*c, sc);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, late->id);
+}
+
 // A topic's sets hold a sentinel that keeps them skiplists (redis_scripts.cc,
 // SENT); a topic written before it gets it on its next call, and no count,
 // peek, kick or reserve ever shows it.
@@ -647,17 +796,17 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
   ASSERT_TRUE(kicked.ok());
   EXPECT_EQ(*kicked, 0u);
 
-  // A topic whose counters were written without the sentinel's mark (and
-  // whose sets are listpacks): its next call adds the sentinel, and its
-  // job sequence goes on.
-  std::string number = Cli("hget 'dq:{dq}:topics' sk");
-  ASSERT_FALSE(number.empty());
-  Cli("eval \"redis.call('SET', KEYS[1], cmsgpack.pack(41, -1, -1, 0, 0, 0, 0, 0, 0)); "
-      "redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])\" 5 'dq:{sk}:topic' "
-      "'dq:{sk}:ready' 'dq:{sk}:delayed' 'dq:{sk}:reserved' 'dq:{sk}:buried'");
+  // The topic's last job goes: its sets go too (the topic string keeps its
+  // number and sequence: docs/redis-backend.md, "Topics come and go"); the
+  // next put brings them back, with their sentinel, and the sequence goes
+  // on.
+  ASSERT_EQ(got.jobs.size(), 1u);
+  ASSERT_TRUE(Do([&](Done d) { b->Delete(s, got.jobs[0].id, d); }).ok());
+  for (const char* set : {"ready", "delayed", "reserved", "buried"})
+    EXPECT_EQ(Cli(std::string("exists 'dq:{sk}:") + set + "'"), "0") << set;
   auto put = Put(*b, s, "b", 60'000);
   ASSERT_TRUE(put.ok()) << put.status().ToString();
-  EXPECT_EQ(put->id & ((JobId{1} << RedisBackend::kSeqBits) - 1), 42u);
+  EXPECT_EQ(put->id, got.jobs[0].id + 1);
   EXPECT_EQ(Cli("object encoding 'dq:{sk}:delayed'"), "skiplist");
   EXPECT_EQ(Cli("zcard 'dq:{sk}:delayed'"), "2");
   ts = StatsTopic(*b, "sk");
@@ -677,15 +826,17 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   auto member = [](JobId id) { return "'dq:{jf}:j:" + MemberOf(id) + "'"; };
   // How many values a job's string packs, and the type of its last.
   auto shape = [&](JobId id) {
-    return Cli("eval \"local t = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}; "
-               "return #t .. ' ' .. type(t[#t])\" 1 " + member(id));
+    return Cli(
+        "eval \"local t = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}; "
+        "return #t .. ' ' .. type(t[#t])\" 1 " +
+        member(id));
   };
   // The counts stats-job gives: reserves, timeouts, releases, buries,
   // kicks, max_tries, and the body's size.
   auto counts = [&](JobId id) {
     auto st = StatsJob(*b, id);
     if (!st.ok()) return std::vector<uint32_t>();
-    return std::vector<uint32_t>{st->reserves, st->timeouts, st->releases, st->buries,
+    return std::vector<uint32_t>{st->reserves, st->timeouts,  st->releases, st->buries,
                                  st->kicks,    st->max_tries, st->body_size};
   };
   auto plain = Put(*b, s, "plain", 0, "jf");
@@ -701,8 +852,8 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   ASSERT_EQ(got.jobs.size(), 1u);
   ASSERT_EQ(got.jobs[0].id, plain->id);
   EXPECT_EQ(shape(plain->id), "10 string");
-  auto rel = Get<JobState>(
-      [&](Callback<JobState> cb) { b->Release(s, plain->id, 2000, TimeMs{0}, cb); });
+  auto rel =
+      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, plain->id, 2000, TimeMs{0}, cb); });
   ASSERT_TRUE(rel.ok());
   EXPECT_EQ(*rel, JobState::kReady);
   EXPECT_EQ(shape(plain->id), "16 number");
@@ -712,7 +863,8 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   // key, delay, ttr, created, max_tries, back-off, reserves, timeouts,
   // releases, buries, kicks, body.
   Cli("eval \"redis.call('SET', KEYS[1], cmsgpack.pack('r', 1024, 0, '', '', 0, 60000, "
-      "1763800000000, 4, 'L:7000', 1, 2, 3, 4, 5, 'old body'))\" 1 " + member(retried->id));
+      "1763800000000, 4, 'L:7000', 1, 2, 3, 4, 5, 'old body'))\" 1 " +
+      member(retried->id));
   auto js = StatsJob(*b, retried->id);
   ASSERT_TRUE(js.ok()) << js.status().ToString();
   EXPECT_EQ(js->state, JobState::kReady);
@@ -748,9 +900,7 @@ TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
   auto a = Put(*b, s, "a", 0, "rs");
   auto c = Put(*b, s, "c", 0, "rs");
   ASSERT_TRUE(a.ok() && c.ok());
-  auto in_set = [&](JobId id) {
-    return !Cli("zscore 'dq:{rs}:reserved' " + MemberOf(id)).empty();
-  };
+  auto in_set = [&](JobId id) { return !Cli("zscore 'dq:{rs}:reserved' " + MemberOf(id)).empty(); };
   std::optional<Jobs> ra, ra2, rc;
   std::optional<Status> touched, deleted;
   std::optional<Result<JobState>> released;
