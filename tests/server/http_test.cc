@@ -477,15 +477,6 @@ TEST_F(Http, KeepAliveAndPipelining) {
   EXPECT_TRUE(old.WaitClosed(5s));
 }
 
-// The server's resident memory, from /proc (0 if unreadable).
-uint64_t RssKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  return 0;
-}
-
 TEST_F(Http, PipelinedRequestsOfAClientThatDoesNotReadAreNotRunAhead) {
 #ifdef DELAYQ_SANITIZED
   GTEST_SKIP() << "ASan keeps freed memory in quarantine: the RSS says nothing here";

@@ -159,6 +159,12 @@ uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std:
 // servers can be compared byte for byte. `keys` lists the keys to mask.
 std::string MaskYamlValues(std::string_view reply, const std::vector<std::string>& keys);
 
+// A process's resident memory in KB (VmRSS in /proc/PID/status; 0 if
+// unreadable), and the CPU time it has used, user + system, in seconds
+// (/proc/PID/stat; -1 if unreadable).
+uint64_t RssKb(pid_t pid);
+double CpuSeconds(pid_t pid);
+
 // Elapsed time since `start`, in milliseconds.
 int64_t MillisSince(std::chrono::steady_clock::time_point start);
 
