@@ -166,7 +166,7 @@ class Limits : public ::testing::Test {
 // replies waited. Now each holds a bounded amount (docs/limits.md).
 TEST_F(Limits, ClientsThatDoNotReadHoldLittleMemoryEach) {
   if (kSanitized) GTEST_SKIP() << "ASan keeps freed memory in quarantine: the RSS says nothing";
-  Start({});
+  ASSERT_NO_FATAL_FAILURE(Start({}));
   std::vector<RawClient> clients;
   const uint64_t grew = ClientsThatDoNotRead(10, &clients);
   EXPECT_LT(grew, 10u * 2048) << "KB for 10 connections";
@@ -182,7 +182,7 @@ TEST_F(Limits, ClientsThatDoNotReadHoldLittleMemoryEach) {
 // fell from 10 MB to 1.6 MB.)
 TEST_F(Limits, RepliesWaitingInTotalAreBounded) {
   if (kSanitized) GTEST_SKIP() << "ASan keeps freed memory in quarantine: the RSS says nothing";
-  Start({"--max-reply-memory", "1048576"});
+  ASSERT_NO_FATAL_FAILURE(Start({"--max-reply-memory", "1048576"}));
   std::vector<RawClient> clients;
   const uint64_t grew = ClientsThatDoNotRead(30, &clients);
   EXPECT_LT(grew, 30u * 1024) << "KB for 30 connections";
@@ -202,7 +202,7 @@ TEST_F(Limits, RepliesWaitingInTotalAreBounded) {
 // go to a client that is gone. The reserve is answered TIMED_OUT and the
 // commands behind it run.
 TEST_F(Limits, AReserveWaitingBehindMoreInputThanIsReadAheadTimesOut) {
-  Start({});
+  ASSERT_NO_FATAL_FAILURE(Start({}));
   const std::string pipeline = "reserve\r\n" + Repeated("list-tube-used\r\n", 65536);
   {
     RawClient w = Connect();
@@ -235,7 +235,7 @@ TEST_F(Limits, AReserveWaitingBehindMoreInputThanIsReadAheadTimesOut) {
 // told why and closed; one log line for many refusals; a place freed is
 // taken again.
 TEST_F(Limits, MaxConnectionsPerListener) {
-  Start({"--max-connections", "3"});
+  ASSERT_NO_FATAL_FAILURE(Start({"--max-connections", "3"}));
   std::vector<RawClient> bean;
   for (int i = 0; i < 3; ++i) {
     bean.push_back(Connect());
@@ -293,7 +293,7 @@ TEST_F(Limits, MaxConnectionsPerListener) {
 // for good. The connections past the limit are refused with a message;
 // once connections close, new ones are served.
 TEST_F(Limits, OutOfFileDescriptorsNeitherSpinsNorStopsAccepting) {
-  Start({"--no-http"});
+  ASSERT_NO_FATAL_FAILURE(Start({"--no-http"}));
   const pid_t pid = server_.pid();
   const int open_now = OpenFds(pid);
   rlimit lim{};
