@@ -55,7 +55,7 @@ void SetUpLogging(const app::Config& c) {
 // raised, up to the hard limit, to fit --max-connections on each listener
 // and kFdReserve more (the store's files, the listeners, the loop's own).
 // Short of that, connections past the limit are refused (listener.h), and
-// this says so at start.
+// this says so at start (a warning when not even one listener's fit).
 void FitFileDescriptorLimit(const app::Config& c) {
   constexpr rlim_t kFdReserve = 1024;
   constexpr rlim_t kNoLimitWant = rlim_t{1} << 20;  // --max-connections 0
@@ -72,12 +72,15 @@ void FitFileDescriptorLimit(const app::Config& c) {
   if (lim.rlim_cur > was)
     spdlog::info("event=fd_limit_raised from={} to={}", static_cast<uint64_t>(was),
                  static_cast<uint64_t>(lim.rlim_cur));
-  if (lim.rlim_cur < want && c.max_connections > 0)
-    spdlog::warn(
-        "event=fd_limit_low limit={} wanted={} max_connections={} note=\"connections past what "
-        "the limit allows are refused (event=connections_refused reason=out_of_fds); raise the "
-        "hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections\"",
-        static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(want), c.max_connections);
+  if (lim.rlim_cur >= want || c.max_connections == 0) return;
+  // A warning when one listener's connections do not fit; both listeners
+  // full at once is rarer.
+  const bool one_fits = lim.rlim_cur >= static_cast<rlim_t>(c.max_connections) + kFdReserve;
+  spdlog::log(one_fits ? spdlog::level::info : spdlog::level::warn,
+              "event=fd_limit_low limit={} wanted={} max_connections={} note=\"connections past "
+              "what the limit allows are refused (event=connections_refused reason=out_of_fds); "
+              "raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections\"",
+              static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(want), c.max_connections);
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
