@@ -48,7 +48,8 @@ void AppendUint(std::string& out, uint64_t v) {
 std::string TooManyConnectionsReply() {
   std::string body =
       HttpErrorBody("too_many_connections", "too many connections; try again later") + "\n";
-  std::string r = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n";
+  std::string r = "HTTP/1.1 503 " + std::string(HttpReasonPhrase(503)) +
+                  "\r\nContent-Type: application/json\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   return r + body;
 }
