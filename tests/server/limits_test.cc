@@ -29,8 +29,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// ASan (gcc says so with __SANITIZE_ADDRESS__, clang with __has_feature).
 #if defined(DELAYQ_SANITIZED) || defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+constexpr bool kSanitized = __has_feature(address_sanitizer);
 #else
 constexpr bool kSanitized = false;
 #endif
