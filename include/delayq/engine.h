@@ -35,6 +35,9 @@ struct EngineOptions {
   // of the call: it is handed to TakeEvicted, and its topic counts it as a
   // cold delayed job until Adopt takes it back. Needs record_mutations.
   bool evict_beyond_horizon = false;
+  // The most topics at once (0: no limit). A use, watch or put that would
+  // make one more fails with kResourceExhausted; recovery never does.
+  size_t max_topics = 0;
 };
 
 struct ReserveRequest {

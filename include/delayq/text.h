@@ -17,8 +17,9 @@ bool IsText(std::string_view bytes);
 
 // Standard alphabet, padded.
 std::string Base64Encode(std::string_view bytes);
-// Standard alphabet; the padding may be left out. False on anything else
-// (other characters, padding inside, a length no encoding has).
+// Standard alphabet, padded, canonical (RFC 4648, section 4). False on
+// anything else: other characters (white space too), a length that is not
+// a multiple of 4, missing or misplaced padding, non-zero bits left over.
 bool Base64Decode(std::string_view text, std::string* out);
 
 // RFC 3339 date-time ("2026-01-02T03:04:05.250Z", "...+02:00") to epoch ms.

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <map>
@@ -33,15 +34,78 @@ Status ParseHorizon(const std::string& text, TimeMs* out) {
   return Status::Ok();
 }
 
-// "60s", "5m", ... or "0" / "off": never close an idle HTTP connection.
-Status ParseIdleTimeout(const std::string& text, TimeMs* out) {
-  if (text == "off") return *out = 0, Status::Ok();
+// The HTTP connection's timeouts: each a duration ("60s", "5m", ...), or
+// "0" / "off" for none. One row each: its TOML key, flag, variable, name in
+// errors, help and field.
+struct HttpTimeout {
+  const char* key;
+  const char* flag;
+  const char* env;
+  const char* what;
+  const char* help;
+  TimeMs Config::*field;
+};
+constexpr HttpTimeout kHttpTimeouts[] = {
+    {"http_idle_timeout", "--http-idle-timeout", "DELAYQ_HTTP_IDLE_TIMEOUT", "http idle timeout",
+     "Close an HTTP connection idle this long (default 60s; off: never)",
+     &Config::http_idle_timeout_ms},
+    {"http_header_timeout", "--http-header-timeout", "DELAYQ_HTTP_HEADER_TIMEOUT",
+     "http header timeout",
+     "Answer 408 and close when a request's header takes longer than this from\n"
+     "its first byte (default 10s; off: no limit)",
+     &Config::http_header_timeout_ms},
+    {"http_body_timeout", "--http-body-timeout", "DELAYQ_HTTP_BODY_TIMEOUT", "http body timeout",
+     "Answer 408 and close when a request's body takes longer than this after\n"
+     "its header (default 60s; off: no limit)",
+     &Config::http_body_timeout_ms},
+};
+
+Status ParseHttpTimeout(const HttpTimeout& t, const std::string& text, Config* c) {
+  if (text == "off") return c->*t.field = 0, Status::Ok();
   auto d = ParseDuration(text);
   if (!d.ok())
-    return Status::InvalidArgument(
-        "http idle timeout must be a duration (like 60s), or off (not '" + text + "')");
-  *out = *d;
+    return Status::InvalidArgument(std::string(t.what) +
+                                   " must be a duration (like 60s), or off (not '" + text + "')");
+  c->*t.field = *d;
   return Status::Ok();
+}
+
+constexpr int64_t kMaxTopicsLimit = 100'000'000;
+
+// "0", "1048576", "512mb", "2gb" (k, m, g: powers of 1024, as Redis reads
+// its maxmemory), at least 1 MiB unless 0.
+Status ParseMemory(const std::string& text, uint64_t* out) {
+  Status bad = Status::InvalidArgument(
+      "max memory must be a number of bytes, optionally with kb, mb or gb (like 512mb), at "
+      "least 1mb, or 0 for no limit (not '" +
+      text + "')");
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 15) return bad;
+  uint64_t n = std::stoull(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (char& ch : unit) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  uint64_t scale = 1;
+  if (unit == "k" || unit == "kb") {
+    scale = 1ull << 10;
+  } else if (unit == "m" || unit == "mb") {
+    scale = 1ull << 20;
+  } else if (unit == "g" || unit == "gb") {
+    scale = 1ull << 30;
+  } else if (!unit.empty() && unit != "b") {
+    return bad;
+  }
+  if (n > UINT64_MAX / scale) return bad;
+  uint64_t bytes = n * scale;
+  if (bytes != 0 && bytes < (1ull << 20)) return bad;
+  *out = bytes;
+  return Status::Ok();
+}
+
+const HttpTimeout* FindHttpTimeout(std::string_view key) {
+  for (const HttpTimeout& t : kHttpTimeouts)
+    if (key == t.key) return &t;
+  return nullptr;
 }
 
 // "1", "true", "yes", "on" / "0", "false", "no", "off".
@@ -164,10 +228,25 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
         return bad("an integer 1024..4294967295");
       c->http_max_body = static_cast<uint64_t>(*v);
-    } else if (k == "http_idle_timeout") {
+    } else if (k == "max_topics") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || *v > kMaxTopicsLimit) return bad("an integer 0..100000000");
+      c->max_topics = static_cast<uint64_t>(*v);
+    } else if (k == "max_memory") {
+      std::string text;
+      if (auto n = node.value<int64_t>(); n && *n >= 0) {
+        text = std::to_string(*n);
+      } else if (auto v = node.value<std::string>(); v) {
+        text = *v;
+      } else {
+        return bad("a number of bytes or a string like \"512mb\"");
+      }
+      if (Status st = ParseMemory(text, &c->max_memory); !st.ok())
+        return Status::InvalidArgument("config file " + path + ": " + st.message());
+    } else if (const HttpTimeout* t = FindHttpTimeout(k); t != nullptr) {
       auto v = node.value<std::string>();
       if (!v) return bad("a string (like \"60s\", or \"off\")");
-      if (Status st = ParseIdleTimeout(*v, &c->http_idle_timeout_ms); !st.ok())
+      if (Status st = ParseHttpTimeout(*t, *v, c); !st.ok())
         return Status::InvalidArgument("config file " + path + ": " + st.message());
     } else if (k == "max_connections") {
       auto v = node.value<int64_t>();
@@ -246,7 +325,18 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   app.add_flag("--no-io-uring", no_io_uring,
                "Make one system call per socket read and write instead of batching them\n"
                "through io_uring (which is used where the kernel allows it)");
-  std::string http_listen, http_idle;
+  std::string http_listen, max_memory;
+  int64_t max_topics = -1;
+  app.add_option("--max-topics", max_topics,
+                 "The most topics at once; a use, watch or put of one more is refused\n"
+                 "(OUT_OF_MEMORY; HTTP 503) (default 100000; 0: no limit)")
+      ->option_text("N")
+      ->check(CLI::Range(int64_t{0}, kMaxTopicsLimit));
+  std::string http_timeouts[std::size(kHttpTimeouts)];
+  app.add_option("--max-memory", max_memory,
+                 "Refuse puts while delayqd uses more memory than this (bytes, or with kb,\n"
+                 "mb, gb: 512mb); reserves, finishes and deletes go on (default 0: no limit)")
+      ->option_text("BYTES");
   int64_t http_port = -1, http_max_body = -1;
   bool no_http = false;
   app.add_option("--http-listen", http_listen,
@@ -261,9 +351,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
                  "Largest HTTP request body in bytes (default 8388608); larger: 413")
       ->option_text("BYTES")
       ->check(CLI::Range(int64_t{1024}, static_cast<int64_t>(kMaxHttpBodyLimit)));
-  app.add_option("--http-idle-timeout", http_idle,
-                 "Close an HTTP connection idle this long (default 60s; off: never)")
-      ->option_text("DURATION");
+  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i)
+    app.add_option(kHttpTimeouts[i].flag, http_timeouts[i], kHttpTimeouts[i].help)
+        ->option_text("DURATION");
   int64_t max_connections = -1, max_reply_memory = -1;
   app.add_option("--max-connections", max_connections,
                  "Connections each listener (beanstalkd, HTTP) holds at once (default 10000;\n"
@@ -284,7 +374,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_BACKEND, DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, "
       "DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
-      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_MAX_CONNECTIONS,\n"
+      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
+      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS, DELAYQ_MAX_CONNECTIONS,\n"
       "DELAYQ_MAX_REPLY_MEMORY. Documentation: docs/configuration.md, docs/limits.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
@@ -374,9 +465,22 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
     c->http_max_body = z;
   }
-  if (auto v = EnvValue(env, "DELAYQ_HTTP_IDLE_TIMEOUT"); !v.empty()) {
-    if (Status st = ParseIdleTimeout(v, &c->http_idle_timeout_ms); !st.ok())
-      return fail(Status::InvalidArgument("DELAYQ_HTTP_IDLE_TIMEOUT: " + st.message()));
+  if (auto v = EnvValue(env, "DELAYQ_MAX_TOPICS"); !v.empty()) {
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 0 || n > kMaxTopicsLimit)
+      return fail(Status::InvalidArgument("DELAYQ_MAX_TOPICS must be 0..100000000"));
+    c->max_topics = static_cast<uint64_t>(n);
+  }
+  if (auto v = EnvValue(env, "DELAYQ_MAX_MEMORY"); !v.empty()) {
+    if (Status st = ParseMemory(v, &c->max_memory); !st.ok())
+      return fail(Status::InvalidArgument("DELAYQ_MAX_MEMORY: " + st.message()));
+  }
+  for (const HttpTimeout& t : kHttpTimeouts) {
+    if (auto v = EnvValue(env, t.env); !v.empty()) {
+      if (Status st = ParseHttpTimeout(t, v, c); !st.ok())
+        return fail(Status::InvalidArgument(std::string(t.env) + ": " + st.message()));
+    }
   }
   if (Status st =
           EnvUint(env, "DELAYQ_MAX_CONNECTIONS", 0, kMaxConnectionsLimit, &c->max_connections);
@@ -404,8 +508,13 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
   if (no_http) c->http = false;
   if (http_max_body >= 0) c->http_max_body = static_cast<uint64_t>(http_max_body);
-  if (!http_idle.empty()) {
-    if (Status st = ParseIdleTimeout(http_idle, &c->http_idle_timeout_ms); !st.ok())
+  if (!max_memory.empty()) {
+    if (Status st = ParseMemory(max_memory, &c->max_memory); !st.ok()) return fail(st);
+  }
+  if (max_topics >= 0) c->max_topics = static_cast<uint64_t>(max_topics);
+  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i) {
+    if (http_timeouts[i].empty()) continue;
+    if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())
       return fail(st);
   }
   if (max_connections >= 0) c->max_connections = static_cast<uint64_t>(max_connections);

@@ -50,6 +50,16 @@ struct Config {
   // Replies held for beanstalkd clients that have not read them, in all
   // (0: no limit); past it, connections that hold some run no command.
   uint64_t max_reply_memory = uint64_t{64} << 20;
+  // A request's header must arrive within this of its first byte, its body
+  // within http_body_timeout_ms of the header (408; 0: no limit).
+  TimeMs http_header_timeout_ms = 10'000;
+  // Past this much memory in use (bytes; 0: no limit) puts are refused
+  // while every other operation goes on (docs/limits.md).
+  uint64_t max_memory = 0;
+  // The most topics at once (0: no limit): a use, watch or put of one more
+  // is refused (docs/limits.md).
+  uint64_t max_topics = 100'000;
+  TimeMs http_body_timeout_ms = 60'000;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

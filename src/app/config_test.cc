@@ -191,16 +191,59 @@ TEST(Config, Http) {
   EXPECT_EQ(d.http_listen, "127.0.0.1");
   EXPECT_EQ(d.http_idle_timeout_ms, 0);
   EXPECT_EQ(d.http_max_body, 2048u);
+  EXPECT_EQ(d.http_header_timeout_ms, 10'000);
+  EXPECT_EQ(d.http_body_timeout_ms, 60'000);
+  Config t;
+  ASSERT_TRUE(Parse({"--http-header-timeout", "2s", "--http-body-timeout", "off"},
+                    {"DELAYQ_HTTP_HEADER_TIMEOUT=5s", "DELAYQ_HTTP_BODY_TIMEOUT=7s"}, &t)
+                  .run);
+  EXPECT_EQ(t.http_header_timeout_ms, 2'000);
+  EXPECT_EQ(t.http_body_timeout_ms, 0);
+  Config te;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_HTTP_BODY_TIMEOUT=7s"}, &te).run);
+  EXPECT_EQ(te.http_body_timeout_ms, 7'000);
+  Config tb;
+  EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP_HEADER_TIMEOUT=soon"}, &tb).run);
+}
+
+TEST(Config, MaxTopics) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_topics, 100'000u);
+  Config d;
+  ASSERT_TRUE(Parse({"--max-topics", "0"}, {"DELAYQ_MAX_TOPICS=5"}, &d).run);
+  EXPECT_EQ(d.max_topics, 0u);
   Config e;
-  ASSERT_TRUE(Parse({"--no-http"}, {"DELAYQ_HTTP_PORT=9000"}, &e).run);
-  EXPECT_FALSE(e.http);
-  EXPECT_EQ(e.http_port, 9000);
+  ASSERT_TRUE(Parse({}, {"DELAYQ_MAX_TOPICS=5"}, &e).run);
+  EXPECT_EQ(e.max_topics, 5u);
   Config f;
-  EXPECT_FALSE(Parse({"--http-port", "70000"}, {}, &f).run);
+  EXPECT_FALSE(Parse({"--max-topics", "-1"}, {}, &f).run);
   Config g;
-  EXPECT_FALSE(Parse({"--http-idle-timeout", "soon"}, {}, &g).run);
-  Config h;
-  EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP=maybe"}, &h).run);
+  EXPECT_FALSE(Parse({}, {"DELAYQ_MAX_TOPICS=many"}, &g).run);
+}
+
+TEST(Config, MaxMemory) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_memory, 0u);
+  for (auto [text, bytes] :
+       std::vector<std::pair<std::string, uint64_t>>{{"0", 0},
+                                                     {"1048576", 1u << 20},
+                                                     {"512mb", 512ull << 20},
+                                                     {"2GB", 2ull << 30},
+                                                     {"4096k", 4096ull << 10}}) {
+    Config d;
+    ASSERT_TRUE(Parse({"--max-memory", text}, {}, &d).run) << text;
+    EXPECT_EQ(d.max_memory, bytes) << text;
+  }
+  Config e;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_MAX_MEMORY=3mb"}, &e).run);
+  EXPECT_EQ(e.max_memory, 3ull << 20);
+  for (const char* bad :
+       {"lots", "12tb", "1000", "-5mb", "mb", "99999999999999999gb", "999999999999999gb"}) {
+    Config f;
+    EXPECT_FALSE(Parse({"--max-memory", bad}, {}, &f).run) << bad;
+  }
 }
 
 }  // namespace

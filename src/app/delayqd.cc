@@ -2,6 +2,7 @@
 // serves the beanstalkd protocol and the HTTP/JSON API on one loop thread
 // until SIGTERM/SIGINT;
 // SIGUSR1 enters drain mode (puts answer DRAINING), as in beanstalkd.
+#include <malloc.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -78,9 +79,31 @@ void FitFileDescriptorLimit(const app::Config& c) {
   const bool one_fits = lim.rlim_cur >= static_cast<rlim_t>(c.max_connections) + kFdReserve;
   spdlog::log(one_fits ? spdlog::level::info : spdlog::level::warn,
               "event=fd_limit_low limit={} wanted={} max_connections={} note=\"connections past "
-              "what the limit allows are refused (event=connections_refused reason=out_of_fds); "
+              "what the limit allows are refused (event=out_of_file_descriptors); "
               "raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections\"",
               static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(want), c.max_connections);
+}
+
+// --max-memory: every 100 ms, the bytes malloc has handed out and not got
+// back (in its arenas and in chunks of their own: what the jobs, buffers,
+// RocksDB's memtables and caches take), against the limit. Past it, puts
+// are refused (ServerContext::AdmitPut) until use falls below it again.
+void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerContext& ctx) {
+  t->expires_after(std::chrono::milliseconds(100));
+  t->async_wait([t, &ctx](const boost::system::error_code& ec) {
+    if (ec) return;
+    const struct mallinfo2 mi = mallinfo2();
+    const uint64_t used = mi.uordblks + mi.hblkhd;
+    const bool full = used > ctx.max_memory;
+    if (full != ctx.memory_full) {
+      ctx.memory_full = full;
+      ctx.warn.Warn(full ? "max_memory_reached" : "max_memory_ok",
+                    "used_bytes=" + std::to_string(used) +
+                        " max_memory=" + std::to_string(ctx.max_memory) +
+                        (full ? " note=\"puts are refused\"" : " note=\"puts are taken again\""));
+    }
+    WatchMemory(t, ctx);
+  });
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
@@ -105,6 +128,7 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
                                             store::RocksStore* rocks) {
   backend::LocalBackend::Options bo;
   bo.max_job_size = config.max_job_size;
+  bo.max_topics = config.max_topics;
   bo.store = rocks;
   bo.journal = rocks != nullptr ? rocks->journal() : nullptr;
   bo.horizon_ms = config.horizon_ms;
@@ -238,7 +262,9 @@ int main(int argc, char** argv) {
   ctx.io_uring = config.io_uring;
   ctx.max_connections = config.max_connections;
   ctx.max_reply_memory = config.max_reply_memory;
-  ctx.warn = [](const std::string& line) { spdlog::warn("{}", line); };
+  ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
+  ctx.max_memory = config.max_memory;
+  if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
   utsname u{};
   if (uname(&u) == 0) {
     ctx.hostname = u.nodename;
@@ -252,6 +278,8 @@ int main(int argc, char** argv) {
     server::HttpServerOptions ho;
     ho.max_body_bytes = config.http_max_body;
     ho.idle_timeout = std::chrono::milliseconds(config.http_idle_timeout_ms);
+    ho.header_timeout = std::chrono::milliseconds(config.http_header_timeout_ms);
+    ho.body_timeout = std::chrono::milliseconds(config.http_body_timeout_ms);
     http = std::make_unique<server::HttpServer>(io, ctx, ho);
   }
   // Signals first: a SIGTERM that comes while we start is still graceful.

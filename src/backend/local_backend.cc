@@ -14,11 +14,12 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
     : io_(io),
       clock_(clock),
       info_{"local", options.max_job_size},
-      engine_(EngineOptions{
-          .start_ms = clock.Now(),
-          .max_job_size = options.max_job_size,
-          .record_mutations = options.store != nullptr,
-          .evict_beyond_horizon = options.store != nullptr && options.horizon_ms > 0}),
+      engine_(
+          EngineOptions{.start_ms = clock.Now(),
+                        .max_job_size = options.max_job_size,
+                        .record_mutations = options.store != nullptr,
+                        .evict_beyond_horizon = options.store != nullptr && options.horizon_ms > 0,
+                        .max_topics = options.max_topics}),
       timer_(io),
       store_(options.store),
       on_store_health_(options.on_store_health),
@@ -185,9 +186,7 @@ void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
 }
 
 bool LocalBackend::WaitForWriter() {
-  auto behind = [&] {
-    return submitted_bytes_ - progress_->bytes.load() > max_unwritten_bytes_;
-  };
+  auto behind = [&] { return submitted_bytes_ - progress_->bytes.load() > max_unwritten_bytes_; };
   if (!behind()) return false;
   progress_->wake.store(true);
   if (behind()) return true;

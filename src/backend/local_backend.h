@@ -20,9 +20,9 @@
 #ifndef DELAYQ_BACKEND_LOCAL_BACKEND_H_
 #define DELAYQ_BACKEND_LOCAL_BACKEND_H_
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -42,6 +42,8 @@ class LocalBackend final : public Backend {
  public:
   struct Options {
     size_t max_job_size = 65535;
+    // The most topics at once (EngineOptions::max_topics; 0: no limit).
+    size_t max_topics = 0;
     // Not owned; must outlive the backend. nullptr: in memory only.
     store::Store* store = nullptr;
     // Called on the loop thread when the store starts refusing writes
@@ -210,7 +212,7 @@ class LocalBackend final : public Backend {
   std::function<void(bool, const Status&)> on_store_health_;
   std::vector<Mutation> open_batch_;  // becomes batch `next_seq_`
   uint64_t next_seq_ = 1;
-  uint64_t settled_seq_ = 0;  // batches up to this one are written (or failed)
+  uint64_t settled_seq_ = 0;        // batches up to this one are written (or failed)
   uint64_t store_completions_ = 0;  // the writer's posts run on this thread
   bool flush_posted_ = false;
   std::deque<Deferred> deferred_;

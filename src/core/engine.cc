@@ -127,6 +127,7 @@ class Engine::Impl {
     Session* s = FindSession(id);
     if (s == nullptr) return Status::NotFound("no such session");
     if (!IsValidTopicName(name)) return Status::InvalidArgument("bad topic name");
+    if (Status st = RoomForTopic(name); !st.ok()) return st;
     Topic* t = GetOrCreateTopic(name);
     if (t != s->used) {
       s->used->using_count--;
@@ -142,6 +143,7 @@ class Engine::Impl {
     Session* s = FindSession(id);
     if (s == nullptr) return Status::NotFound("no such session");
     if (!IsValidTopicName(name)) return Status::InvalidArgument("bad topic name");
+    if (Status st = RoomForTopic(name); !st.ok()) return st;
     Topic* t = GetOrCreateTopic(name);
     if (std::find(s->watched.begin(), s->watched.end(), t) == s->watched.end()) {
       s->watched.push_back(t);
@@ -202,6 +204,7 @@ class Engine::Impl {
       t = s != nullptr ? s->used : default_topic_;
     } else {
       if (!IsValidTopicName(r.topic)) return Status::InvalidArgument("bad topic name");
+      if (Status st = RoomForTopic(r.topic); !st.ok()) return st;
       t = GetOrCreateTopic(r.topic);
     }
     if (!r.key.empty()) {
@@ -756,6 +759,13 @@ class Engine::Impl {
   Topic* FindTopic(std::string_view name) const {
     auto it = topics_.find(name);
     return it == topics_.end() ? nullptr : it->second.get();
+  }
+  // kResourceExhausted when `name` is a new topic and max_topics exist.
+  Status RoomForTopic(std::string_view name) const {
+    if (opt_.max_topics == 0 || topics_.size() < opt_.max_topics || FindTopic(name) != nullptr)
+      return Status::Ok();
+    return Status::ResourceExhausted("too many topics: the server holds " +
+                                     std::to_string(topics_.size()) + " (--max-topics)");
   }
   Topic* GetOrCreateTopic(std::string_view name) {
     if (Topic* t = FindTopic(name)) return t;

@@ -546,4 +546,28 @@ TEST_F(HorizonTest, WithoutTheOptionNothingLeaves) {
 }
 
 }  // namespace
+// --max-topics: a use, watch or put that would make one topic more than
+// the limit is refused; topics that exist go on; a dropped topic makes room.
+TEST(EngineLimits, MaxTopics) {
+  Engine e(EngineOptions{.start_ms = 1'000'000, .max_topics = 3});  // default + 2
+  const TimeMs now = 1'000'000;
+  SessionId s = e.OpenSession(now);
+  ASSERT_TRUE(e.Watch(s, "a").ok());
+  ASSERT_TRUE(e.Use(s, "b").ok());
+  EXPECT_EQ(e.Watch(s, "c").code(), Code::kResourceExhausted);
+  EXPECT_EQ(e.Use(s, "c").code(), Code::kResourceExhausted);
+  PutRequest r;
+  r.body = "x";
+  r.ttr_ms = 1000;
+  r.topic = "c";
+  EXPECT_EQ(e.Put(now, s, r).code(), Code::kResourceExhausted);
+  r.topic = "a";
+  EXPECT_TRUE(e.Put(now, s, r).ok());
+  EXPECT_TRUE(e.Watch(s, "a").ok());  // an existing topic: no new one
+  // b is dropped once nothing refers to it: room for c.
+  ASSERT_TRUE(e.Use(s, "default").ok());
+  EXPECT_TRUE(e.Watch(s, "c").ok());
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
 }  // namespace delayq

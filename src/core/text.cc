@@ -90,8 +90,13 @@ std::string Base64Encode(std::string_view in) {
 }
 
 bool Base64Decode(std::string_view in, std::string* out) {
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  if (in.size() % 4 == 1) return false;
+  // RFC 4648, section 4, canonical: whole groups of four, padding only to
+  // finish the last one, and the bits the padding leaves over all zero.
+  if (in.size() % 4 != 0) return false;
+  size_t pad = 0;
+  while (pad < in.size() && pad < 3 && in[in.size() - 1 - pad] == '=') ++pad;
+  if (pad > 2) return false;
+  in.remove_suffix(pad);
   out->clear();
   out->reserve(in.size() * 3 / 4);
   uint32_t acc = 0;
@@ -118,7 +123,8 @@ bool Base64Decode(std::string_view in, std::string* out) {
       out->push_back(static_cast<char>((acc >> bits) & 0xff));
     }
   }
-  return true;
+  // Left over: 2 bits after "xx==", 4 after "xxx=": they must be zero.
+  return (acc & ((1u << bits) - 1)) == 0;
 }
 
 std::optional<TimeMs> ParseRfc3339(std::string_view s) {

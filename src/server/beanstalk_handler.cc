@@ -353,9 +353,10 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
     case BeanOp::kPut:
     case BeanOp::kPutEx: {
       MarkProducer();
-      if (ctx_.draining) {
-        backend_.DiscardJobId();  // beanstalkd made the job before refusing it
-        return ReplyOkOr(Status::Draining(), {});
+      if (Status admit = ctx_.AdmitPut(); !admit.ok()) {
+        // beanstalkd made the job before refusing it in drain mode
+        if (admit.code() == Code::kDraining) backend_.DiscardJobId();
+        return ReplyOkOr(admit, {});
       }
       PutRequest r;
       r.body = c.body;

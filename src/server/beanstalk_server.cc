@@ -436,17 +436,16 @@ BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)
       io_(io),
       input_limit_(std::max(ctx.max_job_size + kMaxLineLength + 2, BeanstalkHandler::kMaxOutput)),
       poller_(io, ctx.io_uring),
-      listener_(io, "", ctx, std::string(kServerBusyReply)),
-      reply_full_log_(
-          io, ctx.warn,
-          "event=reply_memory_full max_reply_memory=" + std::to_string(ctx.max_reply_memory) +
-              " note=\"connections that hold replies run no command until their "
-              "clients read\"") {}
+      listener_(io, "", ctx, std::string(kServerBusyReply)) {}
 
 void BeanstalkServer::AccountReplies(size_t was, size_t now) {
   const bool over = RepliesOverBudget();
   ctx_.reply_memory = ctx_.reply_memory - was + now;
-  if (!over && RepliesOverBudget()) reply_full_log_.Hit();
+  if (!over && RepliesOverBudget())
+    ctx_.warn.Warn("reply_memory_full",
+                   "max_reply_memory=" + std::to_string(ctx_.max_reply_memory) +
+                       " note=\"connections that hold replies run no command until their "
+                       "clients read\"");
 }
 
 BeanstalkServer::~BeanstalkServer() = default;

@@ -20,7 +20,6 @@
 
 #include "delayq/status.h"
 #include "server/listener.h"
-#include "server/rate_limited_log.h"
 #include "server/server_context.h"
 #include "server/socket_poller.h"
 
@@ -70,7 +69,6 @@ class BeanstalkServer {
   Listener<BeanstalkConnection> listener_;
   std::vector<std::shared_ptr<BeanstalkConnection>> woken_;  // to run (Wake)
   bool run_woken_posted_ = false;
-  RateLimitedLog reply_full_log_;                               // the reply budget was used up
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted handlers
 };
 

@@ -1,7 +1,6 @@
 #include "server/http_api.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -9,11 +8,13 @@
 #include <charconv>
 #include <limits>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "delayq/duration.h"
 #include "delayq/engine.h"
 #include "delayq/text.h"
+#include "server/json_input.h"
 
 namespace delayq::server {
 
@@ -284,22 +285,6 @@ std::string IdState(JobId id, JobState state, const JobStats* s) {
 
 // ---- JSON input ---------------------------------------------------------------
 
-// Parses a request body: an object, or {} for an empty body when allowed.
-Status ParseObject(std::string_view body, rapidjson::Document* d, bool empty_ok) {
-  if (body.empty() && empty_ok) {
-    d->SetObject();
-    return Status::Ok();
-  }
-  d->Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
-  if (d->HasParseError()) {
-    return Status::InvalidArgument(std::string("bad_json:") +
-                                   rapidjson::GetParseError_En(d->GetParseError()) + " (at byte " +
-                                   std::to_string(d->GetErrorOffset()) + ")");
-  }
-  if (!d->IsObject()) return Status::InvalidArgument("the request body must be a JSON object");
-  return Status::Ok();
-}
-
 // Reads the members of one JSON object by name, remembering which were
 // asked for, so that Unknown() can name a member nobody reads (a typo).
 class Fields {
@@ -492,19 +477,29 @@ Result<JobId> ParseId(std::string_view s) {
   return id;
 }
 
-// Splits "a,b" (Youzan) into names.
-std::vector<std::string> SplitTopics(std::string_view s) {
-  std::vector<std::string> out;
+// The most topics one reserve may name (HTTP /reserve and Youzan /pop).
+constexpr size_t kMaxReserveTopics = 1024;
+// The bodies one reserve's reply may carry at most, counted at the maximum
+// job size: 128 jobs of 64 KiB, 1000 (the most of any reserve) up to 8 KiB.
+constexpr size_t kReserveReplyBudget = 8 * 1024 * 1024;
+
+// Splits "a,b" (Youzan) into names, each once, in order. False when there
+// are more than kMaxReserveTopics different names.
+bool SplitTopics(std::string_view s, std::vector<std::string>* out) {
+  std::unordered_set<std::string_view> seen;
   while (!s.empty()) {
     size_t c = s.find(',');
     std::string_view t = s.substr(0, c);
     while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
     while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
-    if (!t.empty()) out.emplace_back(t);
+    if (!t.empty() && seen.insert(t).second) {
+      if (seen.size() > kMaxReserveTopics) return false;
+      out->emplace_back(t);
+    }
     if (c == std::string_view::npos) break;
     s.remove_prefix(c + 1);
   }
-  return out;
+  return true;
 }
 
 std::string YouzanBody(int code, std::string_view message,
@@ -564,9 +559,13 @@ struct HttpApiRoutes {
   static void StatsEach(
       HttpApi& api, std::vector<OwnedJob> jobs,
       std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done);
-  // The job with `key` in any topic (topics in creation order).
+  // The job with `key` in any topic (the first in creation order).
   static void FindKey(HttpApi& api, std::string key,
                       std::function<void(Status, std::optional<OwnedJob>)> done);
+  struct KeySearch;
+  static void SearchKey(HttpApi& api, std::shared_ptr<KeySearch> s);
+  // True when the window's answers settle the search (`done` was called).
+  static bool DecideKey(KeySearch& s);
   // A session of its own for an operation on a reserved job (so that a job
   // a beanstalkd connection holds is refused), closed once the reply ran.
   static SessionId TempSession(HttpApi& api, HttpApi::Reply* done);
@@ -833,22 +832,27 @@ void HttpApiRoutes::StatsEach(
     std::vector<Result<JobStats>> stats;
     std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done;
     std::function<void()> next;
+    bool looping = false;
   };
   auto st = std::make_shared<State>();
   st->jobs = std::move(jobs);
   st->done = std::move(done);
   std::weak_ptr<State> weak = st;
+  // Stats that complete at once are looped over, not recursed into.
   st->next = [&api, weak] {
     auto s = weak.lock();
     if (!s) return;
-    if (s->stats.size() == s->jobs.size()) {
-      s->done(std::move(s->jobs), std::move(s->stats));
-      return;
+    while (s->stats.size() < s->jobs.size()) {
+      const size_t before = s->stats.size();
+      s->looping = true;
+      api.backend_.StatsJob(s->jobs[before].id, [s](Result<JobStats> r) {
+        s->stats.push_back(std::move(r));
+        if (!s->looping) s->next();
+      });
+      s->looping = false;
+      if (s->stats.size() == before) return;  // its completion goes on
     }
-    api.backend_.StatsJob(s->jobs[s->stats.size()].id, [s](Result<JobStats> r) {
-      s->stats.push_back(std::move(r));
-      s->next();
-    });
+    s->done(std::move(s->jobs), std::move(s->stats));
   };
   st->next();
 }
@@ -856,16 +860,28 @@ void HttpApiRoutes::StatsEach(
 void HttpApiRoutes::ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done) {
   StatsEach(api, std::move(jobs),
             [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
-              rapidjson::StringBuffer sb;
-              JsonWriter w(sb);
-              w.StartObject();
-              w.Key("jobs");
-              w.StartArray();
-              for (size_t i = 0; i < js.size(); ++i)
-                JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
-              w.EndArray();
-              w.EndObject();
-              done(HttpReply{200, Done(sb), {}});
+              // Memory: the reply may be megabytes (a reserve of many large
+              // jobs). Its buffer is sized once (escaping may double a body;
+              // base64 adds a third), and the jobs and the buffer are gone
+              // before the reply is handed on.
+              std::string body;
+              {
+                size_t estimate = 16;
+                for (const OwnedJob& j : js) estimate += 2 * j.body.size() + j.key.size() + 512;
+                rapidjson::StringBuffer sb(nullptr, estimate);
+                JsonWriter w(sb);
+                w.StartObject();
+                w.Key("jobs");
+                w.StartArray();
+                for (size_t i = 0; i < js.size(); ++i) {
+                  JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
+                  std::string().swap(js[i].body);
+                }
+                w.EndArray();
+                w.EndObject();
+                body = Done(sb);
+              }
+              done(HttpReply{200, std::move(body), {}});
             });
 }
 
@@ -882,45 +898,82 @@ void HttpApiRoutes::ReplyJob(HttpApi& api, Status st, Jobs jobs, HttpApi::Reply 
             });
 }
 
+// A search for a key in every topic: the topics are asked kWindow at a
+// time, all of a window at once (on Redis, one round trip for the window
+// rather than one per topic), and the first hit in topic order wins. Peeks
+// that complete at once are looped over, never recursed into: a server with
+// 100,000 topics costs this search no stack.
+struct HttpApiRoutes::KeySearch {
+  static constexpr size_t kWindow = 64;
+  std::vector<std::string> topics;
+  std::string key;
+  std::function<void(Status, std::optional<OwnedJob>)> done;
+  size_t base = 0;  // the window's first topic
+  struct Answer {
+    Status status = Status::NotFound();
+    std::optional<OwnedJob> job;
+  };
+  std::vector<Answer> answers;
+  size_t outstanding = 0;
+  bool launching = false;
+};
+
 void HttpApiRoutes::FindKey(HttpApi& api, std::string key,
                             std::function<void(Status, std::optional<OwnedJob>)> done) {
-  api.backend_.ListTopics([&api, key = std::move(key), done = std::move(done)](
+  std::weak_ptr<bool> alive = api.alive_;
+  api.backend_.ListTopics([&api, alive, key = std::move(key), done = std::move(done)](
                               Result<std::vector<std::string>> topics) mutable {
+    if (alive.expired()) return;
     if (!topics.ok()) return done(topics.status(), std::nullopt);
-    struct State {
-      std::vector<std::string> topics;
-      size_t i = 0;
-      std::string key;
-      std::function<void(Status, std::optional<OwnedJob>)> done;
-      std::function<void()> next;
-    };
-    auto st = std::make_shared<State>();
-    st->topics = std::move(topics).value();
-    st->key = std::move(key);
-    st->done = std::move(done);
-    std::weak_ptr<State> weak = st;
-    std::weak_ptr<bool> alive = api.alive_;
-    st->next = [&api, weak, alive] {
-      auto s = weak.lock();
-      if (!s || alive.expired()) return;
-      if (s->i == s->topics.size()) {
-        return s->done(Status::NotFound("no job with key '" + s->key + "' in any topic"),
-                       std::nullopt);
-      }
-      const std::string& topic = s->topics[s->i++];
-      api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, topic, s->key,
-                        [s](Status st, Jobs jobs) {
-                          if (st.ok() && !jobs.empty()) {
-                            return s->done(Status::Ok(), Own(jobs.front()));
-                          }
-                          if (!st.ok() && st.code() != Code::kNotFound) {
-                            return s->done(st, std::nullopt);
-                          }
-                          s->next();
-                        });
-    };
-    st->next();
+    auto s = std::make_shared<KeySearch>();
+    s->topics = std::move(topics).value();
+    s->key = std::move(key);
+    s->done = std::move(done);
+    SearchKey(api, std::move(s));
   });
+}
+
+void HttpApiRoutes::SearchKey(HttpApi& api, std::shared_ptr<KeySearch> s) {
+  std::weak_ptr<bool> alive = api.alive_;
+  for (;;) {
+    if (s->base >= s->topics.size()) {
+      return s->done(Status::NotFound("no job with key '" + s->key + "' in any topic"),
+                     std::nullopt);
+    }
+    const size_t n = std::min(KeySearch::kWindow, s->topics.size() - s->base);
+    s->answers.assign(n, {});
+    s->outstanding = n;
+    s->launching = true;
+    for (size_t k = 0; k < n; ++k) {
+      api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, s->topics[s->base + k], s->key,
+                        [&api, alive, s, k](Status st, Jobs jobs) {
+                          if (alive.expired()) return;
+                          KeySearch::Answer& a = s->answers[k];
+                          a.status = st.ok() && jobs.empty() ? Status::NotFound() : st;
+                          if (st.ok() && !jobs.empty()) a.job = Own(jobs.front());
+                          if (--s->outstanding == 0 && !s->launching && !DecideKey(*s))
+                            SearchKey(api, s);
+                        });
+    }
+    s->launching = false;
+    if (s->outstanding > 0) return;  // the last answer goes on
+    if (DecideKey(*s)) return;
+  }
+}
+
+bool HttpApiRoutes::DecideKey(KeySearch& s) {
+  for (KeySearch::Answer& a : s.answers) {
+    if (a.job) {
+      s.done(Status::Ok(), std::move(a.job));
+      return true;
+    }
+    if (a.status.code() != Code::kNotFound) {
+      s.done(a.status, std::nullopt);
+      return true;
+    }
+  }
+  s.base += s.answers.size();
+  return false;
 }
 
 // ---- native routes ----------------------------------------------------------------
@@ -1101,8 +1154,8 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
   for (size_t i = 0; i < n; ++i) {
     PutRequest& r = (*specs)[i].req;
     r.topic = topic;
-    if (api.ctx_.draining) {
-      st->results[i] = Status::Draining();
+    if (Status admit = api.ctx_.AdmitPut(); !admit.ok()) {
+      st->results[i] = std::move(admit);
       if (--st->pending == 0) finish();
       continue;
     }
@@ -1126,7 +1179,7 @@ void HttpApiRoutes::Put(HttpApi& api, const HttpRequest& req, const Params& p,
                         HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   auto doc = std::make_shared<rapidjson::Document>();
-  if (Status st = ParseObject(req.body, doc.get(), false); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, doc.get(), false); !st.ok()) return done(BadInput(st));
   TimeMs now = api.backend_.Now();
   auto specs = std::make_shared<std::vector<PutSpec>>();
   auto jobs = doc->FindMember("jobs");
@@ -1155,7 +1208,7 @@ void HttpApiRoutes::Put(HttpApi& api, const HttpRequest& req, const Params& p,
 void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Params& p,
                                  HttpApi::Reply&& done, HttpApi::CallId* call) {
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   std::vector<std::string> topics;
   if (!p.empty()) {
@@ -1165,15 +1218,16 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
     if (t == nullptr) return done(StatusReply(Status::InvalidArgument("'topics' is required")));
     if (t->IsString()) {
       topics.emplace_back(t->GetString(), t->GetStringLength());
-    } else if (t->IsArray() && !t->Empty() && t->Size() <= 1024) {
+    } else if (t->IsArray() && !t->Empty() && t->Size() <= kMaxReserveTopics) {
+      std::unordered_set<std::string_view> seen;
       for (const auto& e : t->GetArray()) {
         if (!e.IsString()) return done(StatusReply(f.Bad("topics", "a list of topic names")));
-        std::string name(e.GetString(), e.GetStringLength());
-        if (std::find(topics.begin(), topics.end(), name) == topics.end())
-          topics.push_back(std::move(name));
+        std::string_view name(e.GetString(), e.GetStringLength());
+        if (seen.insert(name).second) topics.emplace_back(name);
       }
     } else {
-      return done(StatusReply(f.Bad("topics", "a topic name or a list of 1 to 1024 of them")));
+      return done(StatusReply(f.Bad("topics", "a topic name or a list of 1 to " +
+                                                  std::to_string(kMaxReserveTopics) + " of them")));
     }
   }
   int64_t timeout_ms = 0, count = 1;
@@ -1182,6 +1236,11 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
   if (Status st = f.Int("count", 1, static_cast<int64_t>(api.options_.max_batch), &count); !st.ok())
     return done(StatusReply(st));
   if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  // One reply holds at most kReserveReplyBudget of bodies at the maximum
+  // job size: its memory is bounded whatever the jobs hold.
+  const int64_t fit = std::max<int64_t>(
+      1, static_cast<int64_t>(kReserveReplyBudget / std::max<size_t>(api.ctx_.max_job_size, 1)));
+  count = std::min(count, fit);
   Reserve(
       api, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
       [&api, done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
@@ -1314,7 +1373,7 @@ void HttpApiRoutes::Release(HttpApi& api, const HttpRequest& req, const Params& 
   auto id = ParseId(p[0]);
   if (!id.ok()) return done(StatusReply(id.status()));
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   int64_t priority = -1, delay = -1;
   if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
@@ -1345,7 +1404,7 @@ void HttpApiRoutes::Bury(HttpApi& api, const HttpRequest& req, const Params& p,
   auto id = ParseId(p[0]);
   if (!id.ok()) return done(StatusReply(id.status()));
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   int64_t priority = -1;
   if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
@@ -1410,7 +1469,7 @@ void HttpApiRoutes::KickTopic(HttpApi& api, const HttpRequest& req, const Params
                               HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   int64_t bound = 1;
   if (Status st = f.Int("bound", 1, UINT32_MAX, &bound); !st.ok()) return done(StatusReply(st));
@@ -1424,7 +1483,7 @@ void HttpApiRoutes::Pause(HttpApi& api, const HttpRequest& req, const Params& p,
                           HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, false); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, false); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   int64_t delay = -1;
   if (Status st = f.Int("delay_ms", 0, kMaxDelayMs, &delay); !st.ok()) return done(StatusReply(st));
@@ -1444,7 +1503,7 @@ void HttpApiRoutes::Clear(HttpApi& api, const HttpRequest& req, const Params& p,
                           HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   rapidjson::Document doc;
-  if (Status st = ParseObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   Fields f(doc, "");
   auto mask = ParseStates(f.Get("states"));
   if (!mask.ok()) return done(StatusReply(mask.status()));
@@ -1463,7 +1522,7 @@ namespace {
 
 // Parses the body, or replies the Youzan-style failure and returns false.
 bool YouzanObject(const HttpRequest& req, rapidjson::Document* d, HttpApi::Reply& done) {
-  if (Status st = ParseObject(req.body, d, false); !st.ok()) {
+  if (Status st = ParseJsonObject(req.body, d, false); !st.ok()) {
     done(YouzanFail(st.message().rfind("bad_json:", 0) == 0 ? "the body is not valid JSON"
                                                             : st.message()));
     return false;
@@ -1508,6 +1567,7 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
   if (body != d.MemberEnd() && !body->value.IsString())
     return done(YouzanFail("body must be a string"));
   if (api.ctx_.draining) return done(YouzanFail("the server is draining: it takes no new jobs"));
+  if (Status admit = api.ctx_.AdmitPut(); !admit.ok()) return done(YouzanFail(admit.message()));
   PutRequest r;
   r.topic = topic;
   r.key = id;
@@ -1527,7 +1587,10 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
                          HttpApi::CallId* call) {
   rapidjson::Document d;
   if (!YouzanObject(req, &d, done)) return;
-  std::vector<std::string> topics = SplitTopics(YouzanString(d, "topic"));
+  std::vector<std::string> topics;
+  if (!SplitTopics(YouzanString(d, "topic"), &topics))
+    return done(
+        YouzanFail("topic names more than " + std::to_string(kMaxReserveTopics) + " topics"));
   if (topics.empty()) return done(YouzanFail("topic must not be empty"));
   for (const std::string& t : topics)
     if (!IsValidTopicName(t)) return done(YouzanFail(CheckTopic(t).message()));
@@ -1537,12 +1600,8 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
       return done(YouzanFail("timeout must be 0 - 86400 seconds"));
     timeout = it->value.GetInt64() * 1000;
   }
-  // Unique topics, in order.
-  std::vector<std::string> unique;
-  for (std::string& t : topics)
-    if (std::find(unique.begin(), unique.end(), t) == unique.end()) unique.push_back(std::move(t));
   Reserve(
-      api, std::move(unique), timeout, 1,
+      api, std::move(topics), timeout, 1,
       [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
           return done(

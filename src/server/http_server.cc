@@ -1,27 +1,17 @@
 #include "server/http_server.h"
 
+#include <poll.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
-// GCC 12 with the sanitizers reports a false -Wmaybe-uninitialized inside
-// Beast's parser (a boost::optional it fills before reading).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/field.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 #include <charconv>
-#include <optional>
+#include <exception>
+
+#include "server/http_request_reader.h"
 
 namespace delayq::server {
 
 namespace asio = boost::asio;
-namespace http = boost::beast::http;
 using asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
 
@@ -58,16 +48,16 @@ std::string TooManyConnectionsReply() {
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(HttpServer& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), last_active_(SteadyClock::now()) {
+      : server_(server),
+        socket_(std::move(socket)),
+        reader_(server.options_.max_header_bytes, server.options_.max_body_bytes),
+        last_active_(SteadyClock::now()) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     socket_.non_blocking(true, ec);
   }
 
-  void Start() {
-    NewParser();
-    WaitReadable();
-  }
+  void Start() { WaitReadable(); }
 
   void CloseNow() { Close(); }
 
@@ -78,24 +68,40 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (!busy_ && !writing_ && out_.empty()) Close();
   }
 
-  // Nothing in flight and quiet for `idle`.
-  bool IdleFor(std::chrono::milliseconds idle, SteadyClock::time_point now) const {
-    return !busy_ && !writing_ && out_.empty() && now - last_active_ >= idle;
+  // The server's periodic look at the connection: closes it when it sat
+  // idle too long, answers 408 when a request is taking too long to
+  // arrive, and cancels a waiting request whose client hung up.
+  void Sweep(SteadyClock::time_point now) {
+    if (closed_) return;
+    const HttpServerOptions& o = server_.options_;
+    if (busy_) {
+      if (call_ != 0 && !reading_ && PeerHungUp()) {
+        // Its input is not read (a backlog behind the long-poll, or replies
+        // it does not read), so the end of stream would never be seen.
+        server_.api_->Cancel(call_);
+        call_ = 0;
+        Close();
+      }
+      return;
+    }
+    if (reader_.begun() && !close_after_) {
+      if (!reader_.header_done() && o.header_timeout.count() > 0 &&
+          now - reader_.begun_at() >= o.header_timeout)
+        return TimedOut("header", o.header_timeout);
+      if (reader_.header_done() && o.body_timeout.count() > 0 &&
+          now - reader_.header_done_at() >= o.body_timeout)
+        return TimedOut("body", o.body_timeout);
+    }
+    if (o.idle_timeout.count() > 0 && !writing_ && out_.empty() &&
+        now - last_active_ >= o.idle_timeout)
+      Close();
   }
 
  private:
-  void NewParser() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(server_.options_.max_header_bytes));
-    parser_->body_limit(server_.options_.max_body_bytes);
-    parser_->eager(true);
-    continue_sent_ = false;
-  }
-
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
-    if ((busy_ || out_.size() >= kMaxOutput) && in_.size() - in_pos_ > kMaxBufferedInput) return;
+    if ((busy_ || out_.size() >= kMaxOutput) && reader_.buffered() > kMaxBufferedInput) return;
     reading_ = true;
     socket_.async_read_some(asio::buffer(rbuf_),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -125,13 +131,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     Run();
   }
 
-  void Append(size_t n) {
-    if (in_pos_ > 0 && in_pos_ == in_.size()) {
-      in_.clear();
-      in_pos_ = 0;
-    }
-    in_.append(rbuf_.data(), n);
-  }
+  void Append(size_t n) { reader_.Append(std::string_view(rbuf_.data(), n)); }
 
   void Run() {
     for (;;) {
@@ -163,85 +163,80 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // connection is to close.
   void Process() {
     while (!busy_ && !close_after_ && !closed_ && out_.size() < kMaxOutput) {
-      if (in_pos_ == in_.size()) break;
-      boost::system::error_code ec;
-      size_t used =
-          parser_->put(asio::const_buffer(in_.data() + in_pos_, in_.size() - in_pos_), ec);
-      in_pos_ += used;
-      if (ec == http::error::need_more) {
-        if (parser_->is_header_done() && !continue_sent_) {
-          continue_sent_ = true;
-          auto expect = parser_->get()[http::field::expect];
-          if (expect.size() == 12 && (expect[0] == '1') && expect.substr(3) == "-continue")
-            out_.append("HTTP/1.1 100 Continue\r\n\r\n");
-        }
-        if (in_pos_ > 0 && in_pos_ == in_.size()) {
-          in_.clear();
-          in_pos_ = 0;
-        }
-        break;
+      HttpRequestReader::Result r = reader_.Parse(SteadyClock::now(), &out_);
+      if (r == HttpRequestReader::Result::kNeedMore) break;
+      if (r == HttpRequestReader::Result::kRefused) {
+        if (!reader_.exception().empty())
+          server_.ctx_.warn.Warn("http_parser_exception",
+                                 "peer=" + Peer() + " " + reader_.exception());
+        return Refuse(reader_.refusal());
       }
-      if (ec) return Reject(ec);
-      if (!parser_->is_done()) continue;
       Dispatch();
-    }
-    if (in_pos_ == in_.size()) {
-      in_.clear();
-      in_pos_ = 0;
-    } else if (in_pos_ > 64 * 1024) {
-      in_.erase(0, in_pos_);
-      in_pos_ = 0;
     }
   }
 
-  // A request the parser refused: answer it, then close (the stream is
-  // out of step).
-  void Reject(boost::system::error_code ec) {
-    HttpReply r;
-    if (ec == http::error::header_limit) {
-      r = HttpReply{431,
-                    HttpErrorBody("header_too_large",
-                                  "the request header is larger than " +
-                                      std::to_string(server_.options_.max_header_bytes) + " bytes"),
-                    {}};
-    } else if (ec == http::error::body_limit) {
-      r = HttpReply{413,
-                    HttpErrorBody("payload_too_large",
-                                  "the request body is larger than " +
-                                      std::to_string(server_.options_.max_body_bytes) + " bytes"),
-                    {}};
-    } else {
-      r = HttpReply{
-          400, HttpErrorBody("bad_request", "malformed HTTP request: " + ec.message()), {}};
-    }
+  // Answers `r` and closes once it is sent; nothing more is read.
+  void Refuse(const HttpReply& r) {
     head_ = false;
     keep_alive_ = false;
-    in_.clear();
-    in_pos_ = 0;
+    reader_.Discard();
     Write(r);
   }
 
+  void TimedOut(const char* part, std::chrono::milliseconds limit) {
+    server_.ctx_.warn.Warn(std::string("http_") + part + "_timeout",
+                           "peer=" + Peer() + " timeout_ms=" + std::to_string(limit.count()));
+    Refuse(HttpReply{408,
+                     HttpErrorBody("request_timeout", std::string("the request ") + part +
+                                                          " did not arrive within " +
+                                                          std::to_string(limit.count()) + " ms"),
+                     {}});
+    Run();
+  }
+
+  // The client shut its side or the connection broke (POLLRDHUP is seen
+  // even while unread input waits ahead of the end).
+  bool PeerHungUp() {
+    pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+  std::string Peer() const {
+    boost::system::error_code ec;
+    auto ep = socket_.remote_endpoint(ec);
+    return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+
   void Dispatch() {
-    auto& req = parser_->get();
-    keep_alive_ = parser_->keep_alive() && !draining_;
-    http10_ = req.version() < 11;
-    head_ = req.method() == http::verb::head;
-    auto method = req.method_string();
-    auto target = req.target();
-    HttpRequest r{std::string_view(method.data(), method.size()),
-                  std::string_view(target.data(), target.size()), req.body()};
+    HttpRequestReader::Request req = reader_.request();
+    keep_alive_ = req.keep_alive && !draining_;
+    http10_ = req.http10;
+    head_ = req.head;
+    HttpRequest r{req.method, req.target, req.body};
     busy_ = true;
     in_handle_ = true;
     std::weak_ptr<HttpConnection> weak = weak_from_this();
-    call_ = server_.api_->Handle(r, [weak](HttpReply reply) {
-      auto self = weak.lock();
-      if (self) self->OnReply(std::move(reply));
-    });
+    try {
+      call_ = server_.api_->Handle(r, [weak](HttpReply reply) {
+        auto self = weak.lock();
+        if (self) self->OnReply(std::move(reply));
+      });
+    } catch (const std::exception& e) {
+      // A fault of ours (an allocation that failed, say): this request ends,
+      // the server goes on.
+      in_handle_ = false;
+      busy_ = false;
+      call_ = 0;
+      server_.ctx_.warn.Warn("http_handler_exception",
+                             "peer=" + Peer() + " what=\"" + std::string(e.what()) + "\"");
+      return Refuse(HttpReply{
+          500, HttpErrorBody("internal", "the request failed: " + std::string(e.what())), {}});
+    }
     in_handle_ = false;
     if (!busy_) {
       call_ = 0;
-      // Only now: the request's views pointed into the parser.
-      if (!close_after_) NewParser();
+      // Only now: the request's views pointed into the reader.
+      if (!close_after_) reader_.Next();
     }
   }
 
@@ -250,12 +245,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     busy_ = false;
     call_ = 0;
     Write(reply);
-    if (close_after_) {
-      in_.clear();
-      in_pos_ = 0;
-    }
-    if (in_handle_) return;  // Dispatch makes the next parser; Process goes on
-    if (!close_after_) NewParser();
+    if (close_after_) reader_.Discard();
+    if (in_handle_) return;  // Dispatch moves the reader on; Process goes on
+    if (!close_after_) reader_.Next();
     // Completed later (a backend completion): resume on the loop.
     if (wake_posted_) return;
     wake_posted_ = true;
@@ -267,6 +259,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void Write(const HttpReply& r) {
     bool close = !keep_alive_ || draining_;
+    // One allocation for a large reply, not a doubling that copies it.
+    if (r.body.size() > 64 * 1024) out_.reserve(out_.size() + r.body.size() + 256);
     out_.append("HTTP/1.1 ");
     AppendUint(out_, static_cast<uint64_t>(r.status));
     out_.push_back(' ');
@@ -312,10 +306,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       if (close_after_ && !busy_) Close();
       return;
     }
+    // The rest waits in pending_: moved there, not copied.
     writing_ = true;
-    pending_.assign(out_, n, std::string::npos);
+    pending_.swap(out_);
     out_.clear();
-    asio::async_write(socket_, asio::buffer(pending_),
+    asio::async_write(socket_, asio::buffer(pending_.data() + n, pending_.size() - n),
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (self->closed_) return;
@@ -340,9 +335,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   HttpServer& server_;
   tcp::socket socket_;
   std::array<char, kReadChunk> rbuf_;
-  std::string in_;     // received; in_pos_ onwards not parsed yet
-  size_t in_pos_ = 0;  // (the parser keeps the body of a request it has begun)
-  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpRequestReader reader_;
   std::string out_;      // replies not sent yet
   std::string pending_;  // the rest of a write the kernel did not take at once
   HttpApi::CallId call_ = 0;
@@ -353,7 +346,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool in_handle_ = false;  // inside HttpApi::Handle: replies are synchronous
   bool keep_alive_ = true, http10_ = false, head_ = false;
   bool close_after_ = false;  // close once the replies are out
-  bool continue_sent_ = false;
 };
 
 HttpServer::HttpServer(asio::io_context& io, ServerContext& ctx, HttpServerOptions options)
@@ -379,15 +371,16 @@ void HttpServer::Start() {
 }
 
 void HttpServer::ArmSweep() {
-  if (options_.idle_timeout.count() <= 0 || listener_.stopping()) return;
+  if (listener_.stopping()) return;
   sweep_.expires_after(kSweepEvery);
   sweep_.async_wait([this](boost::system::error_code ec) {
     if (ec || listener_.stopping()) return;
     auto now = SteadyClock::now();
-    std::vector<std::shared_ptr<HttpConnection>> idle;
-    for (auto& [p, c] : listener_.conns())
-      if (c->IdleFor(options_.idle_timeout, now)) idle.push_back(c);
-    for (auto& c : idle) c->CloseNow();
+    // Sweeping may close connections, which edits the set: a copy.
+    std::vector<std::shared_ptr<HttpConnection>> all;
+    all.reserve(listener_.conns().size());
+    for (auto& [p, c] : listener_.conns()) all.push_back(c);
+    for (auto& c : all) c->Sweep(now);
     ArmSweep();
   });
 }

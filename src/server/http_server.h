@@ -9,8 +9,12 @@
 // ready at once (a long-poll reserve, a change waiting to be durable) holds
 // back the ones behind it. Keep-alive by default (HTTP/1.1), `Connection:
 // close` honoured. A header larger than max_header_bytes is answered 431, a
-// body larger than max_body_bytes 413 (both then close the connection); a
-// connection with nothing in flight for idle_timeout is closed.
+// body larger than max_body_bytes 413, a header or body that takes longer
+// than its timeout to arrive 408, a transfer or content coding other than
+// chunked 501 / 415, anything else Beast refuses (or throws on) 400: each
+// then closes the connection. A connection with nothing in flight for
+// idle_timeout is closed; so is one whose client hung up while its request
+// waits (a long-poll), even when its input is no longer read.
 //
 // Beast stays out of this header: it is heavy, and only http_server.cc
 // needs it.
@@ -41,6 +45,12 @@ struct HttpServerOptions {
   size_t max_body_bytes = 8 * 1024 * 1024;
   // 0: never close idle connections.
   std::chrono::milliseconds idle_timeout{60'000};
+  // A request's header must arrive whole within header_timeout of its
+  // first byte, and its body within body_timeout of the header's end, or
+  // the client is answered 408 and the connection closed (a client that
+  // trickles bytes keeps no connection). 0: no limit.
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{60'000};
   HttpApiOptions api;
 };
 

@@ -11,7 +11,7 @@
 // the spare again, so the loop neither spins on a listening socket it
 // cannot accept from nor leaves clients waiting; without a spare (or on any
 // other failure to accept) it pauses accepting for 100 ms. Each cause is
-// logged once per 10 s at most, with a count (rate_limited_log.h).
+// logged through ctx.warn (at most once per 10 s: rate_limited_log.h).
 //
 // Thread: the loop thread.
 #ifndef DELAYQ_SERVER_LISTENER_H_
@@ -35,7 +35,6 @@
 #include <vector>
 
 #include "delayq/status.h"
-#include "server/rate_limited_log.h"
 #include "server/server_context.h"
 
 namespace delayq::server {
@@ -48,17 +47,13 @@ class Listener {
   // `what` names the listener in errors ("" for the beanstalkd protocol,
   // "HTTP" for the HTTP API). `refusal` is what a connection refused for
   // want of room is sent before it is closed.
-  Listener(boost::asio::io_context& io, std::string what, const ServerContext& ctx,
-           std::string refusal)
+  Listener(boost::asio::io_context& io, std::string what, ServerContext& ctx, std::string refusal)
       : io_(io),
         what_(std::move(what)),
         ctx_(ctx),
         refusal_(std::move(refusal)),
         acceptor_(io),
-        pause_(io),
-        full_log_(io, ctx.warn, LogLine("max_connections")),
-        fds_log_(io, ctx.warn, LogLine("out_of_fds")),
-        failed_log_(io, ctx.warn, LogLine("accept_failed")) {}
+        pause_(io) {}
   ~Listener() {
     if (spare_fd_ >= 0) ::close(spare_fd_);
   }
@@ -129,41 +124,44 @@ class Listener {
 
  private:
   void AcceptNext() {
-    acceptor_.async_accept(
-        [this](boost::system::error_code ec, boost::asio::ip::tcp::socket socket) {
-          if (stopping_ || ec == boost::asio::error::operation_aborted) return;
-          if (!ec) {
-            if (ctx_.max_connections > 0 && conns_.size() >= ctx_.max_connections) {
-              full_log_.Hit();
-              boost::system::error_code ignored;
-              Refuse(socket.release(ignored));
-            } else {
-              std::shared_ptr<Conn> c = make_(std::move(socket));
-              conns_.emplace(c.get(), c);
-              c->Start();
-            }
+    acceptor_.async_accept([this](boost::system::error_code ec,
+                                  boost::asio::ip::tcp::socket socket) {
+      if (stopping_ || ec == boost::asio::error::operation_aborted) return;
+      if (!ec) {
+        if (ctx_.max_connections > 0 && conns_.size() >= ctx_.max_connections) {
+          ctx_.warn.Warn("too_many_connections",
+                         Protocol() + " max_connections=" + std::to_string(ctx_.max_connections) +
+                             " note=\"new connections are refused\"");
+          boost::system::error_code ignored;
+          Refuse(socket.release(ignored));
+        } else {
+          std::shared_ptr<Conn> c = make_(std::move(socket));
+          conns_.emplace(c.get(), c);
+          c->Start();
+        }
+        return AcceptNext();
+      }
+      const int err = ec.category() == boost::system::system_category() ? ec.value() : 0;
+      if (err == EMFILE || err == ENFILE) {
+        // (Linux says so before it looks for a waiting connection, and Asio
+        // tries an accept before it waits: there may be none.)
+        switch (ShedOne()) {
+          case Shed::kRefused:
             return AcceptNext();
-          }
-          const int err = ec.category() == boost::system::system_category() ? ec.value() : 0;
-          if (err == EMFILE || err == ENFILE) {
-            // (Linux says so before it looks for a waiting connection, and Asio
-            // tries an accept before it waits: there may be none.)
-            switch (ShedOne()) {
-              case Shed::kRefused:
-                return AcceptNext();
-              case Shed::kNoneWaiting:
-                return AcceptWhenReadable();
-              case Shed::kNoSpare:
-                fds_log_.Hit();
-                break;
-            }
-          } else if (err == ECONNABORTED || err == EPROTO || err == EPERM) {
-            return AcceptNext();  // that client is gone, or a firewall said no: the next
-          } else {
-            failed_log_.Hit();
-          }
-          PauseAccepting();
-        });
+          case Shed::kNoneWaiting:
+            return AcceptWhenReadable();
+          case Shed::kNoSpare:
+            WarnOutOfFds();
+            break;
+        }
+      } else if (err == ECONNABORTED || err == EPROTO || err == EPERM) {
+        return AcceptNext();  // that client is gone, or a firewall said no: the next
+      } else {
+        ctx_.warn.Warn("accept_failed", Protocol() + " error=\"" + ec.message() +
+                                            "\" note=\"accepting again in 100 ms\"");
+      }
+      PauseAccepting();
+    });
   }
 
   // Out of file descriptors: the spare one makes room to accept the first
@@ -176,7 +174,7 @@ class Listener {
     const int fd = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
     const int err = errno;
     if (fd >= 0) {
-      fds_log_.Hit();
+      WarnOutOfFds();
       Refuse(fd);
     }
     OpenSpare();
@@ -218,17 +216,16 @@ class Listener {
     ::close(fd);
   }
 
-  std::string LogLine(const char* reason) const {
-    return std::string("event=connections_refused listener=") +
-           (what_.empty() ? "beanstalkd" : what_) + " reason=" + reason +
-           (std::string_view(reason) == "max_connections"
-                ? " max_connections=" + std::to_string(ctx_.max_connections)
-                : std::string());
+  std::string Protocol() const { return what_.empty() ? "protocol=beanstalkd" : "protocol=http"; }
+
+  void WarnOutOfFds() {
+    ctx_.warn.Warn("out_of_file_descriptors",
+                   Protocol() + " note=\"new connections are refused; raise ulimit -n\"");
   }
 
   boost::asio::io_context& io_;
   std::string what_;
-  const ServerContext& ctx_;
+  ServerContext& ctx_;
   std::string refusal_;
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer pause_;  // accepting again after a failure
@@ -236,7 +233,6 @@ class Listener {
   Make make_;
   std::unordered_map<Conn*, std::shared_ptr<Conn>> conns_;
   bool stopping_ = false;
-  RateLimitedLog full_log_, fds_log_, failed_log_;
 };
 
 }  // namespace delayq::server

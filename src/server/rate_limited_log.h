@@ -1,54 +1,74 @@
-// One log line per cause, not one per event: the first event of a cause is
-// logged at once (count=1); the events of the next `period` are counted and
-// logged together in one line when it ends (count=N, the events since the
-// line before); a period without events ends the series.
+// Warnings about what clients do (a limit reached, a request timed out),
+// at most one line per cause per interval: a flood of bad clients must not
+// become a flood of log lines. A line that follows suppressed ones says how
+// many there were: `event=<cause> <detail> suppressed=N`.
 //
-// Thread: the loop thread of `io`.
+// Thread: the loop thread (one instance per server, no locking).
 #ifndef DELAYQ_SERVER_RATE_LIMITED_LOG_H_
 #define DELAYQ_SERVER_RATE_LIMITED_LOG_H_
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 namespace delayq::server {
 
 class RateLimitedLog {
  public:
-  // `line` is the cause's text (key=value pairs) without the count; `sink`
-  // writes a line (none: nothing is logged). It must outlive this object.
-  RateLimitedLog(boost::asio::io_context& io, const std::function<void(const std::string&)>& sink,
-                 std::string line, std::chrono::milliseconds period = std::chrono::seconds(10))
-      : sink_(sink), line_(std::move(line)), period_(period), timer_(io) {}
+  using Clock = std::chrono::steady_clock;
+  // `sink` takes a whole logfmt line (without the time and level); none: the
+  // lines are counted and dropped.
+  using Sink = std::function<void(std::string_view line)>;
 
-  // An event of this cause.
-  void Hit() {
-    ++count_;
-    if (!armed_) Emit();
+  explicit RateLimitedLog(std::chrono::milliseconds every = std::chrono::seconds(10))
+      : every_(every) {}
+
+  void set_sink(Sink sink) { sink_ = std::move(sink); }
+
+  // Logs `event=<cause> <detail>` unless `cause` was logged less than the
+  // interval before `now`; then it only counts it.
+  void Warn(std::string_view cause, std::string_view detail, Clock::time_point now = Clock::now()) {
+    auto [it, fresh] = causes_.try_emplace(std::string(cause));
+    Entry& e = it->second;
+    ++e.total;
+    if (!fresh && now - e.last < every_) {
+      ++e.suppressed;
+      return;
+    }
+    e.last = now;
+    if (!sink_) {
+      e.suppressed = 0;
+      return;
+    }
+    std::string line = "event=";
+    line.append(cause);
+    if (!detail.empty()) {
+      line.push_back(' ');
+      line.append(detail);
+    }
+    if (e.suppressed > 0) line.append(" suppressed=" + std::to_string(e.suppressed));
+    e.suppressed = 0;
+    sink_(line);
+  }
+
+  // How many times `cause` happened (logged or not).
+  uint64_t count(std::string_view cause) const {
+    auto it = causes_.find(std::string(cause));
+    return it == causes_.end() ? 0 : it->second.total;
   }
 
  private:
-  void Emit() {
-    if (sink_) sink_(line_ + " count=" + std::to_string(count_));
-    count_ = 0;
-    armed_ = true;
-    timer_.expires_after(period_);
-    timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;  // cancelled: this object may be gone
-      if (count_ > 0) return Emit();
-      armed_ = false;
-    });
-  }
-
-  const std::function<void(const std::string&)>& sink_;
-  std::string line_;
-  std::chrono::milliseconds period_;
-  boost::asio::steady_timer timer_;
-  uint64_t count_ = 0;  // events not logged yet
-  bool armed_ = false;  // a period runs: events wait for its end
+  struct Entry {
+    Clock::time_point last{};
+    uint64_t suppressed = 0;
+    uint64_t total = 0;
+  };
+  std::chrono::milliseconds every_;
+  Sink sink_;
+  std::unordered_map<std::string, Entry> causes_;
 };
 
 }  // namespace delayq::server

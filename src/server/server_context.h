@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "server/beanstalk_decoder.h"
+#include "server/rate_limited_log.h"
 
 namespace delayq::server {
 
@@ -47,8 +48,25 @@ struct ServerContext {
   // that holds any runs no further command until its client reads.
   size_t max_reply_memory = size_t{64} << 20;
   size_t reply_memory = 0;  // held now
-  // Logs one line at level warning (logfmt key=value pairs); none if empty.
-  std::function<void(const std::string&)> warn;
+  // Warnings about clients (limits reached, timeouts), rate-limited per
+  // cause; delayqd gives it a sink.
+  RateLimitedLog warn;
+  // --max-memory (0: none), and whether the process is past it now (delayqd
+  // looks every 100 ms).
+  uint64_t max_memory = 0;
+  bool memory_full = false;
+
+  // Whether a put may go in now: kDraining in drain mode (SIGUSR1),
+  // kResourceExhausted while the process is past --max-memory (beanstalkd:
+  // OUT_OF_MEMORY; HTTP: 503 resource_exhausted). Nothing else is refused.
+  Status AdmitPut() const {
+    if (draining) return Status::Draining();
+    if (memory_full)
+      return Status::ResourceExhausted(
+          "delayqd uses more memory than --max-memory (" + std::to_string(max_memory >> 20) +
+          " MiB): puts are refused until some is freed; reserves, finishes and deletes go on");
+    return Status::Ok();
+  }
 };
 
 }  // namespace delayq::server

@@ -28,9 +28,27 @@ namespace delayq::testing {
 
 using Clock = std::chrono::steady_clock;
 
-std::string DelayqdPath() { return std::string(DELAYQ_BINARY_DIR) + "/delayqd"; }
+std::string DelayqdPath() {
+  // DELAYQ_DELAYQD runs the black-box tests against another build (an older
+  // one, to see a test fail without its fix).
+  if (const char* p = std::getenv("DELAYQ_DELAYQD"); p != nullptr && *p != '\0') return p;
+  return std::string(DELAYQ_BINARY_DIR) + "/delayqd";
+}
 
 bool BeanstalkdAvailable() { return access(kBeanstalkdPath, X_OK) == 0; }
+
+namespace {
+uint64_t StatusKb(pid_t pid, std::string_view key) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(key.size()));
+  return 0;
+}
+}  // namespace
+
+uint64_t RssKb(pid_t pid) { return StatusKb(pid, "VmRSS:"); }
+uint64_t PeakRssKb(pid_t pid) { return StatusKb(pid, "VmHWM:"); }
 
 int64_t MillisSince(Clock::time_point start) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
@@ -429,14 +447,6 @@ uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std:
 }
 
 // ---- /proc ---------------------------------------------------------------------
-
-uint64_t RssKb(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  return 0;
-}
 
 double CpuSeconds(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

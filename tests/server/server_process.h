@@ -35,7 +35,8 @@ namespace delayq::testing {
 
 using std::chrono::milliseconds;
 
-// build/delayqd of the tree the tests were built in (DELAYQ_BINARY_DIR).
+// build/delayqd of the tree the tests were built in (DELAYQ_BINARY_DIR), or
+// the binary $DELAYQ_DELAYQD names.
 std::string DelayqdPath();
 // Debian's beanstalkd 1.12, the reference for byte-exact replies.
 inline constexpr const char* kBeanstalkdPath = "/usr/bin/beanstalkd";
@@ -159,10 +160,12 @@ uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std:
 // servers can be compared byte for byte. `keys` lists the keys to mask.
 std::string MaskYamlValues(std::string_view reply, const std::vector<std::string>& keys);
 
-// A process's resident memory in KB (VmRSS in /proc/PID/status; 0 if
-// unreadable), and the CPU time it has used, user + system, in seconds
-// (/proc/PID/stat; -1 if unreadable).
+// The resident memory of process `pid` in KiB, from /proc (0 if unreadable);
+// PeakRssKb: the most it has had (VmHWM).
 uint64_t RssKb(pid_t pid);
+uint64_t PeakRssKb(pid_t pid);
+// The CPU time process `pid` has used, user + system, in seconds, from
+// /proc (-1 if unreadable).
 double CpuSeconds(pid_t pid);
 
 // Elapsed time since `start`, in milliseconds.

@@ -1,0 +1,50 @@
+// What the HTTP fuzz targets share: a failed check aborts (libFuzzer then
+// keeps the input), a manual clock, and the checks of one API reply.
+#ifndef DELAYQ_FUZZ_HTTP_FUZZ_COMMON_H_
+#define DELAYQ_FUZZ_HTTP_FUZZ_COMMON_H_
+
+#include <rapidjson/document.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "backend/clock.h"
+#include "fuzz_check.h"
+#include "server/http_api.h"
+
+namespace {
+
+using namespace delayq;
+
+class ManualClock : public backend::Clock {
+ public:
+  TimeMs Now() const override { return now; }
+  TimeMs now = 1'700'000'000'000;
+};
+
+const std::set<int> kStatuses = {200, 201, 400, 404, 405, 409, 413, 503};
+const std::set<std::string> kCodes = {"bad_json",    "invalid_argument",   "bad_request",
+                                      "not_found",   "method_not_allowed", "conflict",
+                                      "job_too_big", "draining",           "unavailable"};
+
+void CheckReply(const server::HttpReply& r) {
+  FUZZ_CHECK(kStatuses.count(r.status) == 1, r.body.c_str());
+  rapidjson::Document d;
+  d.Parse(r.body.c_str(), r.body.size());
+  FUZZ_CHECK(!d.HasParseError() && d.IsObject(), r.body.c_str());
+  if (r.status >= 400) {
+    FUZZ_CHECK(d.HasMember("error") && d["error"].IsObject(), r.body.c_str());
+    const auto& e = d["error"];
+    FUZZ_CHECK(e.HasMember("code") && e["code"].IsString() && e.HasMember("message") &&
+                   e["message"].IsString(),
+               r.body.c_str());
+    FUZZ_CHECK(kCodes.count(e["code"].GetString()) == 1, r.body.c_str());
+  }
+  FUZZ_CHECK((r.status == 405) == !r.allow.empty(), r.body.c_str());
+}
+
+}  // namespace
+
+#endif  // DELAYQ_FUZZ_HTTP_FUZZ_COMMON_H_
