@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -126,6 +128,31 @@ std::string EnvValue(const std::vector<std::string>& env, const std::string& nam
   return {};
 }
 
+// --max-reply-memory: 0 (no limit) or at least kMinReplyMemory.
+Status CheckReplyMemory(uint64_t bytes) {
+  if (bytes == 0 || (bytes >= kMinReplyMemory && bytes <= kMaxReplyMemoryLimit))
+    return Status::Ok();
+  return Status::InvalidArgument(
+      "max reply memory must be 0 (no limit) or 1048576..1099511627776 bytes (not " +
+      std::to_string(bytes) + ")");
+}
+
+// An unsigned number in lo..hi from the environment variable `name`, if it
+// is set.
+Status EnvUint(const std::vector<std::string>& env, const std::string& name, uint64_t lo,
+               uint64_t hi, uint64_t* out) {
+  const std::string v = EnvValue(env, name);
+  if (v.empty()) return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (*end != '\0' || errno != 0 || v[0] == '-' || n < lo || n > hi)
+    return Status::InvalidArgument(name + " must be " + std::to_string(lo) + ".." +
+                                   std::to_string(hi));
+  *out = n;
+  return Status::Ok();
+}
+
 // Applies the TOML file's keys to `c`. Unknown keys and wrong types are errors.
 Status LoadToml(const std::string& path, Config* c) {
   toml::table t;
@@ -221,6 +248,16 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v) return bad("a string (like \"60s\", or \"off\")");
       if (Status st = ParseHttpTimeout(*t, *v, c); !st.ok())
         return Status::InvalidArgument("config file " + path + ": " + st.message());
+    } else if (k == "max_connections") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxConnectionsLimit)
+        return bad("an integer 0..10000000");
+      c->max_connections = static_cast<uint64_t>(*v);
+    } else if (k == "max_reply_memory") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || !CheckReplyMemory(static_cast<uint64_t>(*v)).ok())
+        return bad("0 or an integer 1048576..1099511627776");
+      c->max_reply_memory = static_cast<uint64_t>(*v);
     } else if (k == "log_level") {
       auto v = node.value<std::string>();
       if (!v) return bad("a string");
@@ -317,6 +354,19 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   for (size_t i = 0; i < std::size(kHttpTimeouts); ++i)
     app.add_option(kHttpTimeouts[i].flag, http_timeouts[i], kHttpTimeouts[i].help)
         ->option_text("DURATION");
+  int64_t max_connections = -1, max_reply_memory = -1;
+  app.add_option("--max-connections", max_connections,
+                 "Connections each listener (beanstalkd, HTTP) holds at once (default 10000;\n"
+                 "0: no limit); past it a new connection is told so and closed. Needs a\n"
+                 "file descriptor each: delayqd raises its soft limit (ulimit -n) to fit")
+      ->option_text("N")
+      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxConnectionsLimit)));
+  app.add_option("--max-reply-memory", max_reply_memory,
+                 "Bytes of replies held in all for beanstalkd clients that have not read them\n"
+                 "(default 67108864; 0: no limit); past it, connections that hold some run\n"
+                 "no command until their clients read")
+      ->option_text("BYTES")
+      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxReplyMemoryLimit)));
   app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
   app.add_flag("-v,--version", version, "Print the version and exit");
   app.footer(
@@ -325,8 +375,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_LOG_LEVEL,\n"
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
-      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS. Documentation: "
-      "docs/configuration.md.");
+      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS, DELAYQ_MAX_CONNECTIONS,\n"
+      "DELAYQ_MAX_REPLY_MEMORY. Documentation: docs/configuration.md, docs/limits.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // program name
@@ -432,6 +482,14 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
         return fail(Status::InvalidArgument(std::string(t.env) + ": " + st.message()));
     }
   }
+  if (Status st =
+          EnvUint(env, "DELAYQ_MAX_CONNECTIONS", 0, kMaxConnectionsLimit, &c->max_connections);
+      !st.ok())
+    return fail(st);
+  if (Status st =
+          EnvUint(env, "DELAYQ_MAX_REPLY_MEMORY", 0, kMaxReplyMemoryLimit, &c->max_reply_memory);
+      !st.ok())
+    return fail(st);
   // 3. The flags.
   if (!listen.empty()) c->listen = listen;
   if (port >= 0) c->port = static_cast<uint16_t>(port);
@@ -459,6 +517,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
     if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())
       return fail(st);
   }
+  if (max_connections >= 0) c->max_connections = static_cast<uint64_t>(max_connections);
+  if (max_reply_memory >= 0) c->max_reply_memory = static_cast<uint64_t>(max_reply_memory);
+  if (Status st = CheckReplyMemory(c->max_reply_memory); !st.ok()) return fail(st);
   if (c->verbose && log_level.empty()) c->log_level = "debug";
   if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
   if (Status st = CheckFsync(c->fsync); !st.ok()) return fail(st);

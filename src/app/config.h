@@ -44,6 +44,12 @@ struct Config {
   uint16_t http_port = 11380;            // 0: any free port (logged at start)
   uint64_t http_max_body = 8u << 20;     // bytes of one request body
   TimeMs http_idle_timeout_ms = 60'000;  // 0: never close idle connections
+  // Limits (docs/limits.md). Connections each listener holds at once (0: no
+  // limit); past it a new one is told so and closed.
+  uint64_t max_connections = 10'000;
+  // Replies held for beanstalkd clients that have not read them, in all
+  // (0: no limit); past it, connections that hold some run no command.
+  uint64_t max_reply_memory = uint64_t{64} << 20;
   // A request's header must arrive within this of its first byte, its body
   // within http_body_timeout_ms of the header (408; 0: no limit).
   TimeMs http_header_timeout_ms = 10'000;
@@ -71,6 +77,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
 
 // Largest -z accepted, as beanstalkd: 1 GiB.
 inline constexpr uint64_t kMaxJobSizeLimit = 1u << 30;
+// Largest --max-connections accepted.
+inline constexpr uint64_t kMaxConnectionsLimit = 10'000'000;
+// Smallest --max-reply-memory accepted (other than 0: no limit).
+inline constexpr uint64_t kMinReplyMemory = 1u << 20;
+// Largest --max-reply-memory accepted: 1 TiB.
+inline constexpr uint64_t kMaxReplyMemoryLimit = uint64_t{1} << 40;
 // Largest --http-max-body accepted.
 inline constexpr uint64_t kMaxHttpBodyLimit = 0xffffffffu;
 

@@ -248,3 +248,51 @@ TEST(Config, MaxMemory) {
 
 }  // namespace
 }  // namespace delayq::app
+
+namespace delayq::app {
+namespace {
+
+// The limits of docs/limits.md, from every source; the later source wins.
+TEST(Config, Limits) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_connections, 10'000u);
+  EXPECT_EQ(c.max_reply_memory, 64u << 20);
+  Config d;
+  ASSERT_TRUE(Parse({"--max-connections", "0", "--max-reply-memory", "0"}, {}, &d).run);
+  EXPECT_EQ(d.max_connections, 0u);
+  EXPECT_EQ(d.max_reply_memory, 0u);
+  Config e;
+  ASSERT_TRUE(Parse({"-c", WriteToml("max_connections = 50\nmax_reply_memory = 2097152\n")},
+                    {"DELAYQ_MAX_CONNECTIONS=60"}, &e)
+                  .run);
+  EXPECT_EQ(e.max_connections, 60u);
+  EXPECT_EQ(e.max_reply_memory, 2u << 20);
+  Config f;
+  ASSERT_TRUE(Parse({"--max-connections", "70"},
+                    {"DELAYQ_MAX_CONNECTIONS=60", "DELAYQ_MAX_REPLY_MEMORY=0"}, &f)
+                  .run);
+  EXPECT_EQ(f.max_connections, 70u);
+  EXPECT_EQ(f.max_reply_memory, 0u);
+  Config g;
+  ParseOutcome o = Parse({"--max-reply-memory", "1000"}, {}, &g);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("max reply memory"), std::string::npos) << o.text;
+  o = Parse({"--max-connections", "-1"}, {}, &g);
+  EXPECT_EQ(o.exit_code, 2);
+  o = Parse({}, {"DELAYQ_MAX_CONNECTIONS=many"}, &g);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.text.find("DELAYQ_MAX_CONNECTIONS"), std::string::npos) << o.text;
+  o = Parse({}, {"DELAYQ_MAX_REPLY_MEMORY=-5"}, &g);
+  EXPECT_EQ(o.exit_code, 2);
+  o = Parse({"-c", WriteToml("max_connections = \"lots\"\n")}, {}, &g);
+  EXPECT_NE(o.text.find("'max_connections' must be"), std::string::npos) << o.text;
+  o = Parse({"-c", WriteToml("max_reply_memory = 5\n")}, {}, &g);
+  EXPECT_NE(o.text.find("'max_reply_memory' must be"), std::string::npos) << o.text;
+  o = Parse({"-h"}, {}, &g);
+  EXPECT_NE(o.text.find("--max-connections"), std::string::npos);
+  EXPECT_NE(o.text.find("--max-reply-memory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace delayq::app

@@ -5,9 +5,11 @@
 #include <malloc.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -48,6 +50,38 @@ void SetUpLogging(const app::Config& c) {
   logger->set_level(spdlog::level::from_str(c.log_level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+// Each connection takes a file descriptor: the soft limit (ulimit -n) is
+// raised, up to the hard limit, to fit --max-connections on each listener
+// and kFdReserve more (the store's files, the listeners, the loop's own).
+// Short of that, connections past the limit are refused (listener.h), and
+// this says so at start (a warning when not even one listener's fit).
+void FitFileDescriptorLimit(const app::Config& c) {
+  constexpr rlim_t kFdReserve = 1024;
+  constexpr rlim_t kNoLimitWant = rlim_t{1} << 20;  // --max-connections 0
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t listeners = c.http ? 2 : 1;
+  const rlim_t want = c.max_connections == 0
+                          ? kNoLimitWant
+                          : static_cast<rlim_t>(c.max_connections) * listeners + kFdReserve;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return;
+  const rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+  if (lim.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &lim) != 0) lim.rlim_cur = was;
+  if (lim.rlim_cur > was)
+    spdlog::info("event=fd_limit_raised from={} to={}", static_cast<uint64_t>(was),
+                 static_cast<uint64_t>(lim.rlim_cur));
+  if (lim.rlim_cur >= want || c.max_connections == 0) return;
+  // A warning when one listener's connections do not fit; both listeners
+  // full at once is rarer.
+  const bool one_fits = lim.rlim_cur >= static_cast<rlim_t>(c.max_connections) + kFdReserve;
+  spdlog::log(one_fits ? spdlog::level::info : spdlog::level::warn,
+              "event=fd_limit_low limit={} wanted={} max_connections={} note=\"connections past "
+              "what the limit allows are refused (event=out_of_file_descriptors); "
+              "raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower --max-connections\"",
+              static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(want), c.max_connections);
 }
 
 // --max-memory: every 100 ms, the bytes malloc has handed out and not got
@@ -186,6 +220,7 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   SetUpLogging(config);
+  FitFileDescriptorLimit(config);
 
   // The store first: a damaged or foreign data directory stops the start.
   std::unique_ptr<store::RocksStore> rocks;
@@ -225,6 +260,8 @@ int main(int argc, char** argv) {
   ctx.instance_id = RandomId();
   ctx.max_job_size = config.max_job_size;
   ctx.io_uring = config.io_uring;
+  ctx.max_connections = config.max_connections;
+  ctx.max_reply_memory = config.max_reply_memory;
   ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
   ctx.max_memory = config.max_memory;
   if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
@@ -281,7 +318,7 @@ int main(int argc, char** argv) {
   if (http) http->Start();
   spdlog::info(
       "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
-      "max_job_size={} busy_poll_us={} io_uring={} pid={}",
+      "max_job_size={} max_connections={} max_reply_memory={} busy_poll_us={} io_uring={} pid={}",
       server::kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
@@ -291,8 +328,8 @@ int main(int argc, char** argv) {
       config.in_memory || on_redis ? "-" : config.fsync.c_str(),
       config.in_memory || on_redis || config.horizon_ms == 0 ? "off"
                                                              : FormatDuration(config.horizon_ms),
-      config.max_job_size, config.busy_poll_us, beanstalk.io_batch().uses_uring() ? "on" : "off",
-      static_cast<long>(getpid()));
+      config.max_job_size, config.max_connections, config.max_reply_memory, config.busy_poll_us,
+      beanstalk.io_batch().uses_uring() ? "on" : "off", static_cast<long>(getpid()));
   if (config.io_uring && !beanstalk.io_batch().uses_uring())
     spdlog::info(
         "event=io_uring_unavailable reason=\"{}\" note=\"one system call per recv and send\"",

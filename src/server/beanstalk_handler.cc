@@ -289,7 +289,7 @@ void BeanstalkHandler::Done() {
   if (!in_command_ && wake_) wake_();  // completed later: resume the connection
 }
 
-void BeanstalkHandler::OnPeerClosed() {
+void BeanstalkHandler::CancelReserve() {
   if (!blocked_ || !reserving_) return;
   backend_.CancelReserve(session_);
   reserving_ = false;

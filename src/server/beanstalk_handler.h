@@ -31,17 +31,22 @@ class BeanstalkHandler {
   // The connection reads into this buffer, then calls Process().
   ByteBuffer& input() { return in_; }
   // Runs every complete command in the input until it needs more bytes,
-  // blocks on a waiting reserve, is asked to close, or has kMaxOutput bytes
-  // of replies waiting in output(): the connection sends them, then calls
-  // Process again (so that pipelined requests for large replies, from a
-  // client that does not read, cannot make the server buffer without end).
+  // blocks on a waiting reserve, is asked to close, or has the output
+  // limit's bytes of replies waiting in output() (kMaxOutput, or less: see
+  // set_output_limit): the connection sends them, then calls Process again
+  // (so that pipelined requests for large replies, from a client that does
+  // not read, cannot make the server buffer without end).
   void Process();
   static constexpr size_t kMaxOutput = 256 * 1024;
-  bool output_full() const { return out_.size() >= kMaxOutput; }
+  bool output_full() const { return out_.size() >= out_limit_; }
+  // Where Process stops (1: after the first reply); kMaxOutput by default.
+  void set_output_limit(size_t bytes) { out_limit_ = bytes; }
 
-  // The peer closed its sending side. A waiting reserve is answered
-  // TIMED_OUT at once, as beanstalkd does for a half-closed connection.
-  void OnPeerClosed();
+  // A waiting reserve is answered TIMED_OUT at once: the peer closed its
+  // sending side (as beanstalkd does for a half-closed connection), or the
+  // connection stopped reading it (its input is at its limit). Nothing if
+  // no reserve waits.
+  void CancelReserve();
 
   // The connection is ending: its replies are all out, and it only waits
   // for the client to close. The session ends now, as at a close (its
@@ -51,10 +56,13 @@ class BeanstalkHandler {
   void EndSession();
 
   std::string& output() { return out_; }
+  const std::string& output() const { return out_; }
   bool blocked() const { return blocked_; }
   // Blocked on a command whose reply is on its way (a change waiting to be
   // durable), not on a reserve that waits for a job.
   bool reply_pending() const { return blocked_ && !reserving_; }
+  // Blocked on a reserve that waits for a job.
+  bool reserving() const { return blocked_ && reserving_; }
   bool want_close() const { return close_; }
 
  private:
@@ -81,6 +89,7 @@ class BeanstalkHandler {
   SessionId session_;
   ByteBuffer in_;
   std::string out_;
+  size_t out_limit_ = kMaxOutput;
   bool blocked_ = false;
   bool reserving_ = false;   // the blocking command is a reserve
   bool in_command_ = false;  // inside Execute: completions are synchronous
@@ -92,6 +101,10 @@ class BeanstalkHandler {
 
 // The beanstalkd reply for an error status (NOT_FOUND, BAD_FORMAT, ...).
 std::string_view BeanReplyFor(Code code);
+
+// delayq's one reply of its own, sent only to a connection it refuses
+// (--max-connections, out of file descriptors) before closing it.
+inline constexpr std::string_view kServerBusyReply = "SERVER_BUSY too many connections\r\n";
 
 }  // namespace delayq::server
 

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
@@ -20,12 +21,11 @@ using asio::ip::tcp;
 
 namespace {
 constexpr size_t kReadChunk = 64 * 1024;
-// Stop reading while this much input waits behind a blocked reserve.
-constexpr size_t kMaxBufferedInput = 4 * 1024 * 1024;
-// Stop reading while this much output waits for a slow client.
-constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
-// Reads beyond the first in one go, when each fills the buffer.
+// Reads beyond the first in one go, when each fills the buffer (and the
+// input stays under the server's input limit).
 constexpr int kMaxExtraReads = 16;
+// An input buffer this large is freed once it is empty.
+constexpr size_t kKeepInput = 4 * kReadChunk;
 // Input a finishing connection reads and drops per event (see Finish).
 constexpr size_t kDropChunk = 16 * 1024;
 constexpr int kMaxDropReads = 16;
@@ -92,13 +92,28 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   // runs and all replies leave with one send.
   bool WantRead() {
     if (closed_ || draining_ || peer_closed_) return false;
-    // Back-pressure: a client that does not read its replies, or sends
-    // more than a reserve lets us run, is not read further for now.
-    if (handler_.output().size() + pending_.size() > kMaxPendingOutput) return false;
-    if ((handler_.blocked() || handler_.output_full()) &&
-        handler_.input().size() > kMaxBufferedInput)
-      return false;
-    return true;
+    // Back-pressure: while commands cannot run (a reserve waits, replies
+    // wait for a client that does not read them, the server's reply budget
+    // is used up), the input is read up to the server's input limit only.
+    return !CommandsWait() || handler_.input().size() < server_.input_limit_;
+  }
+
+  bool CommandsWait() const {
+    return handler_.blocked() || handler_.output_full() ||
+           (server_.RepliesOverBudget() && Held() > 0);
+  }
+
+  // Bytes of replies this connection holds: written by the handler, not
+  // yet taken by the kernel.
+  size_t Held() const {
+    return handler_.output().size() + sending_.size() + (pending_.size() - pending_sent_);
+  }
+
+  // Brings the server's count of the replies held up to date.
+  void Account() {
+    const size_t held = closed_ ? 0 : Held();
+    if (held != accounted_) server_.AccountReplies(accounted_, held);
+    accounted_ = held;
   }
 
   void UpdateInterest() {
@@ -115,13 +130,21 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     if (recv_queued_) return;
     ByteBuffer& in = handler_.input();
     char* p = in.Prepare(kReadChunk);
-    recv_room_ = in.writable();
+    recv_room_ = Room();
     ssize_t n;
     if (!server_.poller_.Recv(fd_, p, recv_room_, this, &n)) {
       recv_queued_ = true;
       return;
     }
     Received(n);
+  }
+
+  // What one recv may fill: the buffer's free tail, but no further than
+  // the input limit (or one chunk past what is there).
+  size_t Room() {
+    const ByteBuffer& in = handler_.input();
+    const size_t limit = server_.input_limit_;
+    return std::min(in.writable(), std::max(kReadChunk, limit > in.size() ? limit - in.size() : 0));
   }
 
   // n: what the recv returned (bytes, or -errno).
@@ -132,9 +155,11 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     // bounded amount, so a fast sender cannot make us buffer without end).
     for (int extra = 0; n > 0; ++extra) {
       in.Commit(static_cast<size_t>(n));
-      if (static_cast<size_t>(n) < room || extra == kMaxExtraReads) break;
+      if (static_cast<size_t>(n) < room || extra == kMaxExtraReads ||
+          in.size() >= server_.input_limit_)
+        break;
       char* p = in.Prepare(kReadChunk);
-      room = in.writable();
+      room = Room();
       n = RecvNow(fd_, p, room);
     }
     if (n == 0) {
@@ -150,12 +175,28 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     // runs us when it is done.
     if (recv_queued_) return;
     for (;;) {
-      handler_.Process();
-      if (peer_closed_) handler_.OnPeerClosed();  // a waiting reserve: TIMED_OUT
+      // Past the server's reply budget, a connection that holds replies
+      // runs no command until its client has taken them, and one that
+      // holds none runs one command at a time.
+      Account();
+      const bool tight = server_.RepliesOverBudget();
+      const bool run = !tight || Held() == 0;
+      if (run) {
+        handler_.set_output_limit(tight ? 1 : BeanstalkHandler::kMaxOutput);
+        handler_.Process();
+      }
+      // A waiting reserve is answered TIMED_OUT at the client's end, and
+      // when the client sends more behind it than the connection reads
+      // ahead: it is not read further, so it would not see the client go
+      // (TCP brings the end after the input), and the commands behind the
+      // reserve run now.
+      const bool cancel =
+          handler_.reserving() && (peer_closed_ || handler_.input().size() >= server_.input_limit_);
+      if (cancel) handler_.CancelReserve();
       // Process stops at a full output buffer. When the kernel takes all of
       // it at once, the commands after it go on now; when it takes part,
       // EPOLLOUT resumes us once the rest is sent.
-      stopped_full_ = handler_.output_full();
+      stopped_full_ = !run || handler_.output_full() || (cancel && !peer_closed_);
       if (!Flush()) return;  // the send waits in the poller's batch: OnIoDone goes on
       if (ended()) return;
       if (!stopped_full_ || writing_) break;
@@ -164,12 +205,27 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   }
 
   void Settle() {
+    Account();
+    ReleaseBuffers();
     if (peer_closed_) {
       // A reply still on its way (durability) resumes us through OnWake.
       if (!writing_ && !send_queued_ && handler_.output().empty() && !handler_.reply_pending())
         return Close();
     }
     UpdateInterest();
+  }
+
+  // Frees empty buffers: large ones (a burst is over), and when the
+  // server's reply budget is used up, every reply buffer (what connections
+  // keep for their next replies is memory too).
+  void ReleaseBuffers() {
+    if (!recv_queued_) handler_.input().ShrinkIfIdle(kKeepInput);
+    const size_t keep = server_.RepliesOverBudget() ? 0 : BeanstalkHandler::kMaxOutput;
+    auto release = [keep](std::string& s) {
+      if (s.empty() && s.capacity() > keep) std::string().swap(s);
+    };
+    release(handler_.output());
+    if (!send_queued_) release(sending_);
   }
 
   void OnIoDone(bool send, ssize_t result) override {
@@ -237,11 +293,10 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     }
     if (static_cast<size_t>(n) < sending_.size()) {
       writing_ = true;
-      pending_.assign(sending_, static_cast<size_t>(n), std::string::npos);
-      pending_sent_ = 0;
+      pending_.swap(sending_);  // not copied: sending_ is empty now
+      pending_sent_ = static_cast<size_t>(n);
     }
     sending_.clear();
-    if (sending_.capacity() > kMaxPendingOutput) std::string().swap(sending_);
     if (writing_ || !handler_.output().empty()) return;
     if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Finish();
   }
@@ -258,8 +313,10 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       pending_sent_ += static_cast<size_t>(n);
     }
     writing_ = false;
-    std::string().swap(pending_);
+    pending_.clear();
     pending_sent_ = 0;
+    if (sending_.capacity() < pending_.capacity()) sending_.swap(pending_);
+    std::string().swap(pending_);
     Run();
   }
 
@@ -283,6 +340,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
     linger_left_ = Unacknowledged();
     if (waiting == 0 && linger_left_ == 0) return Close();
     finishing_ = true;
+    Account();  // every reply is with the kernel
     handler_.EndSession();
     ::shutdown(fd_, SHUT_WR);
     if (interest_ != EPOLLIN) {
@@ -340,6 +398,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   void Close() {
     if (closed_) return;
     closed_ = true;
+    Account();
     if (linger_timer_ != nullptr) linger_timer_->cancel();
     if (fd_ >= 0) {
       if (interest_ != kUnregistered) server_.poller_.Remove(fd_);
@@ -360,6 +419,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   std::string pending_;  // the rest of a reply the kernel did not take at once
   size_t pending_sent_ = 0;
   size_t recv_room_ = 0;  // bytes the recv may fill
+  size_t accounted_ = 0;  // Held() as the server counts it (Account)
   bool writing_ = false, closed_ = false, draining_ = false;
   bool finishing_ = false;  // replies done, write side shut, input dropped (Finish)
   std::unique_ptr<asio::steady_timer> linger_timer_;  // while finishing
@@ -372,7 +432,21 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 };
 
 BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)
-    : ctx_(ctx), io_(io), poller_(io, ctx.io_uring), listener_(io, "") {}
+    : ctx_(ctx),
+      io_(io),
+      input_limit_(std::max(ctx.max_job_size + kMaxLineLength + 2, BeanstalkHandler::kMaxOutput)),
+      poller_(io, ctx.io_uring),
+      listener_(io, "", ctx, std::string(kServerBusyReply)) {}
+
+void BeanstalkServer::AccountReplies(size_t was, size_t now) {
+  const bool over = RepliesOverBudget();
+  ctx_.reply_memory = ctx_.reply_memory - was + now;
+  if (!over && RepliesOverBudget())
+    ctx_.warn.Warn("reply_memory_full",
+                   "max_reply_memory=" + std::to_string(ctx_.max_reply_memory) +
+                       " note=\"connections that hold replies run no command until their "
+                       "clients read\"");
+}
 
 BeanstalkServer::~BeanstalkServer() = default;
 

@@ -54,8 +54,17 @@ class BeanstalkServer {
   // sends in one batch).
   void Wake(std::shared_ptr<BeanstalkConnection> c);
 
+  // The replies a connection holds went from `was` to `now` bytes.
+  void AccountReplies(size_t was, size_t now);
+  bool RepliesOverBudget() const {
+    return ctx_.max_reply_memory > 0 && ctx_.reply_memory > ctx_.max_reply_memory;
+  }
+
   ServerContext& ctx_;
   boost::asio::io_context& io_;
+  // Input a connection reads ahead while its commands cannot run: one
+  // largest command, or BeanstalkHandler::kMaxOutput if more.
+  const size_t input_limit_;
   SocketPoller poller_;  // before the listener: connections use it to the end
   Listener<BeanstalkConnection> listener_;
   std::vector<std::shared_ptr<BeanstalkConnection>> woken_;  // to run (Wake)

@@ -1,9 +1,12 @@
 // A growable byte buffer for connection input: read into its free tail,
-// consume from its head, without zero-filling or per-read allocation.
+// consume from its head, without zero-filling or per-read allocation. It
+// grows by half (not doubling, which can make 4 MB of data take 8 MB), to
+// whole pages.
 // Thread: owned by one connection.
 #ifndef DELAYQ_SERVER_BYTE_BUFFER_H_
 #define DELAYQ_SERVER_BYTE_BUFFER_H_
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string_view>
@@ -23,8 +26,8 @@ class ByteBuffer {
       if (begin_ > 0 && cap_ - used >= n && used <= cap_ / 2) {
         std::memmove(data_.get(), data_.get() + begin_, used);
       } else {
-        size_t cap = cap_ == 0 ? 4096 : cap_;
-        while (cap - used < n) cap *= 2;
+        size_t cap = std::max(used + n, cap_ + cap_ / 2);
+        cap = (cap + kPage - 1) / kPage * kPage;
         std::unique_ptr<char[]> fresh(new char[cap]);
         if (used > 0) std::memcpy(fresh.get(), data_.get() + begin_, used);
         data_ = std::move(fresh);
@@ -45,6 +48,7 @@ class ByteBuffer {
     begin_ += n;
     if (begin_ == end_) begin_ = end_ = 0;
   }
+  size_t capacity() const { return cap_; }
   // Frees a large buffer once it is empty again.
   void ShrinkIfIdle(size_t keep) {
     if (empty() && cap_ > keep) {
@@ -54,6 +58,7 @@ class ByteBuffer {
   }
 
  private:
+  static constexpr size_t kPage = 4096;
   std::unique_ptr<char[]> data_;
   size_t cap_ = 0, begin_ = 0, end_ = 0;
 };

@@ -33,6 +33,16 @@ void AppendUint(std::string& out, uint64_t v) {
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<size_t>(p - buf));
 }
+
+// What a connection past --max-connections is sent before it is closed.
+std::string TooManyConnectionsReply() {
+  std::string body =
+      HttpErrorBody("too_many_connections", "too many connections; try again later") + "\n";
+  std::string r = "HTTP/1.1 503 " + std::string(HttpReasonPhrase(503)) +
+                  "\r\nContent-Type: application/json\r\n";
+  r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  return r + body;
+}
 }  // namespace
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
@@ -342,7 +352,7 @@ HttpServer::HttpServer(asio::io_context& io, ServerContext& ctx, HttpServerOptio
     : ctx_(ctx),
       options_(options),
       api_(std::make_unique<HttpApi>(ctx, options.api)),
-      listener_(io, "HTTP"),
+      listener_(io, "HTTP", ctx, TooManyConnectionsReply()),
       sweep_(io) {}
 
 HttpServer::~HttpServer() = default;

@@ -1,11 +1,14 @@
 // State shared by every connection of one delayqd: the backend, the
-// server-wide counters beanstalkd's `stats` reports, drain mode.
+// server-wide counters beanstalkd's `stats` reports, drain mode, the limits
+// on connections and on the replies they hold (docs/limits.md).
 // Thread: the loop thread.
 #ifndef DELAYQ_SERVER_SERVER_CONTEXT_H_
 #define DELAYQ_SERVER_SERVER_CONTEXT_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "backend/backend.h"
@@ -37,6 +40,14 @@ struct ServerContext {
   // Batch the beanstalkd connections' recv and send calls through io_uring
   // where the kernel allows (server/io_batch.h).
   bool io_uring = true;
+  // Connections each listener holds at once (--max-connections); 0: no
+  // limit. Past it a new connection is told so and closed (listener.h).
+  size_t max_connections = 10'000;
+  // Bytes of replies that beanstalkd connections hold for clients that have
+  // not read them yet, in all (--max-reply-memory): past it, a connection
+  // that holds any runs no further command until its client reads.
+  size_t max_reply_memory = size_t{64} << 20;
+  size_t reply_memory = 0;  // held now
   // Warnings about clients (limits reached, timeouts), rate-limited per
   // cause; delayqd gives it a sink.
   RateLimitedLog warn;

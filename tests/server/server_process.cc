@@ -446,6 +446,22 @@ uint64_t SendWithoutReading(int fd, std::string_view chunk, milliseconds d, std:
   return sent;
 }
 
+// ---- /proc ---------------------------------------------------------------------
+
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t p = all.rfind(')');
+  if (p == std::string::npos) return -1;
+  std::istringstream fields(all.substr(p + 2));
+  // After the name: the state (field 3), fields 4..13, utime (14), stime (15).
+  std::string skip;
+  for (int i = 3; i <= 13; ++i) fields >> skip;
+  double utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 // ---- YAML masking ------------------------------------------------------------
 
 std::string YamlValue(std::string_view reply, std::string_view key) {

@@ -164,6 +164,9 @@ std::string MaskYamlValues(std::string_view reply, const std::vector<std::string
 // PeakRssKb: the most it has had (VmHWM).
 uint64_t RssKb(pid_t pid);
 uint64_t PeakRssKb(pid_t pid);
+// The CPU time process `pid` has used, user + system, in seconds, from
+// /proc (-1 if unreadable).
+double CpuSeconds(pid_t pid);
 
 // Elapsed time since `start`, in milliseconds.
 int64_t MillisSince(std::chrono::steady_clock::time_point start);
