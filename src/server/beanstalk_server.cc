@@ -100,7 +100,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 
   bool CommandsWait() const {
     return handler_.blocked() || handler_.output_full() ||
-           (server_.RepliesOverBudget() && Held() > 0);
+           (server_.ctx_.RepliesOverBudget() && Held() > 0);
   }
 
   // Bytes of replies this connection holds: written by the handler, not
@@ -112,7 +112,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   // Brings the server's count of the replies held up to date.
   void Account() {
     const size_t held = closed_ ? 0 : Held();
-    if (held != accounted_) server_.AccountReplies(accounted_, held);
+    if (held != accounted_) server_.ctx_.AccountReplies(accounted_, held);
     accounted_ = held;
   }
 
@@ -179,7 +179,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
       // runs no command until its client has taken them, and one that
       // holds none runs one command at a time.
       Account();
-      const bool tight = server_.RepliesOverBudget();
+      const bool tight = server_.ctx_.RepliesOverBudget();
       const bool run = !tight || Held() == 0;
       if (run) {
         handler_.set_output_limit(tight ? 1 : BeanstalkHandler::kMaxOutput);
@@ -220,7 +220,7 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
   // keep for their next replies is memory too).
   void ReleaseBuffers() {
     if (!recv_queued_) handler_.input().ShrinkIfIdle(kKeepInput);
-    const size_t keep = server_.RepliesOverBudget() ? 0 : BeanstalkHandler::kMaxOutput;
+    const size_t keep = server_.ctx_.RepliesOverBudget() ? 0 : BeanstalkHandler::kMaxOutput;
     auto release = [keep](std::string& s) {
       if (s.empty() && s.capacity() > keep) std::string().swap(s);
     };
@@ -437,16 +437,6 @@ BeanstalkServer::BeanstalkServer(asio::io_context& io, ServerContext& ctx)
       input_limit_(std::max(ctx.max_job_size + kMaxLineLength + 2, BeanstalkHandler::kMaxOutput)),
       poller_(io, ctx.io_uring),
       listener_(io, "", ctx, std::string(kServerBusyReply)) {}
-
-void BeanstalkServer::AccountReplies(size_t was, size_t now) {
-  const bool over = RepliesOverBudget();
-  ctx_.reply_memory = ctx_.reply_memory - was + now;
-  if (!over && RepliesOverBudget())
-    ctx_.warn.Warn("reply_memory_full",
-                   "max_reply_memory=" + std::to_string(ctx_.max_reply_memory) +
-                       " note=\"connections that hold replies run no command until their "
-                       "clients read\"");
-}
 
 BeanstalkServer::~BeanstalkServer() = default;
 

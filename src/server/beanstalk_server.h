@@ -54,12 +54,6 @@ class BeanstalkServer {
   // sends in one batch).
   void Wake(std::shared_ptr<BeanstalkConnection> c);
 
-  // The replies a connection holds went from `was` to `now` bytes.
-  void AccountReplies(size_t was, size_t now);
-  bool RepliesOverBudget() const {
-    return ctx_.max_reply_memory > 0 && ctx_.reply_memory > ctx_.max_reply_memory;
-  }
-
   ServerContext& ctx_;
   boost::asio::io_context& io_;
   // Input a connection reads ahead while its commands cannot run: one

@@ -20,7 +20,7 @@ constexpr size_t kReadChunk = 16 * 1024;
 // Reads beyond the first in one go, when each fills the chunk.
 constexpr int kMaxExtraReads = 16;
 // Stop reading while this much input waits behind a request in flight.
-constexpr size_t kMaxBufferedInput = 1024 * 1024;
+constexpr size_t kMaxBufferedInput = 256 * 1024;
 // Stop reading while this much output waits for a slow client.
 constexpr size_t kMaxPendingOutput = 4 * 1024 * 1024;
 // Pipelined requests are not dispatched while this much reply waits to be
@@ -101,7 +101,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
-    if ((busy_ || out_.size() >= kMaxOutput) && reader_.buffered() > kMaxBufferedInput) return;
+    if ((busy_ || out_.size() >= kMaxOutput || server_.ctx_.RepliesOverBudget()) &&
+        reader_.buffered() > kMaxBufferedInput)
+      return;
     reading_ = true;
     socket_.async_read_some(asio::buffer(rbuf_),
                             [self = shared_from_this()](boost::system::error_code ec, size_t n) {
@@ -133,9 +135,21 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void Append(size_t n) { reader_.Append(std::string_view(rbuf_.data(), n)); }
 
+  // Bytes of replies this connection holds (not yet taken by the kernel,
+  // or in a write under way).
+  size_t Held() const { return out_.size() + pending_.size(); }
+
+  // Brings the server's count of the replies held up to date.
+  void Account() {
+    const size_t held = closed_ ? 0 : Held();
+    if (held != accounted_) server_.ctx_.AccountReplies(accounted_, held);
+    accounted_ = held;
+  }
+
   void Run() {
     for (;;) {
       Process();
+      Account();
       if (closed_) return;
       if (peer_closed_ && busy_ && call_ != 0) {
         // A long-poll whose client is gone: nobody will read the answer.
@@ -146,8 +160,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       // Process stops at kMaxOutput of replies. When the kernel takes them
       // all at once the requests after them go on now; when it takes part,
       // the end of the write resumes us.
-      const bool stopped_full = out_.size() >= kMaxOutput;
+      const bool stopped_full = out_.size() >= kMaxOutput || budget_stop_;
       Flush();
+      Account();
       if (closed_) return;
       if (!stopped_full || writing_) break;
     }
@@ -162,7 +177,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // flight, the input runs out, kMaxOutput of replies wait, or the
   // connection is to close.
   void Process() {
+    budget_stop_ = false;
     while (!busy_ && !close_after_ && !closed_ && out_.size() < kMaxOutput) {
+      // Past the server's reply budget (--max-reply-memory), a connection
+      // that holds replies runs no request until its client takes them.
+      if (server_.ctx_.RepliesOverBudget() && Held() > 0) {
+        budget_stop_ = reader_.buffered() > 0;
+        break;
+      }
       HttpRequestReader::Result r = reader_.Parse(SteadyClock::now(), &out_);
       if (r == HttpRequestReader::Result::kNeedMore) break;
       if (r == HttpRequestReader::Result::kRefused) {
@@ -317,6 +339,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                         if (ec) return self->Close();
                         self->last_active_ = SteadyClock::now();
                         std::string().swap(self->pending_);
+                        self->Account();
                         self->Run();
                       });
   }
@@ -324,6 +347,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void Close() {
     if (closed_) return;
     closed_ = true;
+    Account();
     if (busy_ && call_ != 0) server_.api_->Cancel(call_);
     call_ = 0;
     boost::system::error_code ec;
@@ -339,6 +363,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::string out_;      // replies not sent yet
   std::string pending_;  // the rest of a write the kernel did not take at once
   HttpApi::CallId call_ = 0;
+  size_t accounted_ = 0;      // Held() as the server counts it (Account)
+  bool budget_stop_ = false;  // Process stopped at the reply budget
   SteadyClock::time_point last_active_;
   bool reading_ = false, writing_ = false, closed_ = false, draining_ = false;
   bool peer_closed_ = false, wake_posted_ = false;

@@ -43,9 +43,10 @@ struct ServerContext {
   // Connections each listener holds at once (--max-connections); 0: no
   // limit. Past it a new connection is told so and closed (listener.h).
   size_t max_connections = 10'000;
-  // Bytes of replies that beanstalkd connections hold for clients that have
-  // not read them yet, in all (--max-reply-memory): past it, a connection
-  // that holds any runs no further command until its client reads.
+  // Bytes of replies that connections (beanstalkd and HTTP) hold for
+  // clients that have not read them yet, in all (--max-reply-memory): past
+  // it, a connection that holds any runs no further command until its
+  // client reads, and one that holds none runs one at a time.
   size_t max_reply_memory = size_t{64} << 20;
   size_t reply_memory = 0;  // held now
   // Warnings about clients (limits reached, timeouts), rate-limited per
@@ -55,6 +56,18 @@ struct ServerContext {
   // looks every 100 ms).
   uint64_t max_memory = 0;
   bool memory_full = false;
+
+  bool RepliesOverBudget() const { return max_reply_memory > 0 && reply_memory > max_reply_memory; }
+  // The replies a connection holds went from `was` to `now` bytes.
+  void AccountReplies(size_t was, size_t now) {
+    const bool over = RepliesOverBudget();
+    reply_memory = reply_memory - was + now;
+    if (!over && RepliesOverBudget())
+      warn.Warn("reply_memory_full",
+                "max_reply_memory=" + std::to_string(max_reply_memory) +
+                    " note=\"connections that hold replies run no command until their clients "
+                    "read\"");
+  }
 
   // Whether a put may go in now: kDraining in drain mode (SIGUSR1),
   // kResourceExhausted while the process is past --max-memory (beanstalkd:

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -521,7 +522,8 @@ TEST_F(Hostile, ALongPollWhoseClientHungUpTakesNoJob) {
   for (bool reset : {false, true}) {
     HttpClient dead(http_port_);
     dead.Send(HttpRequestText("POST", "/reserve", R"({"topics":["lp"],"timeout_ms":60000})"));
-    // 1.2 MB: more than the server reads ahead of a request in flight (1 MB).
+    // 1.2 MB: more than the server reads ahead of a request in flight
+    // (256 KiB and a round of reads).
     ASSERT_TRUE(dead.Send(Repeated(healthz, static_cast<int>((1200 * 1024) / healthz.size()))));
     // A FIN can reach the server only once every byte before it has: when
     // the server's kernel did not take them all, the close is a reset.
@@ -638,6 +640,44 @@ TEST_F(HostileMemory, PutsAreRefusedPastMaxMemoryAndEverythingElseGoesOn) {
   EXPECT_EQ(again.substr(0, 9), "INSERTED ");
   EXPECT_EQ(Call("POST", "/topics/big/jobs", R"({"body":"x"})").status, 201);
   EXPECT_NE(server_.Log().find("event=max_memory_reached"), std::string::npos) << server_.Log();
+  ExpectHealthy();
+}
+
+// ---- replies nobody reads -------------------------------------------------------
+
+class HostileReplies : public Hostile {
+ protected:
+  void SetUp() override { StartServer({"--max-reply-memory", "1048576"}); }
+};
+
+// Twenty HTTP clients pipeline GETs of a 60 KB job and read nothing: past
+// the shared reply budget their connections run no more requests (logged
+// once), the server stays responsive, and each client then gets every
+// reply whole and in order.
+TEST_F(HostileReplies, HttpClientsThatDoNotReadShareTheReplyBudget) {
+  HttpResponse put =
+      Call("POST", "/topics/big/jobs", R"({"body":")" + std::string(60000, 'b') + R"("})");
+  ASSERT_EQ(put.status, 201) << put.body;
+  const std::string id = std::to_string(Json(put.body)["id"].GetUint64());
+  const std::string one = HttpRequestText("GET", "/jobs/" + id);
+  const std::string many = Repeated(one, 200);
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  for (int i = 0; i < 20; ++i) {
+    clients.push_back(std::make_unique<HttpClient>(http_port_));
+    std::string error;
+    SendWithoutReading(clients.back()->fd(), many, 200ms, &error);
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(Call("GET", "/healthz").status, 200);
+  for (int i = 0; i < 20; ++i) {
+    for (int k = 0; k < 200; ++k) {
+      HttpResponse r = clients[static_cast<size_t>(i)]->Read();
+      ASSERT_TRUE(r.ok) << "client " << i << " reply " << k << ": " << r.error;
+      ASSERT_EQ(r.status, 200);
+      ASSERT_NE(r.body.find(std::string(60000, 'b')), std::string::npos) << r.body.substr(0, 100);
+    }
+  }
+  EXPECT_NE(server_.Log().find("event=reply_memory_full"), std::string::npos) << server_.Log();
   ExpectHealthy();
 }
 
