@@ -192,6 +192,7 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   backend::RedisBackend::Options ro;
   ro.address = *address;
   ro.max_job_size = config.max_job_size;
+  ro.max_topics = config.max_topics;
   auto backend = std::make_unique<backend::RedisBackend>(io, ro, clock);
   backend->Start();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);

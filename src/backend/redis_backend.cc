@@ -315,6 +315,14 @@ bool RedisBackend::LocallyKnown(const std::string& name) const {
          (it != topics_.end() && (it->second->using_count > 0 || it->second->watching > 0));
 }
 
+Status RedisBackend::RoomForTopic(std::string_view name) const {
+  if (options_.max_topics == 0 || topics_.size() < options_.max_topics ||
+      topics_.count(std::string(name)) > 0)
+    return Status::Ok();
+  return Status::ResourceExhausted("too many topics: this instance holds " +
+                                   std::to_string(topics_.size()) + " (--max-topics)");
+}
+
 RedisBackend::Topic& RedisBackend::GetTopic(const std::string& name) {
   auto it = topics_.find(name);
   if (it != topics_.end()) return *it->second;
@@ -367,9 +375,16 @@ void RedisBackend::RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_
     return fail(Status::Unavailable("redis: the topic registry gave no usable number"));
   }
   t.registering = true;
-  RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name},
+  const std::string max_topics = std::to_string(options_.max_topics);
+  RunRaw(Script::kRegister, {registry_names_, registry_numbers_}, {t.name, max_topics},
          [this, tp, fail](Status st, const redisReply* r) {
            tp->registering = false;
+           if (st.code() == Code::kInternal &&
+               st.message().find("TOPICS delayq") != std::string::npos) {
+             st = Status::ResourceExhausted("too many topics: the Redis registry holds " +
+                                            std::to_string(options_.max_topics) +
+                                            " with jobs or a pause (--max-topics)");
+           }
            if (st.ok() && (r->type != REDIS_REPLY_INTEGER || r->integer <= 0))
              st = Unexpected("the topic registry");
            if (!st.ok()) return fail(st);
@@ -807,6 +822,7 @@ Status RedisBackend::Use(SessionId sid, std::string_view topic) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return Status::NotFound("no such session");
   if (!IsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
+  if (Status st = RoomForTopic(topic); !st.ok()) return st;
   Session& s = it->second;
   GetTopic(s.used).using_count--;
   s.used = std::string(topic);
@@ -820,6 +836,7 @@ Result<size_t> RedisBackend::Watch(SessionId sid, std::string_view topic) {
   if (!IsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
   Session& s = it->second;
   if (std::find(s.watched.begin(), s.watched.end(), topic) == s.watched.end()) {
+    if (Status st = RoomForTopic(topic); !st.ok()) return st;
     s.watched.emplace_back(topic);
     GetTopic(s.watched.back()).watching++;
   }

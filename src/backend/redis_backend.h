@@ -58,6 +58,10 @@ class RedisBackend final : public Backend {
     // Every topic is checked for due jobs and TTRs at least this often,
     // and waiting reserves retried (a backstop for missed wake-ups).
     TimeMs sweep_ms = 200;
+    // The most topics with jobs or a pause, across the instances (the
+    // registry's size; 0: no limit): a put or pause that would register
+    // one more fails with kResourceExhausted.
+    size_t max_topics = 0;
     // Names this instance's reservations; random when empty.
     std::string instance_id;
     // For tests only: the functions take the time from `clock` (each call
@@ -186,6 +190,9 @@ class RedisBackend final : public Backend {
   using ReplyFn = std::function<void(Status, const redisReply*)>;
 
   Topic& GetTopic(const std::string& name);
+  // kResourceExhausted when `name` would be one topic more than
+  // max_topics in this instance's table (sessions' used and watched topics).
+  Status RoomForTopic(std::string_view name) const;
   // Used or watched by a session of this instance (or the default topic):
   // such a topic exists even with no job in Redis.
   bool LocallyKnown(const std::string& name) const;

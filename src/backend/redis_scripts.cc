@@ -951,6 +951,11 @@ end)
 -- for good. The field ' next' (a space: no topic name has one) counts
 -- numbers; a job id has 24 bits for one.
 redis.register_function('dq_register', function(keys, args)
+  -- args[2]: the most topics registered at once (--max-topics; 0: none)
+  local max = tonumber(args[2] or '0') or 0
+  if max > 0 and redis.call('HLEN', keys[2]) >= max then
+    return redis.error_reply('TOPICS delayq: too many topics')
+  end
   local no = redis.call('HINCRBY', keys[1], ' next', 1)
   if no >= 16777216 then return redis.error_reply('ERR delayq: topic numbers used up') end
   redis.call('HSET', keys[2], no, args[1])
