@@ -10,6 +10,7 @@
 
 #include "app/cli_client.h"
 #include "app/cli_connection.h"
+#include "app/cli_util.h"
 #include "server/server_context.h"
 
 namespace delayq::cli {
@@ -232,9 +233,14 @@ class HttpClient final : public Client {
     }
     http::response<http::string_body> res = parser.release();
     if (!res.keep_alive()) conn_.Close();
-    rapidjson::Document d;
-    d.Parse(res.body().data(), res.body().size());
     const unsigned status = res.result_int();
+    if (JsonDepth(res.body()) > kMaxReplyDepth)
+      return Failure{Exit::kIo, "the reply of " + conn_.address().ToString() +
+                                    " nests deeper than " + std::to_string(kMaxReplyDepth) +
+                                    " levels: not delayq's JSON (HTTP " + std::to_string(status) +
+                                    ")"};
+    rapidjson::Document d;
+    d.Parse<rapidjson::kParseIterativeFlag>(res.body().data(), res.body().size());
     if (status >= 400)
       return HttpFailure(status, std::string_view(res.reason().data(), res.reason().size()), d);
     if (d.HasParseError() || !d.IsObject())

@@ -1,5 +1,6 @@
 #include "app/cli_util.h"
 
+#include <algorithm>
 #include <charconv>
 #include <ctime>
 
@@ -145,6 +146,22 @@ std::vector<std::string> ParseYamlList(std::string_view yaml) {
 
 std::string Plural(uint64_t n, std::string_view noun) {
   return std::to_string(n) + " " + std::string(noun) + (n == 1 ? "" : "s");
+}
+
+size_t JsonDepth(std::string_view json) {
+  size_t depth = 0, deepest = 0;
+  for (size_t i = 0; i < json.size(); ++i) {
+    char c = json[i];
+    if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == '"') {
+      for (++i; i < json.size() && json[i] != '"'; ++i)
+        if (json[i] == '\\') ++i;
+    }
+  }
+  return deepest;
 }
 
 }  // namespace delayq::cli

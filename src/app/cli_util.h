@@ -60,6 +60,13 @@ std::vector<std::string> ParseYamlList(std::string_view yaml);
 // A count with its noun: "1 job", "2 jobs".
 std::string Plural(uint64_t n, std::string_view noun);
 
+// How deep arrays and objects nest in `json` (0 for a scalar), counted in
+// one pass over the bytes without recursion (strings skipped). The CLI
+// refuses a server reply nested deeper than kMaxReplyDepth before parsing
+// it: printing a document recurses once per level.
+size_t JsonDepth(std::string_view json);
+inline constexpr size_t kMaxReplyDepth = 64;
+
 }  // namespace delayq::cli
 
 #endif  // DELAYQ_APP_CLI_UTIL_H_

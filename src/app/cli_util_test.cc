@@ -177,5 +177,12 @@ TEST(CliOutput, Replies) {
   EXPECT_EQ(StateText(Json(R"({"id":4,"deleted":true})"), "deleted"), "job 4 deleted\n");
 }
 
+TEST(CliUtil, JsonDepth) {
+  EXPECT_EQ(JsonDepth("1"), 0u);
+  EXPECT_EQ(JsonDepth(R"({"a":[1,{"b":[]}]})"), 4u);
+  EXPECT_EQ(JsonDepth(R"({"a":"[[[[\"[["})"), 1u);
+  EXPECT_EQ(JsonDepth(std::string(1'000'000, '[')), 1'000'000u);
+}
+
 }  // namespace
 }  // namespace delayq::cli

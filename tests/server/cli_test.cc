@@ -324,6 +324,43 @@ TEST(CliHelp, VersionAndNoCommand) {
 
 // Arguments refused before anything is sent: the server named is not
 // listening, so a run that tried to connect would exit 5, not 2.
+// A server that is not delayq (or is hostile) answers JSON nested a
+// million deep: the CLI says so and exits 5; it used to recurse once per
+// level to parse and print it.
+TEST(CliHostileServer, AReplyNestedAMillionDeepIsRefused) {
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string body =
+      "{\"a\":" + std::string(1'000'000, '[') + std::string(1'000'000, ']') + "}";
+  std::thread server([lfd, &body] {
+    int c = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    char buf[4096];
+    (void)::recv(c, buf, sizeof buf, 0);
+    std::string reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    size_t sent = 0;
+    while (sent < reply.size()) {
+      ssize_t n = ::send(c, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<size_t>(n);
+    }
+    ::close(c);
+  });
+  CliRun r = RunCli({"--server", "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)), "stats"});
+  server.join();
+  ::close(lfd);
+  EXPECT_EQ(r.exit, 5) << r.err;
+  EXPECT_NE(r.err.find("nests deeper than 64 levels"), std::string::npos) << r.err;
+}
+
 TEST(CliUsage, BadArgumentsExit2) {
   const std::string nowhere = "http://127.0.0.1:" + std::to_string(FreeLoopbackPort());
   struct Case {
