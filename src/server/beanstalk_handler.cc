@@ -263,7 +263,13 @@ void BeanstalkHandler::Process() {
   }
 }
 
-void BeanstalkHandler::ReplyCode(Status st) { Reply(BeanReplyFor(st.code())); }
+void BeanstalkHandler::ReplyCode(Status st) {
+  // A limit refused a client (--max-topics, --max-memory): one log line
+  // per cause and 10 s, whichever protocol.
+  if (st.code() == Code::kResourceExhausted)
+    ctx_.warn.Warn("resource_exhausted", "protocol=beanstalkd reason=\"" + st.message() + "\"");
+  Reply(BeanReplyFor(st.code()));
+}
 
 void BeanstalkHandler::ReplyJob(std::string_view word, const JobView& j) {
   out_.append(word);

@@ -281,6 +281,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   void Write(const HttpReply& r) {
     bool close = !keep_alive_ || draining_;
+    // A limit refused the client (--max-topics, --max-memory): one log line
+    // per cause and 10 s, whichever protocol.
+    if (r.status == 503 && r.body.find("\"resource_exhausted\"") != std::string::npos)
+      server_.ctx_.warn.Warn("resource_exhausted", "protocol=http");
     // One allocation for a large reply, not a doubling that copies it.
     if (r.body.size() > 64 * 1024) out_.reserve(out_.size() + r.body.size() + 256);
     out_.append("HTTP/1.1 ");

@@ -729,6 +729,11 @@ TEST_F(HostileTopics, ANewTopicPastTheLimitIsRefused) {
   // Ignoring a topic with no jobs ends it: room for one more.
   EXPECT_EQ(c.Call("ignore t0\r\n"), "WATCHING 48\r\n");
   EXPECT_EQ(c.Call("watch one-more\r\n"), "WATCHING 49\r\n");
+  // Logged, once for the lot (rate-limited per cause).
+  const std::string log = server_.Log();
+  const size_t first = log.find("event=resource_exhausted");
+  EXPECT_NE(first, std::string::npos) << log;
+  EXPECT_EQ(log.find("event=resource_exhausted", first + 1), std::string::npos) << log;
   ExpectHealthy();
 }
 
