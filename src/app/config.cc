@@ -253,6 +253,11 @@ Status LoadToml(const std::string& path, Config* c) {
       if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxConnectionsLimit)
         return bad("an integer 0..10000000");
       c->max_connections = static_cast<uint64_t>(*v);
+    } else if (k == "max_waiting") {
+      auto v = node.value<int64_t>();
+      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxConnectionsLimit)
+        return bad("an integer 0..10000000");
+      c->max_waiting = static_cast<uint64_t>(*v);
     } else if (k == "max_reply_memory") {
       auto v = node.value<int64_t>();
       if (!v || *v < 0 || !CheckReplyMemory(static_cast<uint64_t>(*v)).ok())
@@ -354,7 +359,12 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   for (size_t i = 0; i < std::size(kHttpTimeouts); ++i)
     app.add_option(kHttpTimeouts[i].flag, http_timeouts[i], kHttpTimeouts[i].help)
         ->option_text("DURATION");
-  int64_t max_connections = -1, max_reply_memory = -1;
+  int64_t max_connections = -1, max_reply_memory = -1, max_waiting = -1;
+  app.add_option("--max-waiting", max_waiting,
+                 "Reserves that wait at once, both protocols (default 10000; 0: no limit);\n"
+                 "past it a reserve takes a ready job or is answered at once as timed out")
+      ->option_text("N")
+      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxConnectionsLimit)));
   app.add_option("--max-connections", max_connections,
                  "Connections each listener (beanstalkd, HTTP) holds at once (default 10000;\n"
                  "0: no limit); past it a new connection is told so and closed. Needs a\n"
@@ -376,7 +386,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
       "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS, DELAYQ_MAX_CONNECTIONS,\n"
-      "DELAYQ_MAX_REPLY_MEMORY. Documentation: docs/configuration.md, docs/limits.md.");
+      "DELAYQ_MAX_REPLY_MEMORY, DELAYQ_MAX_WAITING. Documentation: docs/configuration.md, docs/limits.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // program name
@@ -490,6 +500,9 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
           EnvUint(env, "DELAYQ_MAX_REPLY_MEMORY", 0, kMaxReplyMemoryLimit, &c->max_reply_memory);
       !st.ok())
     return fail(st);
+  if (Status st = EnvUint(env, "DELAYQ_MAX_WAITING", 0, kMaxConnectionsLimit, &c->max_waiting);
+      !st.ok())
+    return fail(st);
   // 3. The flags.
   if (!listen.empty()) c->listen = listen;
   if (port >= 0) c->port = static_cast<uint16_t>(port);
@@ -518,6 +531,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       return fail(st);
   }
   if (max_connections >= 0) c->max_connections = static_cast<uint64_t>(max_connections);
+  if (max_waiting >= 0) c->max_waiting = static_cast<uint64_t>(max_waiting);
   if (max_reply_memory >= 0) c->max_reply_memory = static_cast<uint64_t>(max_reply_memory);
   if (Status st = CheckReplyMemory(c->max_reply_memory); !st.ok()) return fail(st);
   if (c->verbose && log_level.empty()) c->log_level = "debug";

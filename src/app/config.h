@@ -47,6 +47,9 @@ struct Config {
   // Limits (docs/limits.md). Connections each listener holds at once (0: no
   // limit); past it a new one is told so and closed.
   uint64_t max_connections = 10'000;
+  // Reserves that wait at once, both protocols (0: no limit): past it a
+  // reserve takes a ready job or is answered at once (docs/limits.md).
+  uint64_t max_waiting = 10'000;
   // Replies held for beanstalkd clients that have not read them, in all
   // (0: no limit); past it, connections that hold some run no command.
   uint64_t max_reply_memory = uint64_t{64} << 20;

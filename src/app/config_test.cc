@@ -206,6 +206,20 @@ TEST(Config, Http) {
   EXPECT_FALSE(Parse({}, {"DELAYQ_HTTP_HEADER_TIMEOUT=soon"}, &tb).run);
 }
 
+TEST(Config, MaxWaiting) {
+  Config c;
+  ASSERT_TRUE(Parse({}, {}, &c).run);
+  EXPECT_EQ(c.max_waiting, 10'000u);
+  Config d;
+  ASSERT_TRUE(Parse({"--max-waiting", "7"}, {"DELAYQ_MAX_WAITING=5"}, &d).run);
+  EXPECT_EQ(d.max_waiting, 7u);
+  Config e;
+  ASSERT_TRUE(Parse({}, {"DELAYQ_MAX_WAITING=0"}, &e).run);
+  EXPECT_EQ(e.max_waiting, 0u);
+  Config f;
+  EXPECT_FALSE(Parse({"--max-waiting", "-2"}, {}, &f).run);
+}
+
 TEST(Config, MaxTopics) {
   Config c;
   ASSERT_TRUE(Parse({}, {}, &c).run);

@@ -262,6 +262,7 @@ int main(int argc, char** argv) {
   ctx.max_job_size = config.max_job_size;
   ctx.io_uring = config.io_uring;
   ctx.max_connections = config.max_connections;
+  ctx.max_waiting = config.max_waiting;
   ctx.max_reply_memory = config.max_reply_memory;
   ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
   ctx.max_memory = config.max_memory;

@@ -210,6 +210,7 @@ void BeanstalkHandler::EndSession() {
   if (session_ended_) return;
   session_ended_ = true;
   blocked_ = reserving_ = false;
+  CountWaiting(false);
   backend_.CloseSession(session_);
   ctx_.counters.connections--;
   if (producer_) ctx_.counters.producers--;
@@ -299,6 +300,7 @@ void BeanstalkHandler::CancelReserve() {
   if (!blocked_ || !reserving_) return;
   backend_.CancelReserve(session_);
   reserving_ = false;
+  CountWaiting(false);
   ReplyCode(Status::TimedOut());
   blocked_ = false;
 }
@@ -306,9 +308,10 @@ void BeanstalkHandler::CancelReserve() {
 void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) {
   MarkWorker();
   reserving_ = true;
-  backend_.Reserve(ReserveRequest{session_, timeout_ms, count, false},
+  backend_.Reserve(ReserveRequest{session_, ctx_.WaitFor(timeout_ms, "beanstalkd"), count, false},
                    [this, batch](Status st, Jobs jobs) {
                      reserving_ = false;
+                     CountWaiting(false);
                      if (!st.ok()) {
                        ReplyCode(st);
                      } else {
@@ -321,6 +324,13 @@ void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) 
                      }
                      Done();
                    });
+  if (reserving_) CountWaiting(true);  // not answered at once: it waits
+}
+
+void BeanstalkHandler::CountWaiting(bool waits) {
+  if (waits == counted_waiting_) return;
+  counted_waiting_ = waits;
+  waits ? ctx_.waiting++ : ctx_.waiting--;
 }
 
 void BeanstalkHandler::ReplyOkOr(Status st, std::string_view ok) {

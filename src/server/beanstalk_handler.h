@@ -76,6 +76,9 @@ class BeanstalkHandler {
   void ReplyFirstJob(std::string_view word, Status st, backend::Jobs jobs);
   void ReplyYamlOr(Status st, const std::function<std::string()>& yaml);
   void DoReserve(TimeMs timeout_ms, uint32_t count, bool batch);
+  // Keeps ServerContext::waiting counting this connection's reserve while
+  // it waits.
+  void CountWaiting(bool waits);
   void MarkProducer();
   void MarkWorker();
   // The current command's reply is written: unblock, and wake the
@@ -92,6 +95,7 @@ class BeanstalkHandler {
   size_t out_limit_ = kMaxOutput;
   bool blocked_ = false;
   bool reserving_ = false;   // the blocking command is a reserve
+  bool counted_waiting_ = false;  // in ServerContext::waiting
   bool in_command_ = false;  // inside Execute: completions are synchronous
   bool close_ = false;
   bool producer_ = false;

@@ -534,6 +534,7 @@ HttpReply YouzanFail(std::string_view message) {
 struct HttpApi::Wait {
   CallId id = 0;
   SessionId session = 0;
+  bool counted = false;  // in ServerContext::waiting
   std::vector<std::string> topics;
   std::function<void(Status, std::vector<OwnedJob>)> finish;
   bool finished = false;
@@ -654,7 +655,10 @@ HttpApi::HttpApi(ServerContext& ctx, HttpApiOptions options)
 
 HttpApi::~HttpApi() {
   *alive_ = false;
-  for (auto& [id, w] : waits_) backend_.CloseSession(w->session);
+  for (auto& [id, w] : waits_) {
+    Uncount(*w);
+    backend_.CloseSession(w->session);
+  }
   for (Pooled& p : pool_) backend_.CloseSession(p.session);
 }
 
@@ -701,6 +705,7 @@ void HttpApi::Cancel(CallId id) {
   std::shared_ptr<Wait> w = it->second;
   waits_.erase(it);
   w->finished = true;
+  Uncount(*w);
   backend_.CloseSession(w->session);
 }
 
@@ -710,6 +715,7 @@ void HttpApi::WakeWaiters() {
   for (auto& [id, w] : all) {
     if (w->finished) continue;
     w->finished = true;
+    Uncount(*w);
     backend_.CloseSession(w->session);
     w->finish(Status::TimedOut(), {});
   }
@@ -800,10 +806,12 @@ void HttpApiRoutes::Reserve(HttpApi& api, std::vector<std::string> topics, TimeM
   w->finish = std::move(finish);
   api.waits_.emplace(w->id, w);
   std::weak_ptr<bool> alive = api.alive_;
-  api.backend_.Reserve(ReserveRequest{*s, timeout_ms, count, /*detach=*/true},
+  api.backend_.Reserve(ReserveRequest{*s, api.ctx_.WaitFor(timeout_ms, "http"), count,
+                                      /*detach=*/true},
                        [&api, alive, w](Status st, Jobs jobs) {
                          if (alive.expired() || w->finished) return;
                          w->finished = true;
+                         api.Uncount(*w);
                          api.waits_.erase(w->id);
                          std::vector<OwnedJob> owned;
                          owned.reserve(jobs.size());
@@ -811,7 +819,17 @@ void HttpApiRoutes::Reserve(HttpApi& api, std::vector<std::string> topics, TimeM
                          api.ReleaseSession(w->session, std::move(w->topics));
                          w->finish(st, std::move(owned));
                        });
-  if (!w->finished) *call = w->id;
+  if (!w->finished) {
+    *call = w->id;  // it waits
+    w->counted = true;
+    api.ctx_.waiting++;
+  }
+}
+
+void HttpApi::Uncount(Wait& w) {
+  if (!w.counted) return;
+  w.counted = false;
+  ctx_.waiting--;
 }
 
 SessionId HttpApiRoutes::TempSession(HttpApi& api, HttpApi::Reply* done) {

@@ -92,6 +92,8 @@ class HttpApi {
   // A session watching exactly `topics`, from the pool or new.
   Result<SessionId> ReserveSession(const std::vector<std::string>& topics);
   void ReleaseSession(SessionId s, std::vector<std::string> topics);
+  // A reserve stopped waiting: no longer in ServerContext::waiting.
+  void Uncount(Wait& w);
 
   ServerContext& ctx_;
   backend::Backend& backend_;

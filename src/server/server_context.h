@@ -69,6 +69,21 @@ struct ServerContext {
                     "read\"");
   }
 
+  // Reserves that wait (both protocols), and the most that may
+  // (--max-waiting; 0: no limit). Past it a reserve does not wait: it takes
+  // a ready job or is answered at once as if its timeout had passed.
+  size_t max_waiting = 10'000;
+  size_t waiting = 0;
+  // The timeout a reserve that asks for `timeout_ms` gets now (0 past
+  // --max-waiting; logged once per 10 s).
+  TimeMs WaitFor(TimeMs timeout_ms, std::string_view protocol) {
+    if (timeout_ms == 0 || max_waiting == 0 || waiting < max_waiting) return timeout_ms;
+    warn.Warn("max_waiting",
+              "protocol=" + std::string(protocol) + " max_waiting=" + std::to_string(max_waiting) +
+                  " note=\"a reserve takes a ready job or is answered at once\"");
+    return 0;
+  }
+
   // Whether a put may go in now: kDraining in drain mode (SIGUSR1),
   // kResourceExhausted while the process is past --max-memory (beanstalkd:
   // OUT_OF_MEMORY; HTTP: 503 resource_exhausted). Nothing else is refused.

@@ -643,6 +643,52 @@ TEST_F(HostileMemory, PutsAreRefusedPastMaxMemoryAndEverythingElseGoesOn) {
   ExpectHealthy();
 }
 
+// ---- waiting reserves ------------------------------------------------------------
+
+class HostileWaiting : public Hostile {
+ protected:
+  void SetUp() override { StartServer({"--max-waiting", "3"}); }
+};
+
+// Past --max-waiting a reserve does not wait: it takes a ready job or is
+// answered at once as timed out, on both protocols (logged once); once a
+// waiting reserve is answered, the next one waits again.
+TEST_F(HostileWaiting, PastMaxWaitingAReserveDoesNotWait) {
+  std::vector<std::unique_ptr<RawClient>> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.push_back(std::make_unique<RawClient>(server_.port(), 30s));
+    ASSERT_EQ(waiters.back()->Call("watch w\r\n"), "WATCHING 2\r\n");
+    waiters.back()->Send("reserve-with-timeout 20\r\n");
+  }
+  std::this_thread::sleep_for(200ms);
+  RawClient late(server_.port(), 30s);
+  ASSERT_EQ(late.Call("watch w\r\n"), "WATCHING 2\r\n");
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(late.Call("reserve-with-timeout 20\r\n"), "TIMED_OUT\r\n");
+  EXPECT_LT(MillisSince(start), 5000);
+  start = std::chrono::steady_clock::now();
+  HttpResponse h = Call("POST", "/reserve", R"({"topics":["w"],"timeout_ms":20000})");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, "{\"jobs\":[]}\n");
+  EXPECT_LT(MillisSince(start), 5000);
+  // A job goes to one of the waiters; then a reserve waits again.
+  ASSERT_EQ(Call("POST", "/topics/w/jobs", R"({"body":"one"})").status, 201);
+  int served = -1;
+  for (int i = 0; i < 3 && served < 0; ++i) {
+    std::string r = waiters[static_cast<size_t>(i)]->ReadReply(300ms);
+    if (r.rfind("RESERVED ", 0) == 0) served = i;
+  }
+  ASSERT_GE(served, 0);
+  std::this_thread::sleep_for(100ms);
+  // Two wait now: a third may.
+  late.Send("reserve-with-timeout 20\r\n");
+  std::string r = late.ReadReply(500ms);
+  EXPECT_NE(r.find(kTimeoutMark), std::string::npos) << "answered at once: " << r;
+  EXPECT_NE(server_.Log().find("event=max_waiting"), std::string::npos) << server_.Log();
+  waiters.clear();
+  ExpectHealthy();
+}
+
 // ---- replies nobody reads -------------------------------------------------------
 
 class HostileReplies : public Hostile {
