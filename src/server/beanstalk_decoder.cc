@@ -535,7 +535,8 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
 
   // scan_line_end: the first '\r' in the first min(size, 224) - 1 bytes.
   size_t window = std::min(in.size(), kMaxLineLength - 1);
-  const void* cr = std::memchr(in.data(), '\r', window);
+  // (An empty view may have no data pointer: memchr must not see it.)
+  const void* cr = window == 0 ? nullptr : std::memchr(in.data(), '\r', window);
   size_t line_len = 0;
   bool complete = false;
   if (cr != nullptr) {

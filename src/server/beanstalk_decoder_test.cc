@@ -337,6 +337,16 @@ TEST(BeanDecoder, PutTooBigWinsOverTrailingGarbage) {
             (std::vector<Rec>{kTooBig, Rec{.op = BeanOp::kStats}}));
 }
 
+// An empty input may be a view with no data pointer (a connection's
+// buffer freed while idle): nothing is read from it. The sanitizer build
+// caught memchr being handed the null pointer.
+TEST(BeanDecoder, EmptyInputWithoutDataNeedsMore) {
+  BeanDecoder d(10);
+  BeanDecoder::Item item = d.Next(std::string_view());
+  EXPECT_EQ(item.kind, Kind::kNeedMore);
+  EXPECT_EQ(item.consumed, 0u);
+}
+
 TEST(BeanDecoder, PutTooBigDiscardIsIncremental) {
   BeanDecoder d(10);
   std::string line = "put 1 2 3 1000\r\n";

@@ -41,6 +41,7 @@ class ByteBuffer {
   size_t writable() const { return cap_ - end_; }
   void Commit(size_t n) { end_ += n; }
   void Append(std::string_view s) {
+    if (s.empty()) return;  // (memcpy must not see a null pointer)
     std::memcpy(Prepare(s.size()), s.data(), s.size());
     Commit(s.size());
   }
