@@ -9,8 +9,9 @@
 // never buffers more than one line or one acceptable body: at most
 // kMaxLineLength + max_job_size() + 2 bytes.
 //
-// Framing follows beanstalkd 1.12 byte for byte (notes: beanstalkd-semantics
-// §9), including its quirks:
+// Framing follows beanstalkd 1.12 byte for byte (docs/protocol.md, and the
+// oracle tests against beanstalkd in tests/server/protocol_test.cc),
+// including its quirks:
 //  - a line ends at the FIRST '\r' among its first 223 bytes, and only if a
 //    '\n' follows it; a stray bare '\r' hides any later "\r\n", so the line
 //    then counts as over-long once 224 bytes are buffered;

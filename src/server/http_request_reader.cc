@@ -131,18 +131,26 @@ bool HttpRequestReader::CheckHeader(Clock::time_point now, std::string* interim)
   header_checked_ = true;
   header_done_at_ = now;
   auto& req = parser_->p.get();
-  std::string_view te = Trimmed(req[http::field::transfer_encoding]);
-  if (!te.empty() && !IEquals(te, "chunked")) {
-    Refuse(501, "not_implemented",
-           "Transfer-Encoding '" + std::string(te.substr(0, 64)) +
-               "' is not supported; send the body as it is or chunked");
-    return false;
-  }
-  std::string_view ce = Trimmed(req[http::field::content_encoding]);
-  if (!ce.empty() && !IEquals(ce, "identity")) {
-    Refuse(415, "unsupported_media_type",
-           "Content-Encoding '" + std::string(ce.substr(0, 64)) +
-               "' is not supported; send the body uncompressed");
+  // Codings the server does not apply: read as plain bytes, the body would
+  // be misread silently.
+  struct Coding {
+    http::field field;
+    std::string_view name, allowed;
+    int status;
+    std::string_view code, advice;
+  };
+  static constexpr Coding kCodings[] = {
+      {http::field::transfer_encoding, "Transfer-Encoding", "chunked", 501, "not_implemented",
+       "send the body as it is or chunked"},
+      {http::field::content_encoding, "Content-Encoding", "identity", 415, "unsupported_media_type",
+       "send the body uncompressed"},
+  };
+  for (const Coding& c : kCodings) {
+    std::string_view v = Trimmed(req[c.field]);
+    if (v.empty() || IEquals(v, c.allowed)) continue;
+    Refuse(c.status, c.code,
+           std::string(c.name) + " '" + std::string(v.substr(0, 64)) + "' is not supported; " +
+               std::string(c.advice));
     return false;
   }
   if (!parser_->p.is_done() && IEquals(Trimmed(req[http::field::expect]), "100-continue"))

@@ -1,6 +1,6 @@
 // Black-box tests of delayqd's beanstalkd protocol: a real build/delayqd on a
 // free loopback port, spoken to over raw sockets, with byte-exact expected
-// replies (beanstalkd 1.12's; /work/notes/beanstalkd-semantics.md).
+// replies (beanstalkd 1.12's; docs/protocol.md says where delayq differs).
 //
 // Suites:
 //  - Protocol.*   every command of beanstalkd 1.12 and its errors, framing,
