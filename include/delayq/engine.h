@@ -38,7 +38,39 @@ struct EngineOptions {
   // The most topics at once (0: no limit). A use, watch or put that would
   // make one more fails with kResourceExhausted; recovery never does.
   size_t max_topics = 0;
+  // Where the leases of reservations start (docs/engine.md, "Leases"): a
+  // server gives a random one, so that a lease from before a restart holds
+  // nothing after it; tests give a fixed one.
+  uint64_t lease_seed = 0;
 };
+
+// Who acts on a job (docs/engine.md, "Leases"): a session, which holds the
+// jobs it reserved (a beanstalkd connection); session 0, an operator, who
+// may act on any job; and the lease of a reservation made with `detach`
+// (HTTP), which alone holds that job while the reservation lasts.
+struct Holder {
+  Holder(SessionId s = 0, uint64_t l = 0) : session(s), lease(l) {}  // NOLINT: implicit by design
+  SessionId session;
+  uint64_t lease;  // 0: none
+};
+
+// Why an operation on one job was refused (Engine's job operations), and
+// its words, from the state found: shared by the backends, so that both
+// say the same. kHeldByLease / kHeldBySession: reserved by another holder.
+enum class Refusal : uint8_t {
+  kNoJob,          // kNotFound
+  kLeaseLost,      // kLeaseLost
+  kNotReserved,    // kConflict
+  kNotKickable,    // kConflict (kick of a job neither buried nor delayed)
+  kHeldByLease,    // kConflict
+  kHeldBySession,  // kConflict
+};
+Status RefuseJob(JobId id, Refusal why, JobState found);
+
+// A lease as clients see it: 16 lower-case hex digits. Parse returns false
+// for anything else.
+std::string FormatLease(uint64_t lease);
+bool ParseLease(std::string_view text, uint64_t* lease);
 
 struct ReserveRequest {
   SessionId session = 0;
@@ -108,28 +140,41 @@ class Engine {
   // or buried. Returns kNotFound otherwise.
   Result<JobView> ReserveJob(TimeMs now, SessionId session, JobId id);
 
-  // Operations on a reserved job need it reserved by `session`, or a
-  // detached reservation, or session 0 (an operator acting on any job).
-  // Delete also takes a ready, delayed or buried job. kNotFound otherwise.
-  Status Delete(TimeMs now, SessionId session, JobId id);
-  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic, std::string_view key);
+  // Operations on one job (docs/engine.md, "Leases"). Each answers the job
+  // and the state it left it in, or refuses without changing anything:
+  // kNotFound when there is no such job; kLeaseLost when `holder` names a
+  // lease that does not hold it (any more); kConflict, saying the state it
+  // found, when the job is not in a state the operation applies to, or is
+  // reserved by another holder.
+  //
+  // Delete takes a job in any state; a reserved one only from its holder.
+  Result<JobChange> Delete(TimeMs now, const Holder& holder, JobId id);
+  Result<JobChange> DeleteByKey(TimeMs now, const Holder& holder, std::string_view topic,
+                                std::string_view key);
+  // Deletes a reserved job: a worker's "done".
+  Result<JobChange> Finish(TimeMs now, const Holder& holder, JobId id);
   // Puts a reserved job back: delayed by `delay_ms`, or when absent by the
   // job's back-off (none: ready now). A job whose tries are used up is
-  // buried instead. Returns the state the job is left in.
-  Result<JobState> Release(TimeMs now, SessionId session, JobId id, uint32_t priority,
-                           std::optional<TimeMs> delay_ms);
-  Status Bury(TimeMs now, SessionId session, JobId id, uint32_t priority);
+  // buried instead. `priority` absent: the job keeps its own.
+  Result<JobChange> Release(TimeMs now, const Holder& holder, JobId id,
+                            std::optional<uint32_t> priority, std::optional<TimeMs> delay_ms);
+  Result<JobChange> Bury(TimeMs now, const Holder& holder, JobId id,
+                         std::optional<uint32_t> priority);
   // Restarts the TTR of a reserved job.
-  Status Touch(TimeMs now, SessionId session, JobId id);
+  Result<JobChange> Touch(TimeMs now, const Holder& holder, JobId id);
   // Kicks up to `bound` buried jobs of the topic (oldest first), or if it has
   // none, up to `bound` delayed ones (soonest first). Returns how many.
   Result<uint64_t> Kick(TimeMs now, std::string_view topic, uint64_t bound);
-  // Kicks one buried or delayed job. kNotFound otherwise.
-  Status KickJob(TimeMs now, JobId id);
+  // Kicks one buried or delayed job; kConflict for a job in another state.
+  Result<JobChange> KickJob(TimeMs now, JobId id);
 
   // ---- Looking ---------------------------------------------------------
   // Views are valid until the next mutating call.
   Result<JobView> Peek(TimeMs now, JobId id);
+  // A reserved job's view with its lease, for the reply to the reserve
+  // that took it (no other view carries a lease). kNotFound otherwise. The
+  // lease's text lasts only until the next call of any kind.
+  Result<JobView> PeekReservation(TimeMs now, JobId id);
   Result<JobView> PeekByKey(TimeMs now, std::string_view topic, std::string_view key);
   Result<JobView> PeekReady(TimeMs now, std::string_view topic);    // next to be reserved
   Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);  // soonest due

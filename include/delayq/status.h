@@ -27,6 +27,7 @@ enum class Code : uint8_t {
   kUnavailable,        // storage is failing or full; retry later
   kInternal,           // a bug or an unexpected failure of a dependency
   kCorruption,         // stored data is damaged or of an unknown format
+  kLeaseLost,          // the lease named no longer holds the job (docs/engine.md, "Leases")
 };
 
 // Stable lower-case name of a code ("not_found"), used in logs and JSON errors.
@@ -48,6 +49,7 @@ class [[nodiscard]] Status {
   static Status Unavailable(std::string_view msg) { return {Code::kUnavailable, msg}; }
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }
   static Status Corruption(std::string_view msg) { return {Code::kCorruption, msg}; }
+  static Status LeaseLost(std::string_view msg) { return {Code::kLeaseLost, msg}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

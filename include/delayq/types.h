@@ -69,16 +69,38 @@ struct PutResult {
   JobId id = 0;
   bool created = true;  // false: the key named a live job, which is returned
   JobState state = JobState::kReady;
+  TimeMs due_ms = 0;  // delayed: its due time; else 0
 };
 
-// A read-only view of a job. The string views stay valid until the next
-// mutating call on the engine that produced it.
+// A read-only view of a job: what a reserve or a peek answers, in one call
+// (the figures are StatsJob's). The string views stay valid until the next
+// mutating call on the engine (or backend) that produced it.
 struct JobView {
   JobId id = 0;
   std::string_view topic;
   std::string_view key;
   std::string_view body;
   JobState state = JobState::kReady;
+  uint32_t priority = 0;
+  TimeMs due_ms = 0;  // delayed: due time; reserved: TTR deadline; else 0
+  TimeMs created_ms = 0;
+  TimeMs delay_ms = 0;  // the delay last asked for
+  TimeMs ttr_ms = 0;
+  uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
+  uint32_t max_tries = 0;
+  // The lease of the reservation that answered it (a reserve with
+  // `detach`: docs/engine.md, "Leases"); empty in every other view, so that
+  // looking at a job never hands out the right to finish it.
+  std::string_view lease;
+};
+
+// What an operation on one job did (delete, finish, release, bury, touch,
+// kick): the job, and the state it left it in. A delete reports the state
+// it found the job in.
+struct JobChange {
+  JobId id = 0;
+  JobState state = JobState::kReady;
+  TimeMs due_ms = 0;  // delayed: due time; reserved: TTR deadline; else 0
   uint32_t priority = 0;
 };
 

@@ -300,7 +300,7 @@ class BeanstalkClient final : public Client {
     return Parsed(sb);
   }
 
-  Reply Finish(JobId id) override {
+  Reply Finish(JobId id, const std::string& /*lease*/) override {
     auto s = Reserved(id);
     if (!s.ok()) return s.failure();
     auto reply = Command("delete " + Id(id));
@@ -331,7 +331,7 @@ class BeanstalkClient final : public Client {
     return Deleted(found->first);
   }
 
-  Reply Release(JobId id, std::optional<TimeMs> delay_ms,
+  Reply Release(JobId id, const std::string& /*lease*/, std::optional<TimeMs> delay_ms,
                 std::optional<uint32_t> priority) override {
     if (delay_ms && *delay_ms % 1000 != 0)
       return Failure{Exit::kUsage,
@@ -350,7 +350,7 @@ class BeanstalkClient final : public Client {
     return IdState(id, Find(*after, "state"));
   }
 
-  Reply Bury(JobId id, std::optional<uint32_t> priority) override {
+  Reply Bury(JobId id, const std::string& /*lease*/, std::optional<uint32_t> priority) override {
     auto s = Reserved(id);
     if (!s.ok()) return s.failure();
     const std::string pri = priority ? std::to_string(*priority) : std::string(Find(*s, "pri"));
@@ -360,7 +360,7 @@ class BeanstalkClient final : public Client {
     return IdState(id, "buried");
   }
 
-  Reply Touch(JobId id) override {
+  Reply Touch(JobId id, const std::string& /*lease*/) override {
     auto s = Reserved(id);
     if (!s.ok()) return s.failure();
     auto reply = Command("touch " + Id(id));

@@ -100,14 +100,15 @@ class Client {
   virtual Reply Reserve(const std::vector<std::string>& topics, TimeMs timeout_ms,
                         uint32_t count) = 0;
   // {"id","deleted":true}
-  virtual Reply Finish(JobId id) = 0;
+  // `lease`: the reservation's (HTTP; the beanstalkd protocol has none).
+  virtual Reply Finish(JobId id, const std::string& lease) = 0;
   virtual Reply Delete(JobId id) = 0;
   virtual Reply DeleteByKey(const std::string& topic, const std::string& key) = 0;
   // {"id","state"[,"due_ms"|"deadline_ms"]}
-  virtual Reply Release(JobId id, std::optional<TimeMs> delay_ms,
+  virtual Reply Release(JobId id, const std::string& lease, std::optional<TimeMs> delay_ms,
                         std::optional<uint32_t> priority) = 0;
-  virtual Reply Bury(JobId id, std::optional<uint32_t> priority) = 0;
-  virtual Reply Touch(JobId id) = 0;
+  virtual Reply Bury(JobId id, const std::string& lease, std::optional<uint32_t> priority) = 0;
+  virtual Reply Touch(JobId id, const std::string& lease) = 0;
   virtual Reply KickJob(JobId id) = 0;
   // {"kicked":n}
   virtual Reply Kick(const std::string& topic, uint64_t bound) = 0;

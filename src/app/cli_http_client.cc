@@ -33,6 +33,27 @@ void Str(JsonWriter& w, std::string_view s) {
 
 std::string Text(rapidjson::StringBuffer& sb) { return std::string(sb.GetString(), sb.GetSize()); }
 
+// The body of finish, release, bury and touch: the lease, and what else
+// is given.
+std::string LeaseBody(const std::string& lease, std::optional<TimeMs> delay_ms,
+                      std::optional<uint32_t> priority) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("lease");
+  Str(w, lease);
+  if (delay_ms) {
+    w.Key("delay_ms");
+    w.Int64(*delay_ms);
+  }
+  if (priority) {
+    w.Key("priority");
+    w.Uint(*priority);
+  }
+  w.EndObject();
+  return Text(sb);
+}
+
 // The failure an error reply stands for: {"error":{"code","message"}} when
 // the server is delayqd, else the status line.
 Failure HttpFailure(unsigned status, std::string_view reason, const rapidjson::Document& d) {
@@ -114,34 +135,24 @@ class HttpClient final : public Client {
     return Call(http::verb::post, "/reserve", Text(sb), milliseconds(timeout_ms));
   }
 
-  Reply Finish(JobId id) override { return Call(http::verb::post, JobPath(id) + "/finish", ""); }
+  Reply Finish(JobId id, const std::string& lease) override {
+    return Call(http::verb::post, JobPath(id) + "/finish", LeaseBody(lease, {}, {}));
+  }
   Reply Delete(JobId id) override { return Call(http::verb::delete_, JobPath(id), ""); }
   Reply DeleteByKey(const std::string& topic, const std::string& key) override {
     return Call(http::verb::delete_, TopicPath(topic) + "/keys/" + PercentEncode(key), "");
   }
 
-  Reply Release(JobId id, std::optional<TimeMs> delay_ms,
+  Reply Release(JobId id, const std::string& lease, std::optional<TimeMs> delay_ms,
                 std::optional<uint32_t> priority) override {
-    rapidjson::StringBuffer sb;
-    JsonWriter w(sb);
-    w.StartObject();
-    if (delay_ms) {
-      w.Key("delay_ms");
-      w.Int64(*delay_ms);
-    }
-    if (priority) {
-      w.Key("priority");
-      w.Uint(*priority);
-    }
-    w.EndObject();
-    return Call(http::verb::post, JobPath(id) + "/release", Text(sb));
+    return Call(http::verb::post, JobPath(id) + "/release", LeaseBody(lease, delay_ms, priority));
   }
-
-  Reply Bury(JobId id, std::optional<uint32_t> priority) override {
-    std::string body = priority ? R"({"priority":)" + std::to_string(*priority) + "}" : "{}";
-    return Call(http::verb::post, JobPath(id) + "/bury", body);
+  Reply Bury(JobId id, const std::string& lease, std::optional<uint32_t> priority) override {
+    return Call(http::verb::post, JobPath(id) + "/bury", LeaseBody(lease, {}, priority));
   }
-  Reply Touch(JobId id) override { return Call(http::verb::post, JobPath(id) + "/touch", ""); }
+  Reply Touch(JobId id, const std::string& lease) override {
+    return Call(http::verb::post, JobPath(id) + "/touch", LeaseBody(lease, {}, {}));
+  }
   Reply KickJob(JobId id) override { return Call(http::verb::post, JobPath(id) + "/kick", ""); }
   Reply Kick(const std::string& topic, uint64_t bound) override {
     return Call(http::verb::post, TopicPath(topic) + "/kick",

@@ -60,6 +60,18 @@ uint64_t UintField(const rapidjson::Value& object, const char* name) {
   return it != object.MemberEnd() && it->value.IsUint64() ? it->value.GetUint64() : 0;
 }
 
+std::string StringField(const rapidjson::Value& object, const char* name) {
+  if (!object.IsObject()) return {};
+  auto it = object.FindMember(name);
+  if (it == object.MemberEnd() || !it->value.IsString()) return {};
+  return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+std::string JobHandle(const rapidjson::Value& job) {
+  std::string lease = StringField(job, "lease");
+  return std::to_string(UintField(job, "id")) + (lease.empty() ? "" : "@" + lease);
+}
+
 std::string JsonLine(const rapidjson::Value& v) {
   rapidjson::StringBuffer sb;
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);

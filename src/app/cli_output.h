@@ -13,11 +13,18 @@
 
 namespace delayq::cli {
 
-enum class Format : uint8_t { kText, kJson, kBody };
+// kLease: a reserved job as ID@LEASE (reserve only), what finish, release,
+// touch and bury take.
+enum class Format : uint8_t { kText, kJson, kBody, kLease };
 
 // The unsigned integer member `name` of an object, or 0 (a reply that is
 // not what delayqd sends is shown, not trusted).
 uint64_t UintField(const rapidjson::Value& object, const char* name);
+// The string member `name`, or empty.
+std::string StringField(const rapidjson::Value& object, const char* name);
+// A reserved job as ID@LEASE; ID alone when it has no lease (the
+// beanstalkd protocol).
+std::string JobHandle(const rapidjson::Value& job);
 
 // The value as compact JSON, followed by a newline.
 std::string JsonLine(const rapidjson::Value& v);

@@ -50,6 +50,7 @@ struct Args {
   std::string body, file, delay, at, ttr, priority, key, max_tries, backoff;
   std::string timeout, count = "1", bound = "1", job, stats_topic, duration, help_topic;
   std::string peek_id;
+  std::string lease;  // finish, release, bury, touch
   bool finish = false, ready = false, delayed = false, buried = false;
 };
 
@@ -127,21 +128,52 @@ Check Uint32(const Context& c, const char* option, const std::string& text, cons
   return std::nullopt;
 }
 
-Check Ids(const Context& c, std::vector<JobId>* out) {
+// A job named on the command line: ID, or ID@LEASE for a job reserved
+// over HTTP (what `reserve -o lease` prints).
+struct JobRef {
+  JobId id = 0;
+  std::string lease;
+};
+
+// The jobs named. `leased`: finish, release, touch and bury, which over
+// HTTP act for the lease that holds the job (docs/cli.md): each id carries
+// one as ID@LEASE, or --lease gives it to a single id.
+Check Ids(const Context& c, bool leased, std::vector<JobRef>* out) {
   for (const std::string& s : c.args.ids) {
-    auto id = ParseUint(s, 1, UINT64_MAX);
+    size_t at = s.find('@');
+    auto id = ParseUint(s.substr(0, at), 1, UINT64_MAX);
     if (!id) return Usage(c, "bad job id '" + s + "'");
-    out->push_back(*id);
+    JobRef r{*id, at == std::string::npos ? std::string() : s.substr(at + 1)};
+    if (at != std::string::npos && (!leased || r.lease.empty()))
+      return Usage(c, leased ? "no lease after '@' in '" + s + "'"
+                             : "'" + s + "': a lease goes with finish, release, touch and bury");
+    out->push_back(std::move(r));
   }
   if (out->empty()) return Usage(c, "name at least one job id");
+  if (leased && !c.args.lease.empty()) {
+    if (out->size() != 1 || !out->front().lease.empty())
+      return Usage(c, "--lease goes with one job id (name several as ID@LEASE)");
+    out->front().lease = c.args.lease;
+  }
+  if (leased && c.address.protocol == ServerAddress::Protocol::kHttp) {
+    for (const JobRef& r : *out)
+      if (r.lease.empty())
+        return Usage(c, "job " + std::to_string(r.id) +
+                            ": over HTTP a reserved job is held by the lease its reserve "
+                            "printed; name it as " +
+                            std::to_string(r.id) + "@LEASE or with --lease");
+  }
   return std::nullopt;
 }
 
 // True when the running command's option `name` was given, even empty.
 bool Given(const Context& c, const char* name) { return c.sub->count(name) > 0; }
 
-// Fails when -o body is asked of a command that shows no job.
+// Fails when -o body is asked of a command that shows no job, or -o lease
+// of one that reserves none.
 Check NoBodyFormat(const Context& c) {
+  if (c.format == Format::kLease)
+    return Usage(c, "-o lease prints the jobs a reserve took: it applies to reserve only");
   if (c.format != Format::kBody) return std::nullopt;
   return Usage(c, "-o body shows a job's body: it applies to reserve and peek only");
 }
@@ -156,12 +188,13 @@ void Show(const Context& c, const rapidjson::Value& reply,
 
 // Runs `op` for each id; the exit code is the first failure's. A failure
 // that leaves the connection or the arguments unusable stops the loop.
-int EachId(Context& c, const std::function<Reply(JobId)>& op, std::string_view verb) {
-  std::vector<JobId> ids;
-  if (auto f = Ids(c, &ids)) return Report(*f);
+int EachId(Context& c, bool leased, const std::function<Reply(const JobRef&)>& op,
+           std::string_view verb) {
+  std::vector<JobRef> ids;
+  if (auto f = Ids(c, leased, &ids)) return Report(*f);
   if (auto f = NoBodyFormat(c)) return Report(*f);
   int code = 0;
-  for (JobId id : ids) {
+  for (const JobRef& id : ids) {
     Reply r = op(id);
     if (!r.ok()) {
       int e = Report(r.failure());
@@ -280,6 +313,8 @@ int RunReserve(Context& c) {
     const rapidjson::Value& job = jobs[i];
     if (c.format == Format::kJson) {
       Out(JsonLine(job));
+    } else if (c.format == Format::kLease) {
+      Out(JobHandle(job) + "\n");
     } else if (c.format == Format::kBody) {
       Out(JobBody(job));
     } else {
@@ -291,7 +326,7 @@ int RunReserve(Context& c) {
   if (a.finish) {
     // Printed first: if delayq dies now, the job comes back (at least once).
     for (const auto& job : jobs.GetArray()) {
-      Reply f = c.client->Finish(UintField(job, "id"));
+      Reply f = c.client->Finish(UintField(job, "id"), StringField(job, "lease"));
       if (!f.ok()) return Report(f.failure());
     }
   } else if (c.address.protocol == ServerAddress::Protocol::kBeanstalk) {
@@ -320,7 +355,7 @@ int RunDelete(Context& c) {
   if (Given(c, "--topic"))
     return Report(Usage(c, "--topic goes with --key (a job id names its job alone)"));
   return EachId(
-      c, [&c](JobId id) { return c.client->Delete(id); }, "deleted");
+      c, false, [&c](const JobRef& j) { return c.client->Delete(j.id); }, "deleted");
 }
 
 int RunRelease(Context& c) {
@@ -334,14 +369,15 @@ int RunRelease(Context& c) {
   std::optional<uint32_t> pri;
   if (auto f = Uint32(c, "--priority", a.priority, "priority", &pri)) return Report(*f);
   return EachId(
-      c, [&](JobId id) { return c.client->Release(id, delay, pri); }, "released");
+      c, true, [&](const JobRef& j) { return c.client->Release(j.id, j.lease, delay, pri); },
+      "released");
 }
 
 int RunBury(Context& c) {
   std::optional<uint32_t> pri;
   if (auto f = Uint32(c, "--priority", c.args.priority, "priority", &pri)) return Report(*f);
   return EachId(
-      c, [&](JobId id) { return c.client->Bury(id, pri); }, "buried");
+      c, true, [&](const JobRef& j) { return c.client->Bury(j.id, j.lease, pri); }, "buried");
 }
 
 int RunPeek(Context& c) {
@@ -369,6 +405,8 @@ int RunPeek(Context& c) {
       p.what = a.ready ? PeekWhat::kReady : a.delayed ? PeekWhat::kDelayed : PeekWhat::kBuried;
     }
   }
+  if (c.format == Format::kLease)
+    return Report(Usage(c, "-o lease prints the jobs a reserve took: it applies to reserve only"));
   Reply r = c.client->Peek(p);
   if (!r.ok()) return Report(r.failure());
   if (c.format == Format::kBody) {
@@ -478,6 +516,14 @@ void TopicOption(CLI::App* s, Args& a, const char* what) {
   s->add_option("-t,--topic", a.topic, what)->option_text("TOPIC");
 }
 
+// The jobs of finish, release, touch and bury (Ids).
+void LeasedIds(CLI::App* s, Args& a) {
+  s->add_option("ID", a.ids, "Job ids, each as ID@LEASE over HTTP (what reserve printed)")
+      ->type_name("")
+      ->required();
+  s->add_option("--lease", a.lease, "The lease of a single ID (over HTTP)")->option_text("LEASE");
+}
+
 const std::vector<Command>& Commands() {
   static const std::vector<Command> table = {
       {"put", "Put a job: ready now, after a delay, or at a time",
@@ -516,10 +562,12 @@ const std::vector<Command>& Commands() {
        RunPut},
       {"reserve", "Reserve ready jobs, waiting up to --timeout, and print them",
        "Exits 4 when no job was ready in time. Over HTTP a reserved job stays reserved\n"
-       "for its TTR (finish it with 'delayq finish ID'); over the beanstalkd protocol\n"
-       "the reservation ends when delayq exits, unless --finish deletes the job.\n"
+       "for its TTR, held by the lease printed with it: finish it with\n"
+       "'delayq finish ID@LEASE' (-o lease prints just that); over the beanstalkd\n"
+       "protocol the reservation ends when delayq exits, unless --finish deletes the job.\n"
        "Examples:\n"
        "  delayq reserve -t emails -t sms --timeout 30s\n"
+       "  job=$(delayq reserve -t orders -o lease) && delayq finish \"$job\"\n"
        "  delayq reserve -t orders --count 10 -o json\n"
        "  delayq reserve -t orders --finish -o body > job.bin",
        [](CLI::App* s, Args& a) {
@@ -536,13 +584,13 @@ const std::vector<Command>& Commands() {
        },
        RunReserve},
       {"finish", "Finish reserved jobs: their work is done, delete them",
-       "Example:\n  delayq finish 3",
-       [](CLI::App* s, Args& a) {
-         s->add_option("ID", a.ids, "Job ids")->type_name("")->required();
-       },
+       "Over HTTP each job is named with the lease its reserve printed.\n"
+       "Examples:\n  delayq finish 3@9f86d081884c7d65\n  delayq finish 3 --lease 9f86d081884c7d65",
+       [](CLI::App* s, Args& a) { LeasedIds(s, a); },
        [](Context& c) {
          return EachId(
-             c, [&c](JobId id) { return c.client->Finish(id); }, "finished");
+             c, true, [&c](const JobRef& j) { return c.client->Finish(j.id, j.lease); },
+             "finished");
        }},
       {"delete", "Delete jobs in any state, by id or by key",
        "Examples:\n  delayq delete 3 4\n  delayq delete -t orders --key order-42",
@@ -555,29 +603,28 @@ const std::vector<Command>& Commands() {
        RunDelete},
       {"release", "Put reserved jobs back: ready, or delayed",
        "Without --delay the job's back-off applies (none: ready at once).\n"
-       "Example:\n  delayq release 3 --delay 1m",
+       "Example:\n  delayq release 3@9f86d081884c7d65 --delay 1m",
        [](CLI::App* s, Args& a) {
-         s->add_option("ID", a.ids, "Job ids")->type_name("")->required();
+         LeasedIds(s, a);
          s->add_option("-d,--delay", a.delay, "Ready again after DURATION")
              ->option_text("DURATION");
          s->add_option("-p,--priority", a.priority, "New priority (default: unchanged)")
              ->option_text("N");
        },
        RunRelease},
-      {"bury", "Set reserved jobs aside until they are kicked", "Example:\n  delayq bury 3",
+      {"bury", "Set reserved jobs aside until they are kicked",
+       "Example:\n  delayq bury 3@9f86d081884c7d65",
        [](CLI::App* s, Args& a) {
-         s->add_option("ID", a.ids, "Job ids")->type_name("")->required();
+         LeasedIds(s, a);
          s->add_option("-p,--priority", a.priority, "New priority (default: unchanged)")
              ->option_text("N");
        },
        RunBury},
-      {"touch", "Restart the TTR of reserved jobs", "Example:\n  delayq touch 3",
-       [](CLI::App* s, Args& a) {
-         s->add_option("ID", a.ids, "Job ids")->type_name("")->required();
-       },
+      {"touch", "Restart the TTR of reserved jobs", "Example:\n  delayq touch 3@9f86d081884c7d65",
+       [](CLI::App* s, Args& a) { LeasedIds(s, a); },
        [](Context& c) {
          return EachId(
-             c, [&c](JobId id) { return c.client->Touch(id); }, "touched");
+             c, true, [&c](const JobRef& j) { return c.client->Touch(j.id, j.lease); }, "touched");
        }},
       {"peek", "Show a job: by id, by key, or the next ready, delayed or buried one",
        "--ready, --delayed and --buried need the beanstalkd protocol.\n"
@@ -745,8 +792,10 @@ int Main(int argc, char** argv) {
     c.format = Format::kJson;
   } else if (output == "body") {
     c.format = Format::kBody;
+  } else if (output == "lease") {
+    c.format = Format::kLease;
   } else {
-    return Report(Usage(c, "bad output format '" + output + "' (text, json or body)"));
+    return Report(Usage(c, "bad output format '" + output + "' (text, json, body or lease)"));
   }
   // The server: --server, DELAYQ_SERVER, the default.
   std::string url = !args.server.empty() ? args.server : Env("DELAYQ_SERVER");

@@ -129,6 +129,9 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
   backend::LocalBackend::Options bo;
   bo.max_job_size = config.max_job_size;
   bo.max_topics = config.max_topics;
+  // Leases from before a restart must hold nothing after it.
+  std::random_device rd;
+  bo.lease_seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   bo.store = rocks;
   bo.journal = rocks != nullptr ? rocks->journal() : nullptr;
   bo.horizon_ms = config.horizon_ms;

@@ -41,6 +41,17 @@ using Done = std::function<void(Status)>;
 using Jobs = std::span<const JobView>;
 using JobsDone = std::function<void(Status, Jobs)>;
 
+// Who acts on a job (docs/engine.md, "Leases"): a session (a beanstalkd
+// connection holds the jobs it reserved; session 0 is an operator, who may
+// act on any job), or the lease that a reserve with `detach` answered
+// with the job (JobView::lease), which alone holds it while the
+// reservation lasts. Implicit from a session id.
+struct Claim {
+  Claim(SessionId s = 0, std::string_view l = {}) : session(s), lease(l) {}  // NOLINT: implicit
+  SessionId session;
+  std::string_view lease;  // empty: none
+};
+
 // What a backend is: which front-end figures it can give.
 struct BackendInfo {
   std::string name;  // "local", "redis"
@@ -71,16 +82,23 @@ class Backend {
   virtual void Reserve(const ReserveRequest& r, JobsDone done) = 0;
   virtual void CancelReserve(SessionId s) = 0;
   virtual void ReserveJob(SessionId s, JobId id, JobsDone done) = 0;
-  virtual void Delete(SessionId s, JobId id, Done done) = 0;
-  virtual void DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
-                           Done done) = 0;
-  virtual void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
-                       Callback<JobState> done) = 0;
-  virtual void Bury(SessionId s, JobId id, uint32_t priority, Done done) = 0;
-  virtual void Touch(SessionId s, JobId id, Done done) = 0;
+  // Operations on one job, each one atomic call that answers the job and
+  // the state it left it in, or refuses without changing anything:
+  // kNotFound (no such job), kLeaseLost (the claim's lease does not hold
+  // it), kConflict (not in a state the operation applies to, or held by
+  // another; the message says which). See Engine for each.
+  virtual void Delete(const Claim& c, JobId id, Callback<JobChange> done) = 0;
+  virtual void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
+                           Callback<JobChange> done) = 0;
+  virtual void Finish(const Claim& c, JobId id, Callback<JobChange> done) = 0;
+  virtual void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                       std::optional<TimeMs> delay, Callback<JobChange> done) = 0;
+  virtual void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                    Callback<JobChange> done) = 0;
+  virtual void Touch(const Claim& c, JobId id, Callback<JobChange> done) = 0;
   virtual void Kick(SessionId s, std::string_view topic, uint64_t bound,
                     Callback<uint64_t> done) = 0;
-  virtual void KickJob(SessionId s, JobId id, Done done) = 0;
+  virtual void KickJob(SessionId s, JobId id, Callback<JobChange> done) = 0;
 
   enum class PeekKind : uint8_t { kId, kKey, kReady, kDelayed, kBuried };
   // id for kId; topic (and key for kKey) otherwise.

@@ -19,7 +19,8 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
                         .max_job_size = options.max_job_size,
                         .record_mutations = options.store != nullptr,
                         .evict_beyond_horizon = options.store != nullptr && options.horizon_ms > 0,
-                        .max_topics = options.max_topics}),
+                        .max_topics = options.max_topics,
+                        .lease_seed = options.lease_seed}),
       timer_(io),
       store_(options.store),
       on_store_health_(options.on_store_health),
@@ -490,9 +491,16 @@ void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> don
 
 void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
   views_.clear();
+  // A view's lease lasts only until the engine's next call: each is kept
+  // here (reserved first: the strings never move).
+  std::vector<std::string> leases;
+  leases.reserve(ids.size());
   for (JobId id : ids) {
-    auto v = engine_.Peek(engine_.now(), id);
-    if (v.ok()) views_.push_back(*v);
+    auto v = engine_.PeekReservation(engine_.now(), id);
+    if (!v.ok()) continue;
+    leases.emplace_back(v->lease);
+    v->lease = leases.back();
+    views_.push_back(*v);
   }
   std::vector<JobView> views;
   views.swap(views_);  // the completion may re-enter the backend
@@ -511,7 +519,7 @@ void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobVie
   // Copies: the views die with this call.
   struct Owned {
     JobView view;
-    std::string topic, key, body;
+    std::string topic, key, body, lease;
   };
   auto owned = std::make_shared<std::vector<Owned>>(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
@@ -519,6 +527,7 @@ void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobVie
     o.topic = views[i].topic;
     o.key = views[i].key;
     o.body = views[i].body;
+    o.lease = views[i].lease;
     o.view = views[i];
   }
   deferred_.push_back(Deferred{need, s, [done = std::move(done), owned](Status st) {
@@ -528,6 +537,7 @@ void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobVie
                                    o.view.topic = o.topic;
                                    o.view.key = o.key;
                                    o.view.body = o.body;
+                                   o.view.lease = o.lease;
                                    out.push_back(o.view);
                                  }
                                  done(Status::Ok(), out);
@@ -589,32 +599,68 @@ void LocalBackend::FinishChange(SessionId s, Result<T> res, Callback<T> done) {
   Settle();
 }
 
-void LocalBackend::Delete(SessionId s, JobId id, Done done) {
+namespace {
+
+// The engine's holder for a claim; kInvalidArgument for a lease this
+// backend cannot have given.
+Result<Holder> HolderOf(const Claim& c) {
+  if (c.lease.empty()) return Holder(c.session);
+  uint64_t lease = 0;
+  if (!ParseLease(c.lease, &lease))
+    return Status::InvalidArgument("not a lease this server gives (16 hex digits)");
+  return Holder(c.session, lease);
+}
+
+}  // namespace
+
+void LocalBackend::Delete(const Claim& c, JobId id, Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.Delete(Now(), s, id), std::move(done));
+  FinishChange(c.session, engine_.Delete(Now(), *h, id), std::move(done));
 }
 
-void LocalBackend::DeleteByKey(SessionId s, std::string_view topic, std::string_view key,
-                               Done done) {
+void LocalBackend::DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
+                               Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.DeleteByKey(Now(), s, topic, key), std::move(done));
+  FinishChange(c.session, engine_.DeleteByKey(Now(), *h, topic, key), std::move(done));
 }
 
-void LocalBackend::Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
-                           Callback<JobState> done) {
+void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.Release(Now(), s, id, priority, delay), std::move(done));
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));  // its state, if cold
+  FinishChange(c.session, engine_.Finish(Now(), *h, id), std::move(done));
 }
 
-void LocalBackend::Bury(SessionId s, JobId id, uint32_t priority, Done done) {
+void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                           std::optional<TimeMs> delay, Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.Bury(Now(), s, id, priority), std::move(done));
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  FinishChange(c.session, engine_.Release(Now(), *h, id, priority, delay), std::move(done));
 }
 
-void LocalBackend::Touch(SessionId s, JobId id, Done done) {
-  done(engine_.Touch(Now(), s, id));
+void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                        Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  FinishChange(c.session, engine_.Bury(Now(), *h, id, priority), std::move(done));
+}
+
+void LocalBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
+  auto h = HolderOf(c);
+  if (!h.ok()) return done(h.status());
+  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  done(engine_.Touch(Now(), *h, id));  // not persisted: a TTR is not
   Settle();
 }
 
@@ -633,7 +679,7 @@ void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
   FinishChange<uint64_t>(s, engine_.Kick(Now(), topic, bound), std::move(done));
 }
 
-void LocalBackend::KickJob(SessionId s, JobId id, Done done) {
+void LocalBackend::KickJob(SessionId s, JobId id, Callback<JobChange> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
   FinishChange(s, engine_.KickJob(Now(), id), std::move(done));

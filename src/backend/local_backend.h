@@ -44,6 +44,8 @@ class LocalBackend final : public Backend {
     size_t max_job_size = 65535;
     // The most topics at once (EngineOptions::max_topics; 0: no limit).
     size_t max_topics = 0;
+    // EngineOptions::lease_seed; delayqd gives a random one.
+    uint64_t lease_seed = 0;
     // Not owned; must outlive the backend. nullptr: in memory only.
     store::Store* store = nullptr;
     // Called on the loop thread when the store starts refusing writes
@@ -85,14 +87,17 @@ class LocalBackend final : public Backend {
   void Reserve(const ReserveRequest& r, JobsDone done) override;
   void CancelReserve(SessionId s) override;
   void ReserveJob(SessionId s, JobId id, JobsDone done) override;
-  void Delete(SessionId s, JobId id, Done done) override;
-  void DeleteByKey(SessionId s, std::string_view topic, std::string_view key, Done done) override;
-  void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
-               Callback<JobState> done) override;
-  void Bury(SessionId s, JobId id, uint32_t priority, Done done) override;
-  void Touch(SessionId s, JobId id, Done done) override;
+  void Delete(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
+                   Callback<JobChange> done) override;
+  void Finish(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
+               std::optional<TimeMs> delay, Callback<JobChange> done) override;
+  void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
+            Callback<JobChange> done) override;
+  void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
-  void KickJob(SessionId s, JobId id, Done done) override;
+  void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;

@@ -19,6 +19,11 @@
 namespace delayq::backend {
 namespace {
 
+// A job operation's completion that keeps only its status.
+[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
+  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
+}
+
 using namespace std::chrono_literals;
 
 class ManualClock : public Clock {
@@ -93,7 +98,10 @@ class LocalBackendStoreTest : public ::testing::Test {
   }
   Status DeleteAndWait(LocalBackend& b, SessionId s, JobId id) {
     std::optional<Status> got;
-    b.Delete(s, id, [&](Status st) { got = st; });
+    b.Delete(s, id, [&](Result<JobChange> st_r) {
+      Status st = st_r.status();
+      got = st;
+    });
     EXPECT_TRUE(RunUntil([&] { return got.has_value(); })) << "no reply to a delete";
     return got.value_or(Status::Internal("no reply"));
   }
@@ -385,10 +393,13 @@ TEST_F(LocalBackendStoreTest, RecoveryBringsBackEveryStateCounterAndKey) {
     });
     ASSERT_EQ(got.size(), 4u);
     std::optional<Status> st;
-    b->Bury(s, buried, 9, [&](Status x) { st = x; });
+    b->Bury(s, buried, 9, [&](Result<JobChange> x_r) {
+      Status x = x_r.status();
+      st = x;
+    });
     ASSERT_TRUE(RunUntil([&] { return st.has_value(); }));
-    std::optional<Result<JobState>> rel;
-    b->Release(s, ready, 3, 0, [&](Result<JobState> x) { rel = std::move(x); });
+    std::optional<Result<JobChange>> rel;
+    b->Release(s, ready, 3, 0, [&](Result<JobChange> x) { rel = std::move(x); });
     ASSERT_TRUE(RunUntil([&] { return rel.has_value(); }));
     // `keyed` and `reserved` stay reserved when the backend goes away.
   }
@@ -528,7 +539,7 @@ TEST_F(HorizonTest, FarJobsStayOnDiskAndComeIntoMemoryBeforeTheyAreDue) {
   EXPECT_TRUE(e.HasJob(2)) << "the loader brings a job in a horizon ahead";
   EXPECT_FALSE(e.HasJob(3));
   EXPECT_EQ(Reserve(*b, s), "jobs 1/default//near/reserved/1024");
-  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, d); }), "ok");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, Ch(d)); }), "ok");
   EXPECT_EQ(Reserve(*b, s), "timed_out");
   while (Now() < 1'700'000'000'000 + 3'600'000) Advance(1'000, {b.get()});
   EXPECT_EQ(Reserve(*b, s), "jobs 2/default//in an hour/reserved/1024");
@@ -550,14 +561,15 @@ TEST_F(HorizonTest, ColdJobsAreFoundByIdAndKey) {
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "default", "order-2"),
             "jobs 2/default/order-2/b/delayed/1024");
   EXPECT_EQ(StatsJob(*b, 3).substr(0, 24), "3 default  delayed pri=1");
-  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.KickJob(s, 4, d); }), "ok");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.KickJob(s, 4, Ch(d)); }), "ok");
   EXPECT_EQ(Reserve(*b, s), "jobs 4/default//d/reserved/1024");
-  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.DeleteByKey(s, "default", "order-1", d); }),
-            "ok");
+  EXPECT_EQ(
+      Change(*b, [&](LocalBackend& x, Done d) { x.DeleteByKey(s, "default", "order-1", Ch(d)); }),
+      "ok");
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "default", "order-1"), "not_found");
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kId, 1, "default"), "not_found");
-  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, d); }), "not_found");
-  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 99, d); }), "not_found");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, Ch(d)); }), "not_found");
+  EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 99, Ch(d)); }), "not_found");
   EXPECT_EQ(mem.GetJob(1, nullptr, nullptr).code(), Code::kNotFound);
   EXPECT_EQ(e.Stats(Now()).delayed, 2u);
   EXPECT_EQ(e.CheckInvariants(), "");
@@ -634,8 +646,8 @@ TEST_F(HorizonTest, ReleaseAndBackOffBeyondTheHorizonLeaveMemory) {
   EXPECT_EQ(Reserve(*b, s), "jobs 1/default//pay/reserved/1024");
   EXPECT_EQ(Reserve(*b, s), "jobs 2/default//two/reserved/1024");
   std::string released = Await([&](auto reply) {
-    b->Release(s, 2, 5, 3'600'000, [reply](Result<JobState> st) {
-      reply(st.ok() ? std::string(JobStateName(*st)) : Show(st.status()));
+    b->Release(s, 2, 5, 3'600'000, [reply](Result<JobChange> st) {
+      reply(st.ok() ? std::string(JobStateName(st->state)) : Show(st.status()));
     });
   });
   EXPECT_EQ(released, "delayed");
@@ -745,26 +757,26 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
       run = [&](LocalBackend& x) { return Reserve(x, s); };
     } else if (op < 52) {
       run = [&](LocalBackend& x) {
-        return Change(x, [&](LocalBackend& y, Done d) { y.Delete(s, id, d); });
+        return Change(x, [&](LocalBackend& y, Done d) { y.Delete(s, id, Ch(d)); });
       };
     } else if (op < 57) {
       run = [&](LocalBackend& x) {
         return Change(x, [&](LocalBackend& y, Done d) {
-          y.DeleteByKey(s, topic, "k" + std::to_string(pick(8)), d);
+          y.DeleteByKey(s, topic, "k" + std::to_string(pick(8)), Ch(d));
         });
       };
     } else if (op < 65) {
       TimeMs delay = pick(2) ? 0 : 1'000 * static_cast<TimeMs>(pick(10));
       run = [&, delay](LocalBackend& x) {
         return Await([&](auto reply) {
-          x.Release(s, id, 3, delay, [reply](Result<JobState> st) {
-            reply(st.ok() ? std::string(JobStateName(*st)) : Show(st.status()));
+          x.Release(s, id, 3, delay, [reply](Result<JobChange> st) {
+            reply(st.ok() ? std::string(JobStateName(st->state)) : Show(st.status()));
           });
         });
       };
     } else if (op < 68) {
       run = [&](LocalBackend& x) {
-        return Change(x, [&](LocalBackend& y, Done d) { y.Bury(s, id, 2, d); });
+        return Change(x, [&](LocalBackend& y, Done d) { y.Bury(s, id, 2, Ch(d)); });
       };
     } else if (op < 72) {
       uint64_t bound = 1 + pick(4);
@@ -773,7 +785,7 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
       };
     } else if (op < 75) {
       run = [&](LocalBackend& x) {
-        return Change(x, [&](LocalBackend& y, Done d) { y.KickJob(s, id, d); });
+        return Change(x, [&](LocalBackend& y, Done d) { y.KickJob(s, id, Ch(d)); });
       };
     } else if (op < 79) {
       run = [&](LocalBackend& x) { return Peek(x, Backend::PeekKind::kId, id, topic); };

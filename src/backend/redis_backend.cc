@@ -100,6 +100,11 @@ struct Got {
   std::string topic, key, body;
   uint32_t priority = 0;
   TimeMs deadline = 0;
+  // A reserve with detach: the job's other figures (created, delay, ttr,
+  // reserves, timeouts, releases, buries, kicks, max_tries), and its lease.
+  bool full = false;
+  int64_t figures[9] = {};
+  std::string lease;
 };
 
 JobId JobIdOf(int64_t topic_no, std::string_view member) {
@@ -118,13 +123,22 @@ bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Go
   if (s.size() < kMemberDigits) return false;
   std::string_view member = s.substr(0, kMemberDigits);
   s.remove_prefix(kMemberDigits);
-  int64_t v[4];
-  for (int64_t& x : v) {
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-    if (ec != std::errc() || end == s.data() + s.size() || *end != ',' || x < 0) return false;
+  auto number = [&s](int64_t* x) {
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *x);
+    if (ec != std::errc() || end == s.data() + s.size() || *end != ',' || *x < 0) return false;
     s.remove_prefix(static_cast<size_t>(end - s.data()) + 1);
+    return true;
+  };
+  int64_t v[4];
+  for (int i = 0; i < 3; ++i)
+    if (!number(&v[i])) return false;
+  g->full = !s.empty() && s.front() == 'L';
+  if (g->full) {
+    s.remove_prefix(1);
+    for (int64_t& x : g->figures)
+      if (!number(&x)) return false;
   }
-  if (static_cast<uint64_t>(v[3]) > s.size()) return false;
+  if (!number(&v[3]) || static_cast<uint64_t>(v[3]) > s.size()) return false;
   g->id = JobIdOf(topic_no, member);
   g->topic = topic;
   g->deadline = v[0];
@@ -154,6 +168,19 @@ bool ReservedIn(int64_t topic_no, const std::string& topic, const redisReply* r,
   return true;
 }
 
+// Gives the jobs reserved for a lease base (an owner of a reserve made
+// with detach; empty for a session's) their leases: the base, '.', and the
+// job's place among the base's jobs of the call, from 1 (reserve_one in
+// the Lua).
+void NameLeases(std::vector<std::pair<Got, size_t>>& answered,
+                const std::vector<std::string>& bases) {
+  std::vector<size_t> count(bases.size(), 0);
+  for (auto& [g, index] : answered) {
+    if (index >= bases.size() || bases[index].empty()) continue;
+    g.lease = bases[index] + "." + std::to_string(++count[index]);
+  }
+}
+
 // A call's arguments in RESP (RedisBackend::Topic::Call).
 template <typename Range>
 std::string RespArgs(const Range& args) {
@@ -164,11 +191,69 @@ std::string RespArgs(const Range& args) {
 }
 
 std::vector<JobView> Views(const std::vector<Got>& got) {
-  std::vector<JobView> v;
-  v.reserve(got.size());
-  for (const Got& g : got)
-    v.push_back(JobView{g.id, g.topic, g.key, g.body, JobState::kReserved, g.priority});
-  return v;
+  std::vector<JobView> views;
+  views.reserve(got.size());
+  for (const Got& g : got) {
+    JobView& v = views.emplace_back();
+    v.id = g.id;
+    v.topic = g.topic;
+    v.key = g.key;
+    v.body = g.body;
+    v.state = JobState::kReserved;
+    v.priority = g.priority;
+    v.due_ms = g.deadline;
+    v.lease = g.lease;
+    if (g.full) {
+      const int64_t* f = g.figures;
+      v.created_ms = f[0];
+      v.delay_ms = f[1];
+      v.ttr_ms = f[2];
+      v.reserves = static_cast<uint32_t>(f[3]);
+      v.timeouts = static_cast<uint32_t>(f[4]);
+      v.releases = static_cast<uint32_t>(f[5]);
+      v.buries = static_cast<uint32_t>(f[6]);
+      v.kicks = static_cast<uint32_t>(f[7]);
+      v.max_tries = static_cast<uint32_t>(f[8]);
+    }
+  }
+  return views;
+}
+
+// What a job operation answered (change() in the Lua: '<state><due>,
+// <priority>'), or its refusal ('!...': refusal() in the Lua), as the
+// engine says it (RefuseJob).
+Result<JobChange> ChangeOf(JobId id, const redisReply* r, std::string_view what) {
+  if (r == nullptr || r->type != REDIS_REPLY_STRING || Str(r).empty()) return Unexpected(what);
+  std::string_view a = Str(r);
+  if (a[0] == '!') {
+    char why = a.size() > 1 ? a[1] : 'n';
+    std::string_view rest = a.size() > 2 ? a.substr(2) : std::string_view();
+    JobState found = StateOf(rest);
+    switch (why) {
+      case 'l':
+        return RefuseJob(id, Refusal::kLeaseLost, found);
+      case 'k':
+        return RefuseJob(id, Refusal::kNotKickable, found);
+      case 'c':
+        if (rest == "l") return RefuseJob(id, Refusal::kHeldByLease, JobState::kReserved);
+        if (rest == "s") return RefuseJob(id, Refusal::kHeldBySession, JobState::kReserved);
+        return RefuseJob(id, Refusal::kNotReserved, found);
+      default:
+        return RefuseJob(id, Refusal::kNoJob, found);
+    }
+  }
+  JobChange c;
+  c.id = id;
+  c.state = StateOf(a.substr(0, 1));
+  a.remove_prefix(1);
+  size_t comma = a.find(',');
+  if (comma == std::string_view::npos) return Unexpected(what);
+  int64_t due = 0, pri = 0;
+  std::from_chars(a.data(), a.data() + comma, due);
+  std::from_chars(a.data() + comma + 1, a.data() + a.size(), pri);
+  c.due_ms = due;
+  c.priority = static_cast<uint32_t>(pri);
+  return c;
 }
 
 }  // namespace
@@ -585,6 +670,11 @@ void RedisBackend::Run(Script sc, Topic& t, const std::vector<std::string>& args
   Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done)});
 }
 
+void RedisBackend::Run(Script sc, Topic& t, int64_t job_no, const std::vector<std::string>& args,
+                       ReplyFn done) {
+  Enqueue(t, Topic::Call{sc, args.size(), RespArgs(args), std::move(done), job_no});
+}
+
 void RedisBackend::Enqueue(Topic& t, Topic::Call call) {
   t.batch.push_back(std::move(call));
   if (t.flush_posted || t.in_flight >= kMaxInFlight) return;
@@ -935,12 +1025,17 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     PutResult res;
     if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1) {
       res.created = true;
-      res.id = IdOf(*tp, Str(r).substr(1));
+      res.id = IdOf(*tp, Str(r).substr(1, 13));
       res.state = StateOf(Str(r).substr(0, 1));
-    } else if (Size(r) == 3) {
+      if (res.state == JobState::kDelayed) {
+        std::string_view due = Str(r).substr(std::min<size_t>(14, Str(r).size()));
+        std::from_chars(due.data(), due.data() + due.size(), res.due_ms);
+      }
+    } else if (Size(r) >= 3) {
       res.created = false;
       res.id = IdOf(*tp, Str(At(r, 1)));
       res.state = StateOf(Str(At(r, 2)));
+      res.due_ms = Int(At(r, 3));
     } else {
       return done(Unexpected("put"));
     }
@@ -963,24 +1058,25 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
     // nothing (its reply would be dropped). So the session exists here, and
     // Owner(sid) below, after it closed, is the owner the jobs got.
     if (sessions_.count(sid) == 0) return then(Status::Ok(), {}, false);
-    std::string_view owner = detach ? std::string_view() : Caller(sid);
+    // Detached: the jobs are held by leases (NameLeases), not the session.
+    std::string owner = detach ? NewLeaseBase() : std::string(Caller(sid));
     // One job: the owner alone (its count defaults to 1).
-    ReplyFn got_reply = [this, tp, sid, detach, then = std::move(then)](Status st,
-                                                                        const redisReply* r) {
+    ReplyFn got_reply = [this, tp, sid, detach, owner, then = std::move(then)](
+                            Status st, const redisReply* r) {
       std::vector<Got> got;
       if (!st.ok()) return then(st, got, false);
       if (Str(At(r, 0)) == "paused") return then(Status::Ok(), got, Int(At(r, 1)) > 0);
       std::vector<std::pair<Got, size_t>> answered;
       if (!ReservedIn(tp->no, tp->name, r, &answered))
         return then(Unexpected("reserve"), got, false);
+      if (detach) NameLeases(answered, {owner});
       bool gone = sessions_.count(sid) == 0;
       for (auto& answer : answered) {
         Got& g = answer.first;
         if (gone) {
           // The session closed while the call ran: nobody will get the
           // job, so it goes back, as if never reserved.
-          Run(Script::kReturn, *tp, NoOf(g.id),
-              {Member(g.id), detach ? std::string() : Owner(sid), "1"},
+          Run(Script::kReturn, *tp, NoOf(g.id), {Member(g.id), detach ? g.lease : Owner(sid), "1"},
               [](Status, const redisReply*) {});
           continue;
         }
@@ -1168,20 +1264,22 @@ void RedisBackend::TryWaiters(Topic& t) {
     if (live(w)) batch.push_back(w);
   }
   if (batch.empty()) return;
-  std::vector<std::string> args;
+  std::vector<std::string> args, bases;
   for (const auto& [sid, gen] : batch) {
     const Session& s = sessions_.at(sid);
-    args.push_back(s.wait_detach ? std::string() : Owner(sid));
+    bases.push_back(s.wait_detach ? NewLeaseBase() : std::string());
+    args.push_back(s.wait_detach ? bases.back() : Owner(sid));
     args.push_back(std::to_string(s.wait_count));
   }
   t.serving = true;
   t.serve_again = false;
   Topic* tp = &t;
   Run(Script::kReserve, t, std::move(args),
-      [this, tp, batch, live](Status st, const redisReply* r) {
+      [this, tp, batch, bases = std::move(bases), live](Status st, const redisReply* r) {
         tp->serving = false;
         std::vector<std::pair<Got, size_t>> answered;
         if (!st.ok() || !ReservedIn(tp->no, tp->name, r, &answered)) return;
+        NameLeases(answered, bases);
         // Jobs per waiter, in the order served.
         std::vector<std::vector<Got>> per(batch.size());
         for (auto& [g, w] : answered)
@@ -1197,10 +1295,7 @@ void RedisBackend::TryWaiters(Topic& t) {
             // The wait ended while the script ran: give the jobs back.
             for (const Got& g : per[w])
               Run(Script::kReturn, *tp, NoOf(g.id),
-                  {Member(g.id),
-                   sessions_.count(sid) && !sessions_.at(sid).wait_detach ? Owner(sid)
-                                                                          : std::string(),
-                   "1"},
+                  {Member(g.id), bases[w].empty() ? Owner(sid) : g.lease, "1"},
                   [](Status, const redisReply*) {});
             continue;
           }
@@ -1246,101 +1341,93 @@ void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
 
 // ---- operations on a job ---------------------------------------------------
 
-void RedisBackend::Delete(SessionId sid, JobId id, Done done) {
-  done = Guard(sid, std::move(done));
-  ForJob(id,
-         [this, sid, id, done = std::move(done)](Status st, Topic* t, std::string member) mutable {
-           if (!st.ok()) return done(st);
-           if (t == nullptr) return done(Status::NotFound());
-           Run(Script::kDelete, *t, NoOf(id), {member, Caller(sid)},
-               [this, id, done = std::move(done)](Status st, const redisReply* r) {
-                 if (!st.ok()) return done(st);
-                 if (Int(r) != 1) return done(Status::NotFound());
-                 Forget(id);
-                 done(Status::Ok());
-               });
-         });
+void RedisBackend::JobCall(Script script, const Claim& c, JobId id, std::vector<std::string> more,
+                           Callback<JobChange> done) {
+  done = Guard(c.session, std::move(done));
+  std::vector<std::string> args{std::string(), std::string(Caller(c.session)),
+                                std::string(c.lease)};
+  for (std::string& a : more) args.push_back(std::move(a));
+  ForJob(id, [this, script, id, args = std::move(args), done = std::move(done)](
+                 Status st, Topic* t, std::string member) mutable {
+    if (!st.ok()) return done(st);
+    if (t == nullptr) return done(RefuseJob(id, Refusal::kNoJob, JobState::kReady));
+    args[0] = std::move(member);
+    Run(script, *t, NoOf(id), std::move(args),
+        [this, t, id, done = std::move(done)](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          auto c = ChangeOf(id, r, "a job operation");
+          if (c.ok()) AfterChange(*t, *c);
+          done(std::move(c));
+        });
+  });
 }
 
-void RedisBackend::DeleteByKey(SessionId sid, std::string_view topic, std::string_view key,
-                               Done done) {
-  done = Guard(sid, std::move(done));
-  if (key.empty()) return done(Status::NotFound());
-  std::string caller(Caller(sid));
-  std::string k(key);
+void RedisBackend::AfterChange(Topic& t, const JobChange& c) {
+  if (c.state == JobState::kReserved) {
+    // Touched: the holder's deadline, whoever touched it (the operator may).
+    if (auto h = holders_.find(c.id); h != holders_.end())
+      if (auto it = sessions_.find(h->second); it != sessions_.end())
+        it->second.held[c.id] = Held{t.name, c.due_ms};
+    return;
+  }
+  Forget(c.id);
+  if (c.state == JobState::kReady) TryWaiters(t);
+}
+
+void RedisBackend::Delete(const Claim& c, JobId id, Callback<JobChange> done) {
+  JobCall(Script::kDelete, c, id, {}, std::move(done));
+}
+
+void RedisBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
+  JobCall(Script::kFinish, c, id, {}, std::move(done));
+}
+
+void RedisBackend::DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
+                               Callback<JobChange> done) {
+  done = Guard(c.session, std::move(done));
+  auto none = [&] {
+    return Status::NotFound("no job with key '" + std::string(key) + "' in topic '" +
+                            std::string(topic) + "'");
+  };
   // (A name the functions cannot take names no topic.)
-  if (!IsValidTopicName(topic)) return done(Status::NotFound());
+  if (key.empty() || !IsValidTopicName(topic)) return done(none());
   Topic* t = &GetTopic(std::string(topic));
-  Run(Script::kDelete, *t, {"key", k, caller}, [this, t, done](Status st, const redisReply* r) {
-    if (!st.ok()) return done(st);
-    // Deleted: the job's member; otherwise 0.
-    if (r == nullptr || r->type != REDIS_REPLY_STRING) return done(Status::NotFound());
-    Forget(IdOf(*t, Str(r)));
-    done(Status::Ok());
-  });
+  Run(Script::kDelete, *t,
+      {"key", std::string(key), std::string(Caller(c.session)), std::string(c.lease)},
+      [this, t, none = none(), done](Status st, const redisReply* r) {
+        if (!st.ok()) return done(st);
+        // Deleted: {change, member}; otherwise the refusal.
+        if (r != nullptr && r->type == REDIS_REPLY_ARRAY && Size(r) == 2) {
+          JobId id = IdOf(*t, Str(At(r, 1)));
+          auto c = ChangeOf(id, At(r, 0), "delete");
+          if (c.ok()) Forget(id);
+          return done(std::move(c));
+        }
+        if (r != nullptr && r->type == REDIS_REPLY_STRING && Str(r) == "!n") return done(none);
+        // A refusal names the job by its key: its id is not known here.
+        auto c = ChangeOf(0, r, "delete");
+        done(c.ok() ? Result<JobChange>(Unexpected("delete")) : c);
+      });
 }
 
-void RedisBackend::Release(SessionId sid, JobId id, uint32_t priority, std::optional<TimeMs> delay,
-                           Callback<JobState> done) {
-  done = Guard(sid, std::move(done));
+void RedisBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                           std::optional<TimeMs> delay, Callback<JobChange> done) {
   if (delay && (*delay < 0 || *delay > kMaxDelayMs))
-    return done(Status::InvalidArgument("delay out of range"));
-  std::string caller(Caller(sid));
-  std::string pri = std::to_string(priority);
-  std::string d = delay ? std::to_string(*delay) : std::string();
-  ForJob(id, [this, id, caller, pri, d, done](Status st, Topic* t, std::string member) {
-    if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kRelease, *t, NoOf(id), {member, caller, pri, d},
-        [this, t, id, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          std::string_view s = Str(r);
-          if (s.empty()) return done(Status::NotFound());
-          Forget(id);
-          JobState state = s == "ready"     ? JobState::kReady
-                           : s == "delayed" ? JobState::kDelayed
-                                            : JobState::kBuried;
-          if (state == JobState::kReady) TryWaiters(*t);
-          done(state);
-        });
-  });
+    return Guard(c.session, std::move(done))(Status::InvalidArgument("delay out of range"));
+  JobCall(Script::kRelease, c, id,
+          {priority ? std::to_string(*priority) : std::string(),
+           delay ? std::to_string(*delay) : std::string()},
+          std::move(done));
 }
 
-void RedisBackend::Bury(SessionId sid, JobId id, uint32_t priority, Done done) {
-  done = Guard(sid, std::move(done));
-  std::string caller(Caller(sid));
-  std::string pri = std::to_string(priority);
-  ForJob(id, [this, id, caller, pri, done](Status st, Topic* t, std::string member) {
-    if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kBury, *t, NoOf(id), {member, caller, pri},
-        [this, id, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          if (Int(r) != 1) return done(Status::NotFound());
-          Forget(id);
-          done(Status::Ok());
-        });
-  });
+void RedisBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                        Callback<JobChange> done) {
+  JobCall(Script::kBury, c, id, {priority ? std::to_string(*priority) : std::string()},
+          std::move(done));
 }
 
-void RedisBackend::Touch(SessionId sid, JobId id, Done done) {
-  done = Guard(sid, std::move(done));
-  std::string caller(Caller(sid));
-  ForJob(id, [this, id, caller, done](Status st, Topic* t, std::string member) {
-    if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kTouch, *t, NoOf(id), {member, caller},
-        [this, id, t, done](Status st, const redisReply* r) {
-          if (!st.ok()) return done(st);
-          TimeMs dl = Int(r);
-          if (dl == 0) return done(Status::NotFound());
-          // The holder's deadline, whoever touched it (the operator may).
-          if (auto h = holders_.find(id); h != holders_.end())
-            if (auto it = sessions_.find(h->second); it != sessions_.end())
-              it->second.held[id] = Held{t->name, dl};
-          done(Status::Ok());
-        });
-  });
+void RedisBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
+  JobCall(Script::kTouch, c, id, {}, std::move(done));
 }
 
 void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
@@ -1362,17 +1449,18 @@ void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
   });
 }
 
-void RedisBackend::KickJob(SessionId sid, JobId id, Done done) {
+void RedisBackend::KickJob(SessionId sid, JobId id, Callback<JobChange> done) {
   done = Guard(sid, std::move(done));
   ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {
     if (!st.ok()) return done(st);
-    if (t == nullptr) return done(Status::NotFound());
-    Run(Script::kKickJob, *t, NoOf(id), {member}, [this, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st);
-      if (Int(r) != 1) return done(Status::NotFound());
-      TryWaiters(*t);
-      done(Status::Ok());
-    });
+    if (t == nullptr) return done(RefuseJob(id, Refusal::kNoJob, JobState::kReady));
+    Run(Script::kKickJob, *t, NoOf(id), {member},
+        [this, t, id, done](Status st, const redisReply* r) {
+          if (!st.ok()) return done(st);
+          auto c = ChangeOf(id, r, "kick-job");
+          if (c.ok()) TryWaiters(*t);
+          done(std::move(c));
+        });
   });
 }
 
@@ -1385,14 +1473,23 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
   auto peek = [this, done](Topic* t, int64_t job_no, std::string what, std::string arg) {
     Run(Script::kPeek, *t, job_no, {what, arg}, [this, t, done](Status st, const redisReply* r) {
       if (!st.ok()) return done(st, {});
-      if (Size(r) < 5) return done(Status::NotFound(), {});
+      if (Size(r) < 15) return done(Status::NotFound(), {});
       std::string k(Str(At(r, 1))), b(Str(At(r, 2)));
-      JobView v{IdOf(*t, Str(At(r, 0))),
-                t->name,
-                k,
-                b,
-                StateOf(Str(At(r, 3))),
-                static_cast<uint32_t>(Int(At(r, 4)))};
+      JobView v;
+      v.id = IdOf(*t, Str(At(r, 0)));
+      v.topic = t->name;
+      v.key = k;
+      v.body = b;
+      v.state = StateOf(Str(At(r, 3)));
+      v.priority = static_cast<uint32_t>(Int(At(r, 4)));
+      v.due_ms = Int(At(r, 5));
+      v.created_ms = Int(At(r, 6));
+      v.delay_ms = Int(At(r, 7));
+      v.ttr_ms = Int(At(r, 8));
+      uint32_t* counts[] = {&v.reserves, &v.timeouts, &v.releases,
+                            &v.buries,   &v.kicks,    &v.max_tries};
+      for (size_t i = 0; i < std::size(counts); ++i)
+        *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
       done(Status::Ok(), std::span<const JobView>(&v, 1));
     });
   };

@@ -26,6 +26,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <string_view>
@@ -98,14 +99,17 @@ class RedisBackend final : public Backend {
   void Reserve(const ReserveRequest& r, JobsDone done) override;
   void CancelReserve(SessionId s) override;
   void ReserveJob(SessionId s, JobId id, JobsDone done) override;
-  void Delete(SessionId s, JobId id, Done done) override;
-  void DeleteByKey(SessionId s, std::string_view topic, std::string_view key, Done done) override;
-  void Release(SessionId s, JobId id, uint32_t priority, std::optional<TimeMs> delay,
-               Callback<JobState> done) override;
-  void Bury(SessionId s, JobId id, uint32_t priority, Done done) override;
-  void Touch(SessionId s, JobId id, Done done) override;
+  void Delete(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
+                   Callback<JobChange> done) override;
+  void Finish(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
+               std::optional<TimeMs> delay, Callback<JobChange> done) override;
+  void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
+            Callback<JobChange> done) override;
+  void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
-  void KickJob(SessionId s, JobId id, Done done) override;
+  void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;
@@ -232,6 +236,20 @@ class RedisBackend final : public Backend {
   void Run(redis::Script sc, Topic& t, int64_t job_no, std::initializer_list<std::string_view> args,
            ReplyFn done);
   void Run(redis::Script sc, Topic& t, const std::vector<std::string>& args, ReplyFn done);
+  void Run(redis::Script sc, Topic& t, int64_t job_no, const std::vector<std::string>& args,
+           ReplyFn done);
+  // A call on job `id` (found by ForJob) of a function that answers a
+  // change or a refusal (redis_scripts.h): args are the member, the claim's
+  // caller and lease, then `more`.
+  void JobCall(redis::Script sc, const Claim& c, JobId id, std::vector<std::string> more,
+               Callback<JobChange> done);
+  // What this instance notes of a change: a reserved job's new deadline
+  // for its holder; any other state: no longer held here, and a ready job
+  // may go to a waiter.
+  void AfterChange(Topic& t, const JobChange& c);
+  // The base of the leases of one reserve made with detach (NameLeases):
+  // 16 random hex digits.
+  std::string NewLeaseBase() { return FormatLease(lease_rng_()); }
   void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
@@ -295,6 +313,7 @@ class RedisBackend final : public Backend {
   // outlive the reservation (a TTR that ran out), until the job is held
   // again, forgotten, or the session sees its deadline pass.
   std::unordered_map<JobId, SessionId> holders_;
+  std::mt19937_64 lease_rng_{std::random_device{}()};
   SessionId next_session_ = 1;
   uint64_t next_topic_seq_ = 0;
   std::set<std::pair<TimeMs, std::string>> wakes_;

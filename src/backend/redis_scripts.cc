@@ -341,7 +341,34 @@ local function flush_reserved(c)
   end
 end
 
-local function may(owner, caller) return caller == '*' or owner == '' or owner == caller end
+-- Whether a job in state st, held by own (when reserved), may be acted on
+-- by caller (a session's owner string, which has a ':'; '*': the operator)
+-- or, when lease is not '', by that lease alone (docs/engine.md, "Leases").
+-- nil: it may; else the refusal, '!' then why and what was found: 'l' and
+-- the state (the lease does not hold it); 'c' and the state (not reserved,
+-- unless any: a delete takes a job in any state); 'cl' / 'cs' (reserved
+-- under a lease / by another connection). A missing job is '!n'.
+local function refusal(st, own, caller, lease, any)
+  if lease ~= '' then
+    if st == 'u' and own == lease then return nil end
+    return '!l' .. st
+  end
+  if st ~= 'u' then
+    if any then return nil end
+    return '!c' .. st
+  end
+  if caller == '*' or own == caller then return nil end
+  if string.find(own, ':', 1, true) then return '!cs' end
+  return '!cl'
+end
+
+-- What an operation left job j as: its state, then its due time (delayed)
+-- or TTR deadline (reserved), else 0, and its priority: 'd1700000000000,1024'.
+local function change(j)
+  local st = j[ST]
+  if st == 'd' or st == 'u' then return st .. s(j[DUE]) .. ',' .. pri_s(j[PRI]) end
+  return st .. '0,' .. pri_s(j[PRI])
+end
 
 local function delay_for(bo, n)
   if bo == '' then return 0 end
@@ -420,17 +447,30 @@ end
 -- table of the same values costs it. The deadline is formatted once, for
 -- the set and the answer; the other numbers come from tables of text
 -- (a string.format of four numbers cost about as much as the ZADD).
-local function reserve_one(c, m, j, owner, index)
+--
+-- An owner without a ':' is the base of the leases of a reserve made with
+-- detach (HTTP; docs/engine.md, "Leases"): its n-th job of the call is held
+-- by the lease owner .. '.' .. n, and its answer has the job's other
+-- figures after the index: 'L<created>,<delay>,<ttr>,<reserves>,<timeouts>,
+-- <releases>,<buries>,<kicks>,<max_tries>,' (the HTTP reply shows them).
+local function reserve_one(c, m, j, owner, index, n)
   local dl = c.now + j[TTR]
   local dls = s(dl)
+  local lease = not string.find(owner, ':', 1, true) and owner ~= '*'
   j[ST] = 'u'
-  j[OWN] = owner
+  j[OWN] = lease and (owner .. '.' .. small(n)) or owner
   j[DUE] = dl
   j[RS] = j[RS] + 1
   save(c, m, j)
   zadd_timed(c, c.U, dl, m, dls)
   local key = j[KEY]
-  return m .. dls .. ',' .. pri_s(j[PRI]) .. ',' .. small(index) .. ',' .. small(#key) .. ',' .. key .. j[BODY]
+  local head = m .. dls .. ',' .. pri_s(j[PRI]) .. ',' .. small(index) .. ','
+  if lease then
+    rare(j)
+    head = head .. 'L' .. s(j[CR]) .. ',' .. s(j[DL]) .. ',' .. s(j[TTR]) .. ',' .. s(j[RS]) .. ','
+      .. s(j[TO]) .. ',' .. s(j[RL]) .. ',' .. s(j[BU]) .. ',' .. s(j[KI]) .. ',' .. s(j[MT]) .. ','
+  end
+  return head .. small(#key) .. ',' .. key .. j[BODY]
 end
 
 local function destroy(c, m, key, st)
@@ -630,16 +670,20 @@ end
 -- Arguments: body, priority, delay, ttr, then run_at, key, max_tries and
 -- backoff, which the caller leaves out from the last one not at its default
 -- ('', '', 0, ''): a plain put sends four. Answers the new job's state and
--- member in one string ('r0000000000042'), or, when its key names a job
--- already, {0, member, state}: a table costs Redis several times what a
--- string does to turn into a reply.
+-- member in one string ('r0000000000042'; delayed: its due time after the
+-- member, 'd00000000000421700000000000'), or, when its key names a job
+-- already, {0, member, state, due time or 0}: a table costs Redis several
+-- times what a string does to turn into a reply.
 topic_function('dq_put', 'p', function(c, args, o, n)
   local key = n >= 6 and args[o + 7] or ''
   if key ~= '' then
     local ex = redis.call('HGET', c.K, key)
     if ex then
       local j = load(c, ex)
-      return {0, ex, j and j[ST] or ''}
+      if not j then return {0, ex, ''} end
+      local due = 0
+      if j[ST] == 'd' then due = j[DUE] end
+      return {0, ex, j[ST], s(due)}
     end
   end
   -- No incarnation, and no number to take: the caller registers one and
@@ -669,6 +713,7 @@ topic_function('dq_put', 'p', function(c, args, o, n)
     redis.call('ZADD', c.R, args[o + 3], m)
     c.woke = true
   end
+  if st == 'd' then return st .. m .. s(due) end
   return st .. m
 end)
 
@@ -689,6 +734,7 @@ topic_function('dq_reserve', 'r', function(c, args, o, n)
   while i <= n + 1 do
     local owner, want = args[o + i], 1
     if i <= n then want = tonumber(args[o + i + 1]) end
+    local got = 0
     for _ = 1, want do
       local top = redis.call('ZPOPMIN', c.R)
       if not top[1] or top[1] == SENT then
@@ -697,7 +743,10 @@ topic_function('dq_reserve', 'r', function(c, args, o, n)
         return reserved(out)
       end
       local j = load(c, top[1])
-      if j then out[#out + 1] = reserve_one(c, top[1], j, owner, (i - 2) / 2) end
+      if j then
+        got = got + 1
+        out[#out + 1] = reserve_one(c, top[1], j, owner, (i - 2) / 2, got)
+      end
     end
     i = i + 2
   end
@@ -720,70 +769,93 @@ topic_function('dq_reserve_job', 'j', function(c, args, o, n)
   local j = load(c, m)
   if not j or j[ST] == 'u' then return {} end
   unplace(c, m, j[ST])
-  return reserve_one(c, m, j, args[o + 3], 0)
+  return reserve_one(c, m, j, args[o + 3], 0, 1)
 end)
 
--- Arguments: member, caller (by id), or 'key', key, caller.
+-- Arguments: member, caller, lease (by id), or 'key', key, caller, lease.
+-- Answers change() of the job as it was found, or the refusal.
 topic_function('dq_delete', 'x', function(c, args, o, n)
-  local m, caller, by_key = nil, args[o + 3], false
-  if n == 3 then
-    by_key = true
-    m, caller = redis.call('HGET', c.K, args[o + 3]), args[o + 4]
+  local m, a = nil, o + 3
+  if args[o + 2] == 'key' then
+    m, a = redis.call('HGET', c.K, args[o + 3]), o + 4
   else
     m = (c.eok and args[o + 2] or nil)
   end
-  if not m then return 0 end
+  if not m then return '!n' end
   local st, own, key = head_of(c, m)
-  if not st then return 0 end
-  if st == 'u' and not may(own, caller) then return 0 end
+  if not st then return '!n' end
+  local no = refusal(st, own, args[a], args[a + 1], true)
+  if no then return no end
+  local j = c.jobs[m]
+  local what = j and change(j) or (st .. '0,0')
   destroy(c, m, key, st)
   c.cdel = c.cdel + 1
   c.tdirty = true
-  -- By key, the member: the instance then knows which job went.
-  if by_key then return m end
-  return 1
+  -- By key, the member too: the instance then knows which job went.
+  if args[o + 2] == 'key' then return {what, m} end
+  return what
 end)
 
--- The job m if it is reserved and the caller may act on it, else nil.
-local function held(c, m, caller)
-  if not m then return nil end
+-- The job m if caller or lease may act on it as a reserved job (refusal),
+-- else nil and the refusal.
+local function held(c, m, caller, lease)
+  if not m then return nil, '!n' end
   local j = load(c, m)
-  if not j or j[ST] ~= 'u' or not may(j[OWN], caller) then return nil end
+  if not j then return nil, '!n' end
+  local no = refusal(j[ST], j[OWN], caller, lease, false)
+  if no then return nil, no end
   return j
 end
 
+-- Arguments: member, caller, lease. A reserved job's delete.
+topic_function('dq_finish', 'f', function(c, args, o, n)
+  local m = (c.eok and args[o + 2] or nil)
+  local j, no = held(c, m, args[o + 3], args[o + 4])
+  if not j then return no end
+  local what = change(j)
+  destroy(c, m, j[KEY], 'u')
+  c.cdel = c.cdel + 1
+  c.tdirty = true
+  return what
+end)
+
+-- Arguments: member, caller, lease, priority ('': the job's), delay ('':
+-- none given).
 topic_function('dq_release', 'l', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
-  local j = held(c, m, args[o + 3])
-  if not j then return '' end
+  local j, no = held(c, m, args[o + 3], args[o + 4])
+  if not j then return no end
   zrem_reserved(c, m)
   rare(j)
-  j[PRI] = tonumber(args[o + 4])
+  if args[o + 5] ~= '' then j[PRI] = tonumber(args[o + 5]) end
   j[RL] = j[RL] + 1
   local d = nil
-  if args[o + 5] ~= '' then d = tonumber(args[o + 5]) elseif j[BO] == '' then d = 0 end
-  return come_back(c, m, j, d)
+  if args[o + 6] ~= '' then d = tonumber(args[o + 6]) elseif j[BO] == '' then d = 0 end
+  come_back(c, m, j, d)
+  return change(j)
 end)
 
+-- Arguments: member, caller, lease, priority ('': the job's).
 topic_function('dq_bury', 'b', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
-  local j = held(c, m, args[o + 3])
-  if not j then return 0 end
+  local j, no = held(c, m, args[o + 3], args[o + 4])
+  if not j then return no end
   zrem_reserved(c, m)
-  j[PRI] = tonumber(args[o + 4])
+  if args[o + 5] ~= '' then j[PRI] = tonumber(args[o + 5]) end
   bury(c, m, j)
-  return 1
+  return change(j)
 end)
 
+-- Arguments: member, caller, lease.
 topic_function('dq_touch', 'h', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
-  local j = held(c, m, args[o + 3])
-  if not j then return 0 end
+  local j, no = held(c, m, args[o + 3], args[o + 4])
+  if not j then return no end
   local dl = c.now + j[TTR]
   j[DUE] = dl
   save(c, m, j)
   zadd_timed(c, c.U, dl, m)
-  return dl
+  return change(j)
 end)
 
 topic_function('dq_kick', 'k', function(c, args, o, n)
@@ -807,16 +879,19 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
   return #list
 end)
 
+-- Answers change(), or '!n', or '!k' and the state (neither buried nor
+-- delayed).
 topic_function('dq_kick_job', 'K', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
-  if not m then return 0 end
+  if not m then return '!n' end
   local j = load(c, m)
-  if not j or (j[ST] ~= 'b' and j[ST] ~= 'd') then return 0 end
+  if not j then return '!n' end
+  if j[ST] ~= 'b' and j[ST] ~= 'd' then return '!k' .. j[ST] end
   unplace(c, m, j[ST])
   rare(j)
   j[KI] = j[KI] + 1
   make_ready(c, m, j)
-  return 1
+  return change(j)
 end)
 
 topic_function('dq_return', 'n', function(c, args, o, n)
@@ -847,7 +922,11 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
   if not m then return {} end
   local j = load(c, m)
   if not j then return {} end
-  return {m, j[KEY], j[BODY], j[ST], j[PRI]}
+  rare(j)
+  local due = 0
+  if j[ST] == 'd' or j[ST] == 'u' then due = j[DUE] end
+  return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
+          j[RL], j[BU], j[KI], j[MT]}
 end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
@@ -975,6 +1054,7 @@ constexpr ScriptInfo kScripts[] = {
     {"dq_kick", 'k'},      {"dq_kick_job", 'K'},    {"dq_return", 'n'}, {"dq_peek", 'e'},
     {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},  {"dq_clear", 'c'},
     {"dq_tick", 'i'},      {"dq_retire", 'q'},      {"dq_batch", '\0'}, {"dq_register", '\0'},
+    {"dq_finish", 'f'},
 };
 static_assert(std::size(kScripts) == kScriptCount, "one entry per Script");
 

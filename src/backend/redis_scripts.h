@@ -28,12 +28,14 @@ enum class Script : size_t {
                 //     priority, deadline, owner-index...}
   kTop,         // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
   kReserveJob,  // member, owner -> {} or {member, key, body, priority, deadline}
-  kDelete,      // member, caller | 'key', key, caller -> 0|1 (by key: the member)
-  kRelease,     // member, caller, priority, delay_ms|'' -> ''|'ready'|'delayed'|'buried'
-  kBury,        // member, caller, priority -> 0|1
-  kTouch,       // member, caller -> 0|new deadline
+  kDelete,      // member, caller, lease | 'key', key, caller, lease -> change | refusal
+                //   (by key: {change, member}); change: '<state><due>,<priority>', refusal:
+                //   '!n' | '!l<state>' | '!c<state>' | '!cl' | '!cs' (refusal in the Lua)
+  kRelease,     // member, caller, lease, priority|'', delay_ms|'' -> change | refusal
+  kBury,        // member, caller, lease, priority|'' -> change | refusal
+  kTouch,       // member, caller, lease -> change | refusal
   kKick,        // bound -> count
-  kKickJob,     // member -> 0|1
+  kKickJob,     // member -> change | '!n' | '!k<state>'
   kReturn,      // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
                 //     reservation is taken back uncounted)
   kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
@@ -47,6 +49,7 @@ enum class Script : size_t {
   kRetire,      // number, idle_ms -> 0|1: 1 when the number may leave the registry
   kBatch,       // (code+argc, args...)... -> {result, ...}: several operations at once
   kRegister,    // (registry keys) name -> a new topic number
+  kFinish,      // member, caller, lease -> change | refusal (a reserved job's delete)
   kCount
 };
 

@@ -209,7 +209,10 @@ class Engine::Impl {
     }
     if (!r.key.empty()) {
       auto it = t->keys.find(r.key);
-      if (it != t->keys.end()) return PutResult{it->second->id, false, it->second->state};
+      if (it != t->keys.end()) {
+        const Job* e = it->second;
+        return PutResult{e->id, false, e->state, e->state == JobState::kDelayed ? e->due : 0};
+      }
     }
     Job* j = pool_.Create(r.key, r.body);
     j->id = next_id_++;
@@ -232,7 +235,8 @@ class Engine::Impl {
     JobId id = j->id;
     bool may_leave = j->state == JobState::kDelayed && NoteDelayed(j);
     Finish();  // may serve j to a waiting session, or evict it
-    return PutResult{id, true, may_leave ? JobState::kDelayed : j->state};
+    JobState st = may_leave ? JobState::kDelayed : j->state;
+    return PutResult{id, true, st, st == JobState::kDelayed ? due : 0};
   }
 
   void DiscardJobId() { next_id_++; }
@@ -300,66 +304,86 @@ class Engine::Impl {
     return View(j);
   }
 
-  Status Delete(TimeMs now, SessionId sid, JobId id) {
+  Result<JobChange> Delete(TimeMs now, const Holder& h, JobId id) {
     AdvanceTo(now);
-    Session* s = nullptr;
-    if (!LookupCaller(sid, &s)) return Status::NotFound("no such session");
-    Job* j = ids_.Find(id);
-    if (j == nullptr || (j->state == JobState::kReserved && !MayHandle(s, sid, j)))
-      return Status::NotFound();
-    j->topic->cmd_delete++;
-    Destroy(j);
-    return Finish(Status::Ok());
+    auto j = Acting(h, id, /*any_state=*/true);
+    if (!j.ok()) return Finish(Result<JobChange>(j.status()));
+    JobChange c = Change(*j);
+    (*j)->topic->cmd_delete++;
+    Destroy(*j);
+    Finish();
+    return c;
   }
 
-  Status DeleteByKey(TimeMs now, SessionId sid, std::string_view topic, std::string_view key) {
+  Result<JobChange> DeleteByKey(TimeMs now, const Holder& h, std::string_view topic,
+                                std::string_view key) {
     AdvanceTo(now);
-    Topic* t = FindTopic(topic);
-    if (t == nullptr || key.empty()) return Status::NotFound();
-    auto it = t->keys.find(key);
-    if (it == t->keys.end()) return Status::NotFound();
-    return Delete(now, sid, it->second->id);
+    if (Topic* t = FindTopic(topic); t != nullptr && !key.empty()) {
+      auto it = t->keys.find(key);
+      if (it != t->keys.end()) return Delete(now, h, it->second->id);
+    }
+    return Finish(Result<JobChange>(Status::NotFound("no job with key '" + std::string(key) +
+                                                     "' in topic '" + std::string(topic) + "'")));
   }
 
-  Result<JobState> Release(TimeMs now, SessionId sid, JobId id, uint32_t priority,
-                           std::optional<TimeMs> delay) {
+  Result<JobChange> FinishJob(TimeMs now, const Holder& h, JobId id) {
+    AdvanceTo(now);
+    auto j = Acting(h, id, /*any_state=*/false);
+    if (!j.ok()) return Finish(Result<JobChange>(j.status()));
+    JobChange c = Change(*j);
+    (*j)->topic->cmd_delete++;
+    Destroy(*j);
+    Finish();
+    return c;
+  }
+
+  Result<JobChange> Release(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority,
+                            std::optional<TimeMs> delay) {
     AdvanceTo(now);
     if (delay && !ValidDelay(*delay)) return Status::InvalidArgument("delay out of range");
-    Job* j = FindHeld(sid, id);
-    if (j == nullptr) return Status::NotFound();
+    auto held = Acting(h, id, false);
+    if (!held.ok()) return Finish(Result<JobChange>(held.status()));
+    Job* j = *held;
     Unplace(j);
-    j->priority = priority;
+    if (priority) j->priority = *priority;
     j->releases++;
     // Without a back-off, "no explicit delay" is a delay of 0 (and shows as
     // such in stats, as beanstalkd's release 0 does).
     if (!delay && j->backoff == 0) delay = 0;
-    JobState st = ComeBack(j, delay);
+    ComeBack(j, delay);
     RecordUpdate(j);
+    JobChange c = Change(j);
     Finish();
-    return st;
+    return c;
   }
 
-  Status Bury(TimeMs now, SessionId sid, JobId id, uint32_t priority) {
+  Result<JobChange> Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority) {
     AdvanceTo(now);
-    Job* j = FindHeld(sid, id);
-    if (j == nullptr) return Status::NotFound();
+    auto held = Acting(h, id, false);
+    if (!held.ok()) return Finish(Result<JobChange>(held.status()));
+    Job* j = *held;
     Unplace(j);
-    j->priority = priority;
+    if (priority) j->priority = *priority;
     j->buries++;
     Place(j, JobState::kBuried);
     RecordUpdate(j);
-    return Finish(Status::Ok());
+    JobChange c = Change(j);
+    Finish();
+    return c;
   }
 
-  Status Touch(TimeMs now, SessionId sid, JobId id) {
+  Result<JobChange> Touch(TimeMs now, const Holder& h, JobId id) {
     AdvanceTo(now);
-    Job* j = FindHeld(sid, id);
-    if (j == nullptr) return Status::NotFound();
+    auto held = Acting(h, id, false);
+    if (!held.ok()) return Finish(Result<JobChange>(held.status()));
+    Job* j = *held;
     wheel_.Remove(j);
     j->due = now_ + j->ttr;
     wheel_.Insert(j);
     if (j->reserver != nullptr) UpdateWake(j->reserver);
-    return Finish(Status::Ok());
+    JobChange c = Change(j);
+    Finish();
+    return c;
   }
 
   Result<uint64_t> Kick(TimeMs now, std::string_view topic, uint64_t bound) {
@@ -378,13 +402,16 @@ class Engine::Impl {
     return static_cast<uint64_t>(kicked.size());
   }
 
-  Status KickJob(TimeMs now, JobId id) {
+  Result<JobChange> KickJob(TimeMs now, JobId id) {
     AdvanceTo(now);
     Job* j = ids_.Find(id);
-    if (j == nullptr || (j->state != JobState::kBuried && j->state != JobState::kDelayed))
-      return Status::NotFound();
+    if (j == nullptr) return Finish(Result<JobChange>(RefuseJob(id, Refusal::kNoJob, {})));
+    if (j->state != JobState::kBuried && j->state != JobState::kDelayed)
+      return Finish(Result<JobChange>(RefuseJob(id, Refusal::kNotKickable, j->state)));
     KickOne(j);
-    return Finish(Status::Ok());
+    JobChange c = Change(j);
+    Finish();
+    return c;
   }
 
   // ---- looking ---------------------------------------------------------
@@ -394,6 +421,19 @@ class Engine::Impl {
     Job* j = ids_.Find(id);
     if (j == nullptr) return Status::NotFound();
     return View(j);
+  }
+
+  Result<JobView> PeekReservation(TimeMs now, JobId id) {
+    AdvanceTo(now);
+    Finish();
+    Job* j = ids_.Find(id);
+    if (j == nullptr || j->state != JobState::kReserved) return Status::NotFound();
+    JobView v = View(j);
+    if (j->reserver == nullptr) {
+      lease_text_ = FormatLease(j->lease);
+      v.lease = lease_text_;
+    }
+    return v;
   }
 
   Result<JobView> PeekByKey(TimeMs now, std::string_view topic, std::string_view key) {
@@ -745,16 +785,30 @@ class Engine::Impl {
     *s = FindSession(id);
     return *s != nullptr;
   }
-  static bool MayHandle(const Session* s, SessionId sid, const Job* j) {
-    return sid == 0 || j->reserver == nullptr || j->reserver == s;
-  }
-  // A job reserved by the caller (or detached, or any for the operator).
-  Job* FindHeld(SessionId sid, JobId id) {
+  // The job `h` may act on (docs/engine.md, "Leases"): a reserved one held
+  // by h (its lease; else its session, or any for the operator), or, with
+  // any_state and no lease, one that is not reserved. Else the refusal.
+  Result<Job*> Acting(const Holder& h, JobId id, bool any_state) {
     Session* s = nullptr;
-    if (!LookupCaller(sid, &s)) return nullptr;
+    if (!LookupCaller(h.session, &s)) return Status::NotFound("no such session");
     Job* j = ids_.Find(id);
-    if (j == nullptr || j->state != JobState::kReserved || !MayHandle(s, sid, j)) return nullptr;
-    return j;
+    if (j == nullptr) return RefuseJob(id, Refusal::kNoJob, JobState::kReady);
+    const bool reserved = j->state == JobState::kReserved;
+    if (h.lease != 0) {
+      if (reserved && j->reserver == nullptr && j->lease == h.lease) return j;
+      return RefuseJob(id, Refusal::kLeaseLost, j->state);
+    }
+    if (!reserved) {
+      if (any_state) return j;
+      return RefuseJob(id, Refusal::kNotReserved, j->state);
+    }
+    if (h.session == 0 || (s != nullptr && j->reserver == s)) return j;
+    return RefuseJob(id, j->reserver == nullptr ? Refusal::kHeldByLease : Refusal::kHeldBySession,
+                     j->state);
+  }
+  JobChange Change(const Job* j) const {
+    bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
+    return JobChange{j->id, j->state, timed ? j->due : 0, j->priority};
   }
   Topic* FindTopic(std::string_view name) const {
     auto it = topics_.find(name);
@@ -783,7 +837,25 @@ class Engine::Impl {
   }
 
   JobView View(const Job* j) const {
-    return JobView{j->id, j->topic->name, j->key(), j->body(), j->state, j->priority};
+    JobView v;
+    v.id = j->id;
+    v.topic = j->topic->name;
+    v.key = j->key();
+    v.body = j->body();
+    v.state = j->state;
+    v.priority = j->priority;
+    bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
+    v.due_ms = timed ? j->due : 0;
+    v.created_ms = j->created;
+    v.delay_ms = j->delay;
+    v.ttr_ms = j->ttr;
+    v.reserves = j->reserves;
+    v.timeouts = j->timeouts;
+    v.releases = j->releases;
+    v.buries = j->buries;
+    v.kicks = j->kicks;
+    v.max_tries = j->max_tries;
+    return v;
   }
 
   // ---- placing jobs ------------------------------------------------------
@@ -866,6 +938,7 @@ class Engine::Impl {
   void ReserveFor(Session* s, Job* j, bool detach) {
     Unplace(j);
     j->reserver = detach ? nullptr : s;
+    j->lease = NextLease();
     j->due = now_ + j->ttr;
     j->reserves++;
     Place(j, JobState::kReserved);
@@ -1176,7 +1249,21 @@ class Engine::Impl {
     mutations_.push_back(Mutation{Mutation::Kind::kDelete, ToRecord(j), {}});
   }
 
+  // A new lease: the leases counted from the seed, each mixed (SplitMix64's
+  // finalizer, a bijection), so they do not read as a sequence; never 0.
+  uint64_t NextLease() {
+    for (;;) {
+      uint64_t z = opt_.lease_seed + (++leases_) * 0x9e3779b97f4a7c15ULL;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+      z ^= z >> 31;
+      if (z != 0) return z;
+    }
+  }
+
   EngineOptions opt_;
+  uint64_t leases_ = 0;
+  std::string lease_text_;  // PeekReservation's view points into it
   TimeMs now_;
   core::JobPool pool_;  // before every structure holding jobs
   TimingWheel wheel_;
@@ -1331,23 +1418,34 @@ bool Engine::IsWaiting(SessionId s) const { return impl_->IsWaiting(s); }
 Result<JobView> Engine::ReserveJob(TimeMs now, SessionId s, JobId id) {
   return impl_->ReserveJob(now, s, id);
 }
-Status Engine::Delete(TimeMs now, SessionId s, JobId id) { return impl_->Delete(now, s, id); }
-Status Engine::DeleteByKey(TimeMs now, SessionId s, std::string_view t, std::string_view k) {
-  return impl_->DeleteByKey(now, s, t, k);
+Result<JobChange> Engine::Delete(TimeMs now, const Holder& h, JobId id) {
+  return impl_->Delete(now, h, id);
 }
-Result<JobState> Engine::Release(TimeMs now, SessionId s, JobId id, uint32_t pri,
-                                 std::optional<TimeMs> delay) {
-  return impl_->Release(now, s, id, pri, delay);
+Result<JobChange> Engine::DeleteByKey(TimeMs now, const Holder& h, std::string_view t,
+                                      std::string_view k) {
+  return impl_->DeleteByKey(now, h, t, k);
 }
-Status Engine::Bury(TimeMs now, SessionId s, JobId id, uint32_t pri) {
-  return impl_->Bury(now, s, id, pri);
+Result<JobChange> Engine::Finish(TimeMs now, const Holder& h, JobId id) {
+  return impl_->FinishJob(now, h, id);
 }
-Status Engine::Touch(TimeMs now, SessionId s, JobId id) { return impl_->Touch(now, s, id); }
+Result<JobChange> Engine::Release(TimeMs now, const Holder& h, JobId id,
+                                  std::optional<uint32_t> pri, std::optional<TimeMs> delay) {
+  return impl_->Release(now, h, id, pri, delay);
+}
+Result<JobChange> Engine::Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> pri) {
+  return impl_->Bury(now, h, id, pri);
+}
+Result<JobChange> Engine::Touch(TimeMs now, const Holder& h, JobId id) {
+  return impl_->Touch(now, h, id);
+}
 Result<uint64_t> Engine::Kick(TimeMs now, std::string_view t, uint64_t bound) {
   return impl_->Kick(now, t, bound);
 }
-Status Engine::KickJob(TimeMs now, JobId id) { return impl_->KickJob(now, id); }
+Result<JobChange> Engine::KickJob(TimeMs now, JobId id) { return impl_->KickJob(now, id); }
 Result<JobView> Engine::Peek(TimeMs now, JobId id) { return impl_->Peek(now, id); }
+Result<JobView> Engine::PeekReservation(TimeMs now, JobId id) {
+  return impl_->PeekReservation(now, id);
+}
 Result<JobView> Engine::PeekByKey(TimeMs now, std::string_view t, std::string_view k) {
   return impl_->PeekByKey(now, t, k);
 }

@@ -114,17 +114,17 @@ TEST_F(EngineTest, OnlyTheReserverMayReleaseButAnyoneDeletesUnreserved) {
   SessionId other = e_.OpenSession(now_);
   JobId id = Put("x");
   Reserve(s_);
-  EXPECT_EQ(e_.Release(now_, other, id, 1, 0).code(), Code::kNotFound);
-  EXPECT_EQ(e_.Delete(now_, other, id).code(), Code::kNotFound);
-  EXPECT_EQ(e_.Touch(now_, other, id).code(), Code::kNotFound);
-  EXPECT_EQ(e_.Release(now_, s_, id, 1, 0).value(), JobState::kReady);
+  EXPECT_EQ(e_.Release(now_, other, id, 1, 0).code(), Code::kConflict);
+  EXPECT_EQ(e_.Delete(now_, other, id).code(), Code::kConflict);
+  EXPECT_EQ(e_.Touch(now_, other, id).code(), Code::kConflict);
+  EXPECT_EQ(e_.Release(now_, s_, id, 1, 0)->state, JobState::kReady);
   EXPECT_TRUE(e_.Delete(now_, other, id).ok());
 }
 
 TEST_F(EngineTest, ReleaseWithDelayAndBuryKick) {
   JobId id = Put("x");
   Reserve(s_);
-  EXPECT_EQ(e_.Release(now_, s_, id, 9, 5000).value(), JobState::kDelayed);
+  EXPECT_EQ(e_.Release(now_, s_, id, 9, 5000)->state, JobState::kDelayed);
   auto st = e_.StatsJob(now_, id);
   EXPECT_EQ(st->priority, 9u);
   EXPECT_EQ(st->releases, 1u);
@@ -153,7 +153,8 @@ TEST_F(EngineTest, KickPrefersBuriedThenDelayedSoonestFirst) {
   EXPECT_EQ(StateOf(d2), JobState::kReady);
   EXPECT_EQ(StateOf(d3), JobState::kReady);
   EXPECT_EQ(StateOf(d1), JobState::kDelayed);
-  EXPECT_EQ(e_.KickJob(now_, b).code(), Code::kNotFound);  // ready now
+  EXPECT_EQ(e_.KickJob(now_, b).code(), Code::kConflict);  // ready now
+  EXPECT_EQ(e_.KickJob(now_, 999).code(), Code::kNotFound);
 }
 
 TEST_F(EngineTest, WaitersAreServedOldestFirst) {
@@ -240,7 +241,7 @@ TEST_F(EngineTest, MaxTriesBuriesAndBackoffDelays) {
   EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 4 * 60'000);
   Tick(4 * 60'000);
   Reserve(s_);
-  EXPECT_EQ(e_.Release(now_, s_, id, 1024, std::nullopt).value(), JobState::kDelayed);
+  EXPECT_EQ(e_.Release(now_, s_, id, 1024, std::nullopt)->state, JobState::kDelayed);
   EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 10 * 60'000);
   Tick(10 * 60'000);
   Reserve(s_);
@@ -395,7 +396,55 @@ TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
   ASSERT_EQ(got->size(), 3u);
   e_.CloseSession(now_, http);
   EXPECT_EQ(StateOf(got->front()), JobState::kReserved);  // detached: kept
-  EXPECT_TRUE(e_.Delete(now_, s_, got->front()).ok());    // anyone may finish
+  // Held by its lease alone (docs/engine.md, "Leases"), each job's its own.
+  auto v0 = e_.PeekReservation(now_, (*got)[0]);
+  ASSERT_TRUE(v0.ok());
+  uint64_t l0 = 0, l1 = 0;
+  ASSERT_TRUE(ParseLease(v0->lease, &l0));
+  ASSERT_TRUE(ParseLease(e_.PeekReservation(now_, (*got)[1])->lease, &l1));
+  EXPECT_NE(l0, l1);
+  EXPECT_TRUE(e_.Peek(now_, (*got)[0])->lease.empty()) << "a peek shows no lease";
+  EXPECT_EQ(e_.Delete(now_, s_, (*got)[0]).code(), Code::kConflict);
+  EXPECT_EQ(e_.Finish(now_, Holder(s_, l1), (*got)[0]).code(), Code::kLeaseLost);
+  auto done = e_.Finish(now_, Holder(s_, l0), (*got)[0]);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, JobState::kReserved);
+  EXPECT_EQ(e_.Finish(now_, Holder(s_, l0), (*got)[0]).code(), Code::kNotFound);
+  // An operator (session 0) needs no lease.
+  EXPECT_TRUE(e_.Delete(now_, 0, (*got)[1]).ok());
+}
+
+TEST_F(EngineTest, AStaleLeaseChangesNothing) {
+  JobId id = Put("x", kDefaultPriority, 0, /*ttr=*/100);
+  SessionId w1 = e_.OpenSession(now_), w2 = e_.OpenSession(now_);
+  ASSERT_EQ(e_.Reserve(now_, ReserveRequest{w1, 0, 1, true})->size(), 1u);
+  uint64_t first = 0, second = 0;
+  ASSERT_TRUE(ParseLease(e_.PeekReservation(now_, id)->lease, &first));
+  now_ += 100;  // the TTR runs out: the job comes back, and goes to w2
+  ASSERT_EQ(e_.Reserve(now_, ReserveRequest{w2, 0, 1, true})->size(), 1u);
+  ASSERT_TRUE(ParseLease(e_.PeekReservation(now_, id)->lease, &second));
+  EXPECT_NE(first, second);
+  Mutations();
+  for (int op = 0; op < 4; ++op) {
+    Result<JobChange> r = op == 0   ? e_.Finish(now_, Holder(w1, first), id)
+                          : op == 1 ? e_.Release(now_, Holder(w1, first), id, 1, 0)
+                          : op == 2 ? e_.Bury(now_, Holder(w1, first), id, 1)
+                                    : e_.Touch(now_, Holder(w1, first), id);
+    EXPECT_EQ(r.code(), Code::kLeaseLost) << op;
+    EXPECT_EQ(r.status().message(),
+              "job " + std::to_string(id) +
+                  " is reserved under another lease: the lease no longer holds it");
+  }
+  EXPECT_TRUE(Mutations().empty()) << "a refusal writes nothing";
+  auto st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->state, JobState::kReserved);
+  EXPECT_EQ(st->due_ms, now_ + 100) << "the stale touch did not restart the TTR";
+  auto rel = e_.Release(now_, Holder(w2, second), id, std::nullopt, 5000);
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(rel->state, JobState::kDelayed);
+  EXPECT_EQ(rel->due_ms, now_ + 5000);
+  EXPECT_EQ(rel->priority, kDefaultPriority) << "no priority given: kept";
+  EXPECT_EQ(e_.Touch(now_, Holder(w2, second), id).code(), Code::kLeaseLost);
 }
 
 // ---- the horizon (docs/storage.md, "The horizon") ----------------------------
@@ -481,7 +530,7 @@ TEST_F(HorizonTest, AReleaseOrBackOffBeyondTheMarkEvictsTheJob) {
   ASSERT_TRUE(r.ok() && r->size() == 1);
   auto st = e_.Release(now_, s_, id->id, 5, 3'600'000);
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(*st, JobState::kDelayed);
+  EXPECT_EQ(st->state, JobState::kDelayed);
   EXPECT_FALSE(e_.HasJob(id->id));
   std::vector<ColdJob> out = Evicted();
   ASSERT_EQ(out.size(), 1u);

@@ -49,6 +49,7 @@ struct Job : Link {
   TimeMs ttr = 0;
   Topic* topic = nullptr;
   Session* reserver = nullptr;  // reserved by; null when detached or not reserved
+  uint64_t lease = 0;           // the last reservation's lease (docs/engine.md, "Leases")
   uint32_t priority = 0;
   uint32_t pos = 0;
   uint32_t wpos = 0;  // index in its timing-wheel slot

@@ -35,6 +35,8 @@ std::string_view CodeName(Code code) {
       return "internal";
     case Code::kCorruption:
       return "corruption";
+    case Code::kLeaseLost:
+      return "lease_lost";
   }
   return "unknown";
 }
@@ -77,6 +79,47 @@ TimeMs Backoff::DelayFor(uint32_t failures) const {
     }
   }
   return 0;
+}
+
+Status RefuseJob(JobId id, Refusal why, JobState found) {
+  std::string job = "job " + std::to_string(id) + " is ";
+  std::string state(JobStateName(found));
+  switch (why) {
+    case Refusal::kNoJob:
+      return Status::NotFound("no job " + std::to_string(id));
+    case Refusal::kLeaseLost:
+      return Status::LeaseLost(
+          job + (found == JobState::kReserved ? "reserved under another lease" : state + " now") +
+          ": the lease no longer holds it");
+    case Refusal::kNotReserved:
+      return Status::Conflict(job + state + ", not reserved");
+    case Refusal::kNotKickable:
+      return Status::Conflict(job + state + ", not buried or delayed");
+    case Refusal::kHeldByLease:
+      return Status::Conflict(job + "reserved under a lease");
+    case Refusal::kHeldBySession:
+      return Status::Conflict(job + "reserved by another connection");
+  }
+  return Status::Internal("unknown refusal");
+}
+
+std::string FormatLease(uint64_t lease) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, lease >>= 4) out[static_cast<size_t>(i)] = kHex[lease & 15];
+  return out;
+}
+
+bool ParseLease(std::string_view text, uint64_t* lease) {
+  if (text.size() != 16) return false;
+  uint64_t v = 0;
+  for (char c : text) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  *lease = v;
+  return v != 0;
 }
 
 bool IsValidTopicName(std::string_view name) {

@@ -168,7 +168,11 @@ std::string ServerStatsYaml(const ServerContext& ctx, const EngineStats& e, Time
 
 std::string_view BeanReplyFor(Code code) {
   switch (code) {
+    // An operation on one job that does not apply to it (no such job, not
+    // in that state, held by another) is NOT_FOUND, as in beanstalkd.
     case Code::kNotFound:
+    case Code::kConflict:
+    case Code::kLeaseLost:
       return kNotFound;
     case Code::kInvalidArgument:
       return "BAD_FORMAT\r\n";
@@ -185,7 +189,6 @@ std::string_view BeanReplyFor(Code code) {
     case Code::kResourceExhausted:
       return "OUT_OF_MEMORY\r\n";
     case Code::kOk:
-    case Code::kConflict:
     case Code::kUnavailable:
     case Code::kInternal:
     case Code::kCorruption:
@@ -435,28 +438,31 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       });
       return;
     case BeanOp::kDelete:
-      backend_.Delete(session_, c.id, [this](Status st) { ReplyOkOr(st, "DELETED\r\n"); });
+      backend_.Delete(session_, c.id,
+                      [this](Result<JobChange> r) { ReplyOkOr(r.status(), "DELETED\r\n"); });
       return;
     case BeanOp::kDeleteKey:
       backend_.DeleteByKey(session_, backend_.UsedTopic(session_), c.key,
-                           [this](Status st) { ReplyOkOr(st, "DELETED\r\n"); });
+                           [this](Result<JobChange> r) { ReplyOkOr(r.status(), "DELETED\r\n"); });
       return;
     case BeanOp::kRelease: {
       // A delay of 0 means "no explicit delay": the job's back-off applies
       // if it has one (put-ex), else it is ready at once, as in beanstalkd.
       std::optional<TimeMs> delay;
       if (c.delay > 0) delay = FromSecs(c.delay);
-      backend_.Release(session_, c.id, c.pri, delay, [this](Result<JobState> res) {
+      backend_.Release(session_, c.id, c.pri, delay, [this](Result<JobChange> res) {
         ReplyOkOr(res.status(),
-                  res.ok() && *res == JobState::kBuried ? "BURIED\r\n" : "RELEASED\r\n");
+                  res.ok() && res->state == JobState::kBuried ? "BURIED\r\n" : "RELEASED\r\n");
       });
       return;
     }
     case BeanOp::kBury:
-      backend_.Bury(session_, c.id, c.pri, [this](Status st) { ReplyOkOr(st, "BURIED\r\n"); });
+      backend_.Bury(session_, c.id, c.pri,
+                    [this](Result<JobChange> r) { ReplyOkOr(r.status(), "BURIED\r\n"); });
       return;
     case BeanOp::kTouch:
-      backend_.Touch(session_, c.id, [this](Status st) { ReplyOkOr(st, "TOUCHED\r\n"); });
+      backend_.Touch(session_, c.id,
+                     [this](Result<JobChange> r) { ReplyOkOr(r.status(), "TOUCHED\r\n"); });
       return;
     case BeanOp::kWatch:
     case BeanOp::kIgnore: {
@@ -487,7 +493,8 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
                     [this](Result<uint64_t> res) { ReplyCount("KICKED ", res); });
       return;
     case BeanOp::kKickJob:
-      backend_.KickJob(session_, c.id, [this](Status st) { ReplyOkOr(st, "KICKED\r\n"); });
+      backend_.KickJob(session_, c.id,
+                       [this](Result<JobChange> r) { ReplyOkOr(r.status(), "KICKED\r\n"); });
       return;
     case BeanOp::kStatsJob:
       backend_.StatsJob(c.id, [this](Result<JobStats> res) {

@@ -38,6 +38,7 @@ int HttpStatusFor(Code code) {
       return 400;
     case Code::kConflict:
     case Code::kDeadlineSoon:
+    case Code::kLeaseLost:
       return 409;
     case Code::kJobTooBig:
       return 413;
@@ -202,20 +203,25 @@ void Body(JsonWriter& w, std::string_view body) {
 }
 
 // A job that was handed out (reserve, peek): owned copies of its view.
+// A job's view with its strings owned: `fig` holds the state and figures
+// (its own string views are left empty).
 struct OwnedJob {
   JobId id = 0;
-  std::string topic, key, body;
-  JobState state = JobState::kReady;
-  uint32_t priority = 0;
+  std::string topic, key, body, lease;
+  JobView fig;
 };
 
 OwnedJob Own(const JobView& v) {
-  return OwnedJob{v.id,      std::string(v.topic), std::string(v.key), std::string(v.body), v.state,
-                  v.priority};
+  OwnedJob o{
+      v.id, std::string(v.topic), std::string(v.key), std::string(v.body), std::string(v.lease), v};
+  o.fig.topic = o.fig.key = o.fig.body = o.fig.lease = {};
+  return o;
 }
 
-// The fields of a job: the view's, and its stats when there are any.
-void JobObject(JsonWriter& w, const OwnedJob& j, const JobStats* s, bool with_body) {
+// A job as the API shows it (docs/http-api.md, "Jobs"): the lease only in
+// the answer to the reserve that took it.
+void JobObject(JsonWriter& w, const OwnedJob& j, bool with_body) {
+  const JobView& f = j.fig;
   w.StartObject();
   w.Key("id");
   w.Uint64(j.id);
@@ -225,62 +231,76 @@ void JobObject(JsonWriter& w, const OwnedJob& j, const JobStats* s, bool with_bo
     w.Key("key");
     Str(w, j.key);
   }
-  JobState state = s != nullptr ? s->state : j.state;
   w.Key("state");
-  Str(w, JobStateName(state));
-  w.Key("priority");
-  w.Uint(s != nullptr ? s->priority : j.priority);
-  if (s != nullptr) {
-    if (state == JobState::kDelayed) {
-      w.Key("due_ms");
-      w.Int64(s->due_ms);
-    } else if (state == JobState::kReserved) {
-      w.Key("deadline_ms");
-      w.Int64(s->due_ms);
-    }
-    w.Key("created_ms");
-    w.Int64(s->created_ms);
-    w.Key("ttr_ms");
-    w.Int64(s->ttr_ms);
-    w.Key("delay_ms");
-    w.Int64(s->delay_ms);
-    w.Key("max_tries");
-    w.Uint(s->max_tries);
-    w.Key("reserves");
-    w.Uint(s->reserves);
-    w.Key("timeouts");
-    w.Uint(s->timeouts);
-    w.Key("releases");
-    w.Uint(s->releases);
-    w.Key("buries");
-    w.Uint(s->buries);
-    w.Key("kicks");
-    w.Uint(s->kicks);
+  Str(w, JobStateName(f.state));
+  if (!j.lease.empty()) {
+    w.Key("lease");
+    Str(w, j.lease);
   }
+  w.Key("priority");
+  w.Uint(f.priority);
+  if (f.state == JobState::kDelayed) {
+    w.Key("due_ms");
+    w.Int64(f.due_ms);
+  } else if (f.state == JobState::kReserved) {
+    w.Key("deadline_ms");
+    w.Int64(f.due_ms);
+  }
+  w.Key("created_ms");
+  w.Int64(f.created_ms);
+  w.Key("ttr_ms");
+  w.Int64(f.ttr_ms);
+  w.Key("delay_ms");
+  w.Int64(f.delay_ms);
+  w.Key("max_tries");
+  w.Uint(f.max_tries);
+  w.Key("reserves");
+  w.Uint(f.reserves);
+  w.Key("timeouts");
+  w.Uint(f.timeouts);
+  w.Key("releases");
+  w.Uint(f.releases);
+  w.Key("buries");
+  w.Uint(f.buries);
+  w.Key("kicks");
+  w.Uint(f.kicks);
   if (with_body) Body(w, j.body);
   w.EndObject();
 }
 
 std::string Done(rapidjson::StringBuffer& sb) { return std::string(sb.GetString(), sb.GetSize()); }
 
-// {"id":N,"state":"..."} (+ due/deadline from stats when given).
-std::string IdState(JobId id, JobState state, const JobStats* s) {
+// What an operation on one job left it as: {"id":N,"state":"...",
+// "priority":P} and the due time (delayed) or TTR deadline (reserved).
+std::string ChangeBody(const JobChange& c) {
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);
   w.StartObject();
   w.Key("id");
-  w.Uint64(id);
+  w.Uint64(c.id);
   w.Key("state");
-  Str(w, JobStateName(state));
-  if (s != nullptr && state == JobState::kDelayed) {
+  Str(w, JobStateName(c.state));
+  w.Key("priority");
+  w.Uint(c.priority);
+  if (c.state == JobState::kDelayed) {
     w.Key("due_ms");
-    w.Int64(s->due_ms);
-  } else if (s != nullptr && state == JobState::kReserved) {
+    w.Int64(c.due_ms);
+  } else if (c.state == JobState::kReserved) {
     w.Key("deadline_ms");
-    w.Int64(s->due_ms);
+    w.Int64(c.due_ms);
   }
   w.EndObject();
   return Done(sb);
+}
+
+HttpReply DeletedReply(const Result<JobChange>& r) {
+  if (!r.ok()) return StatusReply(r.status());
+  return HttpReply{200, R"({"id":)" + std::to_string(r->id) + R"(,"deleted":true})", {}};
+}
+
+HttpReply ChangeReply(const Result<JobChange>& r) {
+  if (!r.ok()) return StatusReply(r.status());
+  return HttpReply{200, ChangeBody(*r), {}};
 }
 
 // ---- JSON input ---------------------------------------------------------------
@@ -482,6 +502,9 @@ constexpr size_t kMaxReserveTopics = 1024;
 // The bodies one reserve's reply may carry at most, counted at the maximum
 // job size: 128 jobs of 64 KiB, 1000 (the most of any reserve) up to 8 KiB.
 constexpr size_t kReserveReplyBudget = 8 * 1024 * 1024;
+// The longest lease a finish, release, bury or touch may name (the
+// backends' are 16 to 40 characters).
+constexpr size_t kMaxLeaseLength = 64;
 
 // Splits "a,b" (Youzan) into names, each once, in order. False when there
 // are more than kMaxReserveTopics different names.
@@ -556,10 +579,6 @@ struct HttpApiRoutes {
   static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
                       uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,
                       HttpApi::CallId* call);
-  // Each job's stats, in order (entries of jobs gone meanwhile are empty).
-  static void StatsEach(
-      HttpApi& api, std::vector<OwnedJob> jobs,
-      std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done);
   // The job with `key` in any topic (the first in creation order).
   static void FindKey(HttpApi& api, std::string key,
                       std::function<void(Status, std::optional<OwnedJob>)> done);
@@ -567,11 +586,14 @@ struct HttpApiRoutes {
   static void SearchKey(HttpApi& api, std::shared_ptr<KeySearch> s);
   // True when the window's answers settle the search (`done` was called).
   static bool DecideKey(KeySearch& s);
-  // A session of its own for an operation on a reserved job (so that a job
-  // a beanstalkd connection holds is refused), closed once the reply ran.
-  static SessionId TempSession(HttpApi& api, HttpApi::Reply* done);
-  static void ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done);
-  static void ReplyJob(HttpApi& api, Status st, Jobs jobs, HttpApi::Reply done);
+  static void ReplyJobs(std::vector<OwnedJob> jobs, HttpApi::Reply done);
+  static void ReplyJob(Status st, Jobs jobs, HttpApi::Reply done);
+  // An operation on one job that a lease holds ({"lease": ...} and the
+  // fields `more` names, read by `read`), then its reply.
+  static void LeaseOp(const HttpRequest& req, const Params& p, HttpApi::Reply&& done,
+                      const std::function<void(const backend::Claim&, JobId, Fields&,
+                                               backend::Callback<JobChange>)>& op,
+                      HttpReply (*reply)(const Result<JobChange>&) = ChangeReply);
   static void PutMany(HttpApi& api, std::string topic, std::shared_ptr<std::vector<PutSpec>> specs,
                       bool batch, std::shared_ptr<rapidjson::Document> doc, HttpApi::Reply done);
 
@@ -616,6 +638,9 @@ struct HttpApiRoutes {
   static void YPop(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
   static void YFinish(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                       HttpApi::CallId*);
+  static void YDelete(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void YById(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, bool finish);
   static void YGet(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
 };
 
@@ -644,7 +669,7 @@ const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
       {"POST", {"push"}, &R::YPush},
       {"POST", {"pop"}, &R::YPop},
       {"POST", {"finish"}, &R::YFinish},
-      {"POST", {"delete"}, &R::YFinish},
+      {"POST", {"delete"}, &R::YDelete},
       {"POST", {"get"}, &R::YGet},
   };
   return table;
@@ -832,88 +857,36 @@ void HttpApi::Uncount(Wait& w) {
   ctx_.waiting--;
 }
 
-SessionId HttpApiRoutes::TempSession(HttpApi& api, HttpApi::Reply* done) {
-  SessionId s = api.backend_.OpenSession();
-  std::weak_ptr<bool> alive = api.alive_;
-  *done = [&api, s, alive, inner = std::move(*done)](HttpReply r) {
-    inner(std::move(r));
-    if (!alive.expired()) api.backend_.CloseSession(s);
-  };
-  return s;
-}
-
-void HttpApiRoutes::StatsEach(
-    HttpApi& api, std::vector<OwnedJob> jobs,
-    std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done) {
-  struct State {
-    std::vector<OwnedJob> jobs;
-    std::vector<Result<JobStats>> stats;
-    std::function<void(std::vector<OwnedJob>, std::vector<Result<JobStats>>)> done;
-    std::function<void()> next;
-    bool looping = false;
-  };
-  auto st = std::make_shared<State>();
-  st->jobs = std::move(jobs);
-  st->done = std::move(done);
-  std::weak_ptr<State> weak = st;
-  // Stats that complete at once are looped over, not recursed into.
-  st->next = [&api, weak] {
-    auto s = weak.lock();
-    if (!s) return;
-    while (s->stats.size() < s->jobs.size()) {
-      const size_t before = s->stats.size();
-      s->looping = true;
-      api.backend_.StatsJob(s->jobs[before].id, [s](Result<JobStats> r) {
-        s->stats.push_back(std::move(r));
-        if (!s->looping) s->next();
-      });
-      s->looping = false;
-      if (s->stats.size() == before) return;  // its completion goes on
+void HttpApiRoutes::ReplyJobs(std::vector<OwnedJob> js, HttpApi::Reply done) {
+  // Memory: the reply may be megabytes (a reserve of many large jobs). Its
+  // buffer is sized once (escaping may double a body; base64 adds a third),
+  // and the jobs and the buffer are gone before the reply is handed on.
+  std::string body;
+  {
+    size_t estimate = 16;
+    for (const OwnedJob& j : js) estimate += 2 * j.body.size() + j.key.size() + 512;
+    rapidjson::StringBuffer sb(nullptr, estimate);
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("jobs");
+    w.StartArray();
+    for (OwnedJob& j : js) {
+      JobObject(w, j, true);
+      std::string().swap(j.body);
     }
-    s->done(std::move(s->jobs), std::move(s->stats));
-  };
-  st->next();
+    w.EndArray();
+    w.EndObject();
+    body = Done(sb);
+  }
+  done(HttpReply{200, std::move(body), {}});
 }
 
-void HttpApiRoutes::ReplyJobs(HttpApi& api, std::vector<OwnedJob> jobs, HttpApi::Reply done) {
-  StatsEach(api, std::move(jobs),
-            [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
-              // Memory: the reply may be megabytes (a reserve of many large
-              // jobs). Its buffer is sized once (escaping may double a body;
-              // base64 adds a third), and the jobs and the buffer are gone
-              // before the reply is handed on.
-              std::string body;
-              {
-                size_t estimate = 16;
-                for (const OwnedJob& j : js) estimate += 2 * j.body.size() + j.key.size() + 512;
-                rapidjson::StringBuffer sb(nullptr, estimate);
-                JsonWriter w(sb);
-                w.StartObject();
-                w.Key("jobs");
-                w.StartArray();
-                for (size_t i = 0; i < js.size(); ++i) {
-                  JobObject(w, js[i], ss[i].ok() ? &ss[i].value() : nullptr, true);
-                  std::string().swap(js[i].body);
-                }
-                w.EndArray();
-                w.EndObject();
-                body = Done(sb);
-              }
-              done(HttpReply{200, std::move(body), {}});
-            });
-}
-
-void HttpApiRoutes::ReplyJob(HttpApi& api, Status st, Jobs jobs, HttpApi::Reply done) {
+void HttpApiRoutes::ReplyJob(Status st, Jobs jobs, HttpApi::Reply done) {
   if (!st.ok() || jobs.empty()) return done(StatusReply(st.ok() ? Status::NotFound() : st));
-  std::vector<OwnedJob> one{Own(jobs.front())};
-  StatsEach(api, std::move(one),
-            [done = std::move(done)](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
-              if (!ss[0].ok()) return done(StatusReply(ss[0].status()));
-              rapidjson::StringBuffer sb;
-              JsonWriter w(sb);
-              JobObject(w, js[0], &ss[0].value(), true);
-              done(HttpReply{200, Done(sb), {}});
-            });
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  JobObject(w, Own(jobs.front()), true);
+  done(HttpReply{200, Done(sb), {}});
 }
 
 // A search for a key in every topic: the topics are asked kWindow at a
@@ -1097,12 +1070,25 @@ void HttpApiRoutes::TopicStats(HttpApi& api, const HttpRequest&, const Params& p
       });
 }
 
+namespace {
+
+// A put's "state" (and "due_ms" when delayed).
+void PutState(JsonWriter& w, const PutResult& r) {
+  w.Key("state");
+  Str(w, JobStateName(r.state));
+  if (r.state == JobState::kDelayed) {
+    w.Key("due_ms");
+    w.Int64(r.due_ms);
+  }
+}
+
+}  // namespace
+
 void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
                             std::shared_ptr<std::vector<PutSpec>> specs, bool batch,
                             std::shared_ptr<rapidjson::Document> doc, HttpApi::Reply done) {
   struct State {
     std::vector<Result<PutResult>> results;
-    std::vector<Result<JobStats>> stats;
     size_t pending = 0;
     HttpApi::Reply done;
   };
@@ -1110,7 +1096,6 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
   st->done = std::move(done);
   const size_t n = specs->size();
   st->results.assign(n, Status::Internal("no reply"));
-  st->stats.assign(n, Status::NotFound());
   st->pending = n;
   auto finish = [st, batch, n] {
     if (!batch) {
@@ -1123,13 +1108,7 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
       w.Uint64(r->id);
       w.Key("created");
       w.Bool(r->created);
-      const JobStats* s = st->stats[0].ok() ? &st->stats[0].value() : nullptr;
-      w.Key("state");
-      Str(w, JobStateName(s != nullptr ? s->state : r->state));
-      if (s != nullptr && s->state == JobState::kDelayed) {
-        w.Key("due_ms");
-        w.Int64(s->due_ms);
-      }
+      PutState(w, *r);
       w.EndObject();
       return st->done(HttpReply{r->created ? 201 : 200, Done(sb), {}});
     }
@@ -1151,17 +1130,11 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
         Str(w, msg.empty() ? std::string(CodeName(r.code())) : msg);
         w.EndObject();
       } else {
-        const JobStats* s = st->stats[i].ok() ? &st->stats[i].value() : nullptr;
         w.Key("id");
         w.Uint64(r->id);
         w.Key("created");
         w.Bool(r->created);
-        w.Key("state");
-        Str(w, JobStateName(s != nullptr ? s->state : r->state));
-        if (s != nullptr && s->state == JobState::kDelayed) {
-          w.Key("due_ms");
-          w.Int64(s->due_ms);
-        }
+        PutState(w, *r);
       }
       w.EndObject();
     }
@@ -1177,18 +1150,9 @@ void HttpApiRoutes::PutMany(HttpApi& api, std::string topic,
       if (--st->pending == 0) finish();
       continue;
     }
-    api.backend_.Put(SessionId{0}, r, [&api, st, i, finish, specs, doc](Result<PutResult> res) {
-      bool need_stats = res.ok() && (!res->created || res->state == JobState::kDelayed);
-      JobId id = res.ok() ? res->id : 0;
+    api.backend_.Put(SessionId{0}, r, [st, i, finish, specs, doc](Result<PutResult> res) {
       st->results[i] = std::move(res);
-      if (!need_stats) {
-        if (--st->pending == 0) finish();
-        return;
-      }
-      api.backend_.StatsJob(id, [st, i, finish](Result<JobStats> s) {
-        st->stats[i] = std::move(s);
-        if (--st->pending == 0) finish();
-      });
+      if (--st->pending == 0) finish();
     });
   }
 }
@@ -1264,7 +1228,7 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
       [&api, done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
           return done(StatusReply(st));
-        ReplyJobs(api, std::move(jobs), done);
+        ReplyJobs(std::move(jobs), done);
       },
       call);
 }
@@ -1274,9 +1238,8 @@ void HttpApiRoutes::GetJob(HttpApi& api, const HttpRequest&, const Params& p, Ht
   auto id = ParseId(p[0]);
   if (!id.ok()) return done(StatusReply(id.status()));
   api.backend_.Peek(SessionId{0}, Backend::PeekKind::kId, *id, {}, {},
-                    [&api, done = std::move(done), id = *id](Status st, Jobs jobs) {
-                      ReplyJob(api,
-                               st.ok() || st.code() != Code::kNotFound
+                    [done = std::move(done), id = *id](Status st, Jobs jobs) {
+                      ReplyJob(st.ok() || st.code() != Code::kNotFound
                                    ? st
                                    : Status::NotFound("no job " + std::to_string(id)),
                                jobs, done);
@@ -1289,189 +1252,114 @@ void HttpApiRoutes::GetByKey(HttpApi& api, const HttpRequest&, const Params& p,
   if (Status st = CheckKey(p[1]); !st.ok()) return done(StatusReply(st));
   std::string what = "no job with key '" + p[1] + "' in topic '" + p[0] + "'";
   api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, p[0], p[1],
-                    [&api, done = std::move(done), what](Status st, Jobs jobs) {
-                      ReplyJob(api, st.code() == Code::kNotFound ? Status::NotFound(what) : st,
-                               jobs, done);
+                    [done = std::move(done), what](Status st, Jobs jobs) {
+                      ReplyJob(st.code() == Code::kNotFound ? Status::NotFound(what) : st, jobs,
+                               done);
                     });
 }
 
-namespace {
-
-std::string NoJob(JobId id) { return "no job " + std::to_string(id); }
-
-HttpReply DeletedReply(JobId id) {
-  return HttpReply{200, R"({"id":)" + std::to_string(id) + R"(,"deleted":true})", {}};
-}
-
-}  // namespace
-
+// An operator's delete: any job, in any state, with no lease.
 void HttpApiRoutes::DeleteJob(HttpApi& api, const HttpRequest&, const Params& p,
                               HttpApi::Reply&& done, HttpApi::CallId*) {
   auto id = ParseId(p[0]);
   if (!id.ok()) return done(StatusReply(id.status()));
-  SessionId session = TempSession(api, &done);
-  api.backend_.Delete(session, *id, [done = std::move(done), id = *id](Status st) {
-    if (!st.ok())
-      return done(StatusReply(st.code() == Code::kNotFound
-                                  ? Status::NotFound(NoJob(id) + " (or it is reserved by a "
-                                                                 "beanstalkd connection)")
-                                  : st));
-    done(DeletedReply(id));
-  });
+  api.backend_.Delete(SessionId{0}, *id,
+                      [done = std::move(done)](Result<JobChange> r) { done(DeletedReply(r)); });
 }
 
 void HttpApiRoutes::DeleteByKey(HttpApi& api, const HttpRequest&, const Params& p,
                                 HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   if (Status st = CheckKey(p[1]); !st.ok()) return done(StatusReply(st));
-  // The id, for the reply; then the delete by key.
-  std::string topic = p[0], key = p[1];
-  SessionId session = TempSession(api, &done);
-  api.backend_.Peek(session, Backend::PeekKind::kKey, 0, topic, key,
-                    [&api, session, done = std::move(done), topic, key](Status st, Jobs jobs) {
-                      if (!st.ok() || jobs.empty()) {
-                        return done(StatusReply(st.ok() || st.code() == Code::kNotFound
-                                                    ? Status::NotFound("no job with key '" + key +
-                                                                       "' in topic '" + topic + "'")
-                                                    : st));
-                      }
-                      JobId id = jobs.front().id;
-                      api.backend_.DeleteByKey(session, topic, key, [done, id](Status st) {
-                        if (!st.ok()) return done(StatusReply(st));
-                        done(DeletedReply(id));
-                      });
-                    });
+  api.backend_.DeleteByKey(SessionId{0}, p[0], p[1], [done = std::move(done)](Result<JobChange> r) {
+    done(DeletedReply(r));
+  });
+}
+
+void HttpApiRoutes::LeaseOp(const HttpRequest& req, const Params& p, HttpApi::Reply&& done,
+                            const std::function<void(const backend::Claim&, JobId, Fields&,
+                                                     backend::Callback<JobChange>)>& op,
+                            HttpReply (*reply)(const Result<JobChange>&)) {
+  auto id = ParseId(p[0]);
+  if (!id.ok()) return done(StatusReply(id.status()));
+  rapidjson::Document doc;
+  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
+  Fields f(doc, "");
+  const rapidjson::Value* lease = f.Get("lease");
+  if (lease == nullptr || !lease->IsString() || lease->GetStringLength() == 0 ||
+      lease->GetStringLength() > kMaxLeaseLength)
+    return done(StatusReply(Status::InvalidArgument(
+        "'lease' is required: the lease the reserve answered with this job")));
+  std::string token(lease->GetString(), lease->GetStringLength());
+  // op reads its own fields, checks them and calls the backend (or replies).
+  op(backend::Claim(SessionId{0}, token), *id, f,
+     [done = std::move(done), reply](Result<JobChange> r) { done(reply(r)); });
+}
+
+void HttpApiRoutes::Finish(HttpApi& api, const HttpRequest& req, const Params& p,
+                           HttpApi::Reply&& done, HttpApi::CallId*) {
+  LeaseOp(
+      req, p, std::move(done),
+      [&api](const backend::Claim& c, JobId id, Fields& f, backend::Callback<JobChange> d) {
+        if (Status st = f.Unknown(); !st.ok()) return d(st);
+        api.backend_.Finish(c, id, std::move(d));
+      },
+      DeletedReply);
 }
 
 namespace {
 
-// Runs `then` with the job's stats, or replies 404 / the error.
-void WithStats(backend::Backend& b, JobId id, HttpApi::Reply done,
-               std::function<void(const JobStats&, HttpApi::Reply)> then) {
-  b.StatsJob(id, [id, done = std::move(done), then = std::move(then)](Result<JobStats> r) mutable {
-    if (!r.ok())
-      return done(
-          StatusReply(r.code() == Code::kNotFound ? Status::NotFound(NoJob(id)) : r.status()));
-    then(*r, std::move(done));
-  });
-}
-
-Status NotReserved(const JobStats& s) {
-  return Status::Conflict("job " + std::to_string(s.id) + " is " +
-                          std::string(JobStateName(s.state)) + ", not reserved");
-}
-
-// The error of an operation on a reserved job that the engine refused.
-HttpReply ReservedOpError(JobId id, Status st) {
-  if (st.code() == Code::kNotFound)
-    return StatusReply(
-        Status::Conflict("job " + std::to_string(id) + " is reserved by a beanstalkd connection"));
-  return StatusReply(st);
+// An optional "priority" member.
+Status OptionalPriority(Fields& f, std::optional<uint32_t>* out) {
+  int64_t priority = -1;
+  if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok()) return st;
+  if (priority >= 0) *out = static_cast<uint32_t>(priority);
+  return Status::Ok();
 }
 
 }  // namespace
 
-void HttpApiRoutes::Finish(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
-                           HttpApi::CallId*) {
-  auto id = ParseId(p[0]);
-  if (!id.ok()) return done(StatusReply(id.status()));
-  SessionId session = TempSession(api, &done);
-  WithStats(api.backend_, *id, std::move(done),
-            [&api, session](const JobStats& s, HttpApi::Reply done) {
-              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
-              api.backend_.Delete(session, s.id, [done = std::move(done), id = s.id](Status st) {
-                if (!st.ok()) return done(ReservedOpError(id, st));
-                done(DeletedReply(id));
-              });
-            });
-}
-
 void HttpApiRoutes::Release(HttpApi& api, const HttpRequest& req, const Params& p,
                             HttpApi::Reply&& done, HttpApi::CallId*) {
-  auto id = ParseId(p[0]);
-  if (!id.ok()) return done(StatusReply(id.status()));
-  rapidjson::Document doc;
-  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
-  Fields f(doc, "");
-  int64_t priority = -1, delay = -1;
-  if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
-    return done(StatusReply(st));
-  if (Status st = f.Int("delay_ms", 0, kMaxDelayMs, &delay); !st.ok()) return done(StatusReply(st));
-  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
-  SessionId session = TempSession(api, &done);
-  WithStats(api.backend_, *id, std::move(done),
-            [&api, session, priority, delay](const JobStats& s, HttpApi::Reply done) {
-              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
-              std::optional<TimeMs> d;
-              if (delay >= 0) d = delay;
-              uint32_t pri = priority >= 0 ? static_cast<uint32_t>(priority) : s.priority;
-              api.backend_.Release(
-                  session, s.id, pri, d,
-                  [&api, done = std::move(done), id = s.id](Result<JobState> r) {
-                    if (!r.ok()) return done(ReservedOpError(id, r.status()));
-                    JobState state = *r;
-                    api.backend_.StatsJob(id, [done, id, state](Result<JobStats> s) {
-                      done(HttpReply{200, IdState(id, state, s.ok() ? &s.value() : nullptr), {}});
-                    });
-                  });
-            });
+  LeaseOp(req, p, std::move(done),
+          [&api](const backend::Claim& c, JobId id, Fields& f, backend::Callback<JobChange> d) {
+            std::optional<uint32_t> priority;
+            int64_t delay = -1;
+            if (Status st = OptionalPriority(f, &priority); !st.ok()) return d(st);
+            if (Status st = f.Int("delay_ms", 0, kMaxDelayMs, &delay); !st.ok()) return d(st);
+            if (Status st = f.Unknown(); !st.ok()) return d(st);
+            std::optional<TimeMs> dl;
+            if (delay >= 0) dl = delay;
+            api.backend_.Release(c, id, priority, dl, std::move(d));
+          });
 }
 
 void HttpApiRoutes::Bury(HttpApi& api, const HttpRequest& req, const Params& p,
                          HttpApi::Reply&& done, HttpApi::CallId*) {
-  auto id = ParseId(p[0]);
-  if (!id.ok()) return done(StatusReply(id.status()));
-  rapidjson::Document doc;
-  if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
-  Fields f(doc, "");
-  int64_t priority = -1;
-  if (Status st = f.Int("priority", 0, UINT32_MAX, &priority); !st.ok())
-    return done(StatusReply(st));
-  if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
-  SessionId session = TempSession(api, &done);
-  WithStats(api.backend_, *id, std::move(done),
-            [&api, session, priority](const JobStats& s, HttpApi::Reply done) {
-              if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
-              uint32_t pri = priority >= 0 ? static_cast<uint32_t>(priority) : s.priority;
-              api.backend_.Bury(session, s.id, pri, [done = std::move(done), id = s.id](Status st) {
-                if (!st.ok()) return done(ReservedOpError(id, st));
-                done(HttpReply{200, IdState(id, JobState::kBuried, nullptr), {}});
-              });
-            });
+  LeaseOp(req, p, std::move(done),
+          [&api](const backend::Claim& c, JobId id, Fields& f, backend::Callback<JobChange> d) {
+            std::optional<uint32_t> priority;
+            if (Status st = OptionalPriority(f, &priority); !st.ok()) return d(st);
+            if (Status st = f.Unknown(); !st.ok()) return d(st);
+            api.backend_.Bury(c, id, priority, std::move(d));
+          });
 }
 
-void HttpApiRoutes::Touch(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
-                          HttpApi::CallId*) {
-  auto id = ParseId(p[0]);
-  if (!id.ok()) return done(StatusReply(id.status()));
-  SessionId session = TempSession(api, &done);
-  WithStats(
-      api.backend_, *id, std::move(done), [&api, session](const JobStats& s, HttpApi::Reply done) {
-        if (s.state != JobState::kReserved) return done(StatusReply(NotReserved(s)));
-        api.backend_.Touch(session, s.id, [&api, done = std::move(done), id = s.id](Status st) {
-          if (!st.ok()) return done(ReservedOpError(id, st));
-          api.backend_.StatsJob(id, [done, id](Result<JobStats> s) {
-            done(HttpReply{
-                200, IdState(id, JobState::kReserved, s.ok() ? &s.value() : nullptr), {}});
+void HttpApiRoutes::Touch(HttpApi& api, const HttpRequest& req, const Params& p,
+                          HttpApi::Reply&& done, HttpApi::CallId*) {
+  LeaseOp(req, p, std::move(done),
+          [&api](const backend::Claim& c, JobId id, Fields& f, backend::Callback<JobChange> d) {
+            if (Status st = f.Unknown(); !st.ok()) return d(st);
+            api.backend_.Touch(c, id, std::move(d));
           });
-        });
-      });
 }
 
 void HttpApiRoutes::KickJob(HttpApi& api, const HttpRequest&, const Params& p,
                             HttpApi::Reply&& done, HttpApi::CallId*) {
   auto id = ParseId(p[0]);
   if (!id.ok()) return done(StatusReply(id.status()));
-  WithStats(api.backend_, *id, std::move(done), [&api](const JobStats& s, HttpApi::Reply done) {
-    if (s.state != JobState::kBuried && s.state != JobState::kDelayed)
-      return done(StatusReply(Status::Conflict("job " + std::to_string(s.id) + " is " +
-                                               std::string(JobStateName(s.state)) +
-                                               ", not buried or delayed")));
-    api.backend_.KickJob(SessionId{0}, s.id, [done = std::move(done), id = s.id](Status st) {
-      if (!st.ok()) return done(StatusReply(st));
-      done(HttpReply{200, IdState(id, JobState::kReady, nullptr), {}});
-    });
-  });
+  api.backend_.KickJob(SessionId{0}, *id,
+                       [done = std::move(done)](Result<JobChange> r) { done(ChangeReply(r)); });
 }
 
 namespace {
@@ -1643,24 +1531,35 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
       call);
 }
 
-void HttpApiRoutes::YFinish(HttpApi& api, const HttpRequest& req, const Params&,
+void HttpApiRoutes::YFinish(HttpApi& api, const HttpRequest& req, const Params& p,
                             HttpApi::Reply&& done, HttpApi::CallId*) {
+  YById(api, req, p, std::move(done), /*finish=*/true);
+}
+
+void HttpApiRoutes::YDelete(HttpApi& api, const HttpRequest& req, const Params& p,
+                            HttpApi::Reply&& done, HttpApi::CallId*) {
+  YById(api, req, p, std::move(done), /*finish=*/false);
+}
+
+void HttpApiRoutes::YById(HttpApi& api, const HttpRequest& req, const Params&,
+                          HttpApi::Reply&& done, bool finish) {
   rapidjson::Document d;
   if (!YouzanObject(req, &d, done)) return;
   std::string id(YouzanString(d, "id"));
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
-  SessionId session = TempSession(api, &done);
-  FindKey(api, id, [&api, session, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
+  FindKey(api, id, [&api, finish, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
     // As in the original, deleting an id that is not there succeeds.
     if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
     if (!st.ok()) return done(YouzanFail(st.message()));
-    api.backend_.Delete(session, job->id, [done](Status st) {
-      if (!st.ok() && st.code() != Code::kNotFound)
-        return done(
-            YouzanFail(st.message().empty() ? std::string(CodeName(st.code())) : st.message()));
+    auto reply = [done](Result<JobChange> r) {
+      if (!r.ok() && r.code() != Code::kNotFound)
+        return done(YouzanFail(r.status().message().empty() ? std::string(CodeName(r.code()))
+                                                            : r.status().message()));
       done(HttpReply{200, YouzanBody(0, "ok"), {}});
-    });
+    };
+    if (finish) return api.backend_.Finish(SessionId{0}, job->id, reply);
+    api.backend_.Delete(SessionId{0}, job->id, reply);
   });
 }
 
@@ -1674,34 +1573,29 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
   FindKey(api, id, [&api, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
     if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
     if (!st.ok()) return done(YouzanFail(st.message()));
-    std::vector<OwnedJob> one{std::move(*job)};
-    StatsEach(api, std::move(one),
-              [&api, done](std::vector<OwnedJob> js, std::vector<Result<JobStats>> ss) {
-                if (!ss[0].ok()) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
-                const OwnedJob& j = js[0];
-                const JobStats& s = *ss[0];
-                TimeMs now = api.backend_.Now();
-                done(HttpReply{200,
-                               YouzanBody(0, "ok",
-                                          [&](JsonWriter& w) {
-                                            w.StartObject();
-                                            w.Key("topic");
-                                            Str(w, j.topic);
-                                            w.Key("id");
-                                            Str(w, j.key);
-                                            w.Key("delay");
-                                            w.Int64(s.state == JobState::kDelayed
-                                                        ? std::max<TimeMs>(s.due_ms - now, 0) / 1000
-                                                        : 0);
-                                            w.Key("ttr");
-                                            w.Int64(s.ttr_ms / 1000);
-                                            Body(w, j.body);
-                                            w.Key("state");
-                                            Str(w, JobStateName(s.state));
-                                            w.EndObject();
-                                          }),
-                               {}});
-              });
+    const OwnedJob& j = *job;
+    const JobView& s = j.fig;
+    TimeMs now = api.backend_.Now();
+    done(HttpReply{200,
+                   YouzanBody(0, "ok",
+                              [&](JsonWriter& w) {
+                                w.StartObject();
+                                w.Key("topic");
+                                Str(w, j.topic);
+                                w.Key("id");
+                                Str(w, j.key);
+                                w.Key("delay");
+                                w.Int64(s.state == JobState::kDelayed
+                                            ? std::max<TimeMs>(s.due_ms - now, 0) / 1000
+                                            : 0);
+                                w.Key("ttr");
+                                w.Int64(s.ttr_ms / 1000);
+                                Body(w, j.body);
+                                w.Key("state");
+                                Str(w, JobStateName(s.state));
+                                w.EndObject();
+                              }),
+                   {}});
   });
 }
 

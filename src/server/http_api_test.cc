@@ -91,7 +91,10 @@ TEST_F(HttpApiTest, PutGetReserveFinish) {
   auto r = Json(res.body);
   ASSERT_EQ(r["jobs"].Size(), 1u) << res.body;
   EXPECT_EQ(r["jobs"][0]["deadline_ms"].GetInt64(), 1'700'000'001'000 + 60'000);
-  EXPECT_EQ(Call("POST", "/jobs/1/finish").status, 200);
+  std::string lease = r["jobs"][0]["lease"].GetString();
+  EXPECT_EQ(lease.size(), 16u);
+  EXPECT_EQ(Call("POST", "/jobs/1/finish").status, 400);
+  EXPECT_EQ(Call("POST", "/jobs/1/finish", R"({"lease":")" + lease + R"("})").status, 200);
   EXPECT_EQ(Call("GET", "/jobs/1").status, 404);
 }
 
@@ -190,17 +193,23 @@ TEST_F(HttpApiTest, BackoffForms) {
   }
   // A list back-off applies on release without a delay.
   Call("POST", "/topics/r/jobs", R"({"backoff":[5000]})");
-  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["r"]})").body)["jobs"].Size(), 1u);
+  auto got = Json(Call("POST", "/reserve", R"({"topics":["r"]})").body);
+  ASSERT_EQ(got["jobs"].Size(), 1u);
   uint64_t id = Json(Call("GET", "/topics/r").body)["total_jobs"].GetUint64();
   EXPECT_EQ(id, 1u);
-  HttpReply rel = Call("POST", "/jobs/6/release");
-  EXPECT_EQ(rel.body, R"({"id":6,"state":"delayed","due_ms":1700000005000})");
+  HttpReply rel =
+      Call("POST", "/jobs/6/release",
+           R"({"lease":")" + std::string(got["jobs"][0]["lease"].GetString()) + R"("})");
+  EXPECT_EQ(rel.body, R"({"id":6,"state":"delayed","priority":1024,"due_ms":1700000005000})");
 }
 
 TEST_F(HttpApiTest, MaxTriesBuriesOnRelease) {
   Call("POST", "/topics/m/jobs", R"({"max_tries":1})");
-  Call("POST", "/reserve", R"({"topics":["m"]})");
-  EXPECT_EQ(Call("POST", "/jobs/1/release").body, R"({"id":1,"state":"buried"})");
+  auto got = Json(Call("POST", "/reserve", R"({"topics":["m"]})").body);
+  EXPECT_EQ(Call("POST", "/jobs/1/release",
+                 R"({"lease":")" + std::string(got["jobs"][0]["lease"].GetString()) + R"("})")
+                .body,
+            R"({"id":1,"state":"buried","priority":1024})");
 }
 
 TEST_F(HttpApiTest, YouzanIdsAcrossTopics) {
@@ -209,7 +218,10 @@ TEST_F(HttpApiTest, YouzanIdsAcrossTopics) {
   auto g = Json(Call("POST", "/get", R"({"id":"u2"})").body);
   EXPECT_STREQ(g["data"]["topic"].GetString(), "b");
   EXPECT_EQ(g["data"]["delay"].GetInt(), 10);
+  // A finish of a job that is not reserved changes nothing, and says so.
   EXPECT_EQ(Call("POST", "/finish", R"({"id":"u2"})").body,
+            R"({"code":1,"message":"job 2 is delayed, not reserved","data":null})");
+  EXPECT_EQ(Call("POST", "/delete", R"({"id":"u2"})").body,
             R"({"code":0,"message":"ok","data":null})");
   EXPECT_EQ(Json(Call("GET", "/topics/b").body)["total_jobs"].GetUint64(), 0u);
   auto pop = Json(Call("POST", "/pop", R"({"topic":"b, a","timeout":0})").body);

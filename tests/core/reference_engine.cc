@@ -3,6 +3,7 @@
 #include "core/reference_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -66,6 +67,34 @@ TimeMs RefBackoffDelay(const Backoff& b, uint32_t n) {
     }
   }
   return 0;
+}
+
+// "Every reservation gets a lease: a 64-bit number, never 0, the n-th
+// reservation of the engine's life taking SplitMix64's finalizer of
+// lease_seed + n * 0x9e3779b97f4a7c15". The finalizer as SplitMix64
+// (Steele, Lea, Flood 2014; Vigna's splitmix64.c) writes it.
+uint64_t RefLeaseValue(uint64_t seed, uint64_t n) {
+  uint64_t z = seed + n * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t RefNthLease(uint64_t seed, uint64_t n) {
+  uint64_t taken = 0;  // values used up, 0s included
+  uint64_t lease = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    do {
+      lease = RefLeaseValue(seed, ++taken);
+    } while (lease == 0);
+  }
+  return lease;
+}
+
+std::string RefLeaseText(uint64_t lease) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(lease));
+  return buf;
 }
 
 ReferenceEngine::ReferenceEngine(EngineOptions options, ReferenceQuirks quirks)
@@ -209,7 +238,19 @@ void ReferenceEngine::ReserveFor(RefJob& j, SessionId session, bool detach) {
   j.reserves += 1;
   j.due_ms = now_ + j.ttr_ms;
   j.reserve_seq = ++seq_;
+  // "Every reservation gets a lease", detached or not.
+  j.lease = NextLease();
+  j.lease_text = RefLeaseText(j.lease);
+  issued_leases_.emplace_back(j.id, j.lease);
   RecordUpdate(j);
+}
+
+// "never 0": a value of 0 is skipped, the next n taken.
+uint64_t ReferenceEngine::NextLease() {
+  for (;;) {
+    uint64_t lease = RefLeaseValue(options_.lease_seed, ++reservations_);
+    if (lease != 0) return lease;
+  }
 }
 
 void ReferenceEngine::MakeReady(RefJob& j) {
@@ -440,6 +481,11 @@ void ReferenceEngine::TakeMutations(std::vector<Mutation>* out) {
   mutations_.clear();
 }
 
+void ReferenceEngine::TakeLeases(std::vector<std::pair<JobId, uint64_t>>* out) {
+  out->insert(out->end(), issued_leases_.begin(), issued_leases_.end());
+  issued_leases_.clear();
+}
+
 JobView ReferenceEngine::View(const RefJob& j) const {
   JobView v;
   v.id = j.id;
@@ -448,6 +494,19 @@ JobView ReferenceEngine::View(const RefJob& j) const {
   v.body = j.body;
   v.state = j.state;
   v.priority = j.priority;
+  // "the figures are StatsJob's" (types.h): due "delayed: due time;
+  // reserved: TTR deadline; else 0". No lease: "peeks and stats never do".
+  bool timed = j.state == JobState::kDelayed || j.state == JobState::kReserved;
+  v.due_ms = timed ? j.due_ms : 0;
+  v.created_ms = j.created_ms;
+  v.delay_ms = j.delay_ms;
+  v.ttr_ms = j.ttr_ms;
+  v.reserves = j.reserves;
+  v.timeouts = j.timeouts;
+  v.releases = j.releases;
+  v.buries = j.buries;
+  v.kicks = j.kicks;
+  v.max_tries = j.max_tries;
   return v;
 }
 
@@ -569,8 +628,12 @@ Result<PutResult> ReferenceEngine::Put(TimeMs now, SessionId session, const PutR
   if (!RefIsValidTopicName(topic)) return Status::InvalidArgument("bad topic name");
   // "With a key that names a live job in the same topic, nothing changes and
   // that job is returned (created = false)."
+  // Put "returns the job's state after the call ... and, when delayed, its
+  // due time"; also for the job a key names (types.h: "delayed: its due
+  // time; else 0").
   if (RefJob* existing = FindByKey(topic, req.key)) {
-    return PutResult{existing->id, false, existing->state};
+    TimeMs due = existing->state == JobState::kDelayed ? existing->due_ms : 0;
+    return PutResult{existing->id, false, existing->state, due};
   }
   RefTopic& t = GetOrCreateTopic(topic);
   t.total_jobs += 1;
@@ -594,10 +657,11 @@ Result<PutResult> ReferenceEngine::Put(TimeMs now, SessionId session, const PutR
   RefJob& stored = jobs_.emplace(id, std::move(j)).first->second;
   RecordPut(stored);
   ServeWaiters();
-  // Not in the document: the state after the call, so `reserved` when a
-  // waiting session took the job at once. (Release reports the state before
-  // waiters are served.)
-  return PutResult{id, true, stored.state};
+  // "returns the job's state after the call (reserved, if a waiting session
+  // took it at once) and, when delayed, its due time." (Release and
+  // kick-job report the state before waiters are served.)
+  TimeMs due_after = stored.state == JobState::kDelayed ? stored.due_ms : 0;
+  return PutResult{id, true, stored.state, due_after};
 }
 
 // ---------------------------------------------------------------------------
@@ -662,88 +726,146 @@ Result<JobView> ReferenceEngine::ReserveJob(TimeMs now, SessionId session, JobId
   return View(*j);
 }
 
-// "Bury, Touch and release need the job reserved by the caller, or reserved
-// detached, or the caller to be session 0 (an operator)." Not in the
-// document: a caller other than 0 that is no session may do nothing.
-bool ReferenceEngine::MayAct(const RefJob& j, SessionId session) {
-  if (session != 0 && FindSession(session) == nullptr) return false;
-  return j.state == JobState::kReserved && (j.detached || session == 0 || j.reserver == session);
+// "Finish, release, bury and touch act on a job for a holder: a session
+// and, optionally, a lease. In order:" 1 to 4 below. Not in the document:
+// which of "no job" and "no session" wins (the session is looked at first;
+// both are NOT_FOUND, and "a closed or unknown session (other than 0) can
+// act on nothing"). The words are the engine's shared table (RefuseJob).
+Result<RefJob*> ReferenceEngine::Holding(const Holder& h, JobId id, bool any_state) {
+  if (h.session != 0 && FindSession(h.session) == nullptr)
+    return Status::NotFound("no such session");
+  // "1. no job with that id: NOT_FOUND".
+  RefJob* j = FindJob(id);
+  if (j == nullptr) return RefuseJob(id, Refusal::kNoJob, JobState::kReady);
+  bool reserved = j->state == JobState::kReserved;
+  // "2. a lease is given: the job must be reserved with detach under that
+  // very lease, else LEASE_LOST, whatever its state". Session 0 too.
+  if (h.lease != 0) {
+    if (reserved && j->detached && j->lease == h.lease) return j;
+    return RefuseJob(id, Refusal::kLeaseLost, j->state);
+  }
+  // "3. no lease, and the job is not reserved: CONFLICT" -- but "Delete
+  // takes a ready, delayed or buried job from anyone (with no lease)".
+  if (!reserved) {
+    if (any_state) return j;
+    return RefuseJob(id, Refusal::kNotReserved, j->state);
+  }
+  // "4. no lease: session 0 (an operator) may act on any reserved job;
+  // another session only on the jobs it reserved itself, else CONFLICT
+  // ("job 12 is reserved by another connection", or "... under a lease")".
+  if (h.session == 0) return j;
+  if (!j->detached && j->reserver == h.session) return j;
+  return RefuseJob(id, j->detached ? Refusal::kHeldByLease : Refusal::kHeldBySession, j->state);
 }
 
-// "Delete takes a ready, delayed or buried job from anyone, and a reserved
-// job under the rule above; it counts the topic's cmd-delete."
-Status ReferenceEngine::Delete(TimeMs now, SessionId session, JobId id) {
+// "Each operation answers the job's id, the state it left the job in, its
+// due time (delayed) or TTR deadline (reserved), and its priority".
+JobChange ReferenceEngine::Change(const RefJob& j) {
+  bool timed = j.state == JobState::kDelayed || j.state == JobState::kReserved;
+  return JobChange{j.id, j.state, timed ? j.due_ms : 0, j.priority};
+}
+
+// "Delete takes a ready, delayed or buried job from anyone (with no lease),
+// and a reserved job under the rules above; it counts the topic's
+// cmd-delete, and answers the state it found."
+Result<JobChange> ReferenceEngine::Delete(TimeMs now, const Holder& holder, JobId id) {
   Advance(now);
-  // Not in the document: a caller other than 0 that is no session may not
-  // delete even a ready job.
-  if (session != 0 && FindSession(session) == nullptr) return Status::NotFound("no session");
-  RefJob* j = FindJob(id);
-  if (j == nullptr) return Status::NotFound("no job");
-  if (j->state == JobState::kReserved && !MayAct(*j, session)) return Status::NotFound("not yours");
-  GetOrCreateTopic(j->topic).cmd_delete += 1;
-  RecordDelete(*j);
+  auto held = Holding(holder, id, /*any_state=*/true);
+  if (!held.ok()) return held.status();
+  RefJob& j = **held;
+  JobChange found = Change(j);
+  GetOrCreateTopic(j.topic).cmd_delete += 1;
+  RecordDelete(j);
   RemoveJob(id);
   CollectTopics();
-  return Status::Ok();
+  return found;
 }
 
-Status ReferenceEngine::DeleteByKey(TimeMs now, SessionId session, std::string_view topic,
-                                    std::string_view key) {
+// "Delete by key looks the key up in the given topic (NOT_FOUND naming the
+// key when it is not there)." The words are the engine's.
+Result<JobChange> ReferenceEngine::DeleteByKey(TimeMs now, const Holder& holder,
+                                               std::string_view topic, std::string_view key) {
   Advance(now);
   RefJob* j = FindByKey(topic, key);
-  if (j == nullptr) return Status::NotFound("no key");
+  if (j == nullptr)
+    return Status::NotFound("no job with key '" + std::string(key) + "' in topic '" +
+                            std::string(topic) + "'");
   JobId id = j->id;
-  return Delete(now, session, id);
+  return Delete(now, holder, id);
+}
+
+// "Finish deletes a reserved job." Not in the document: it counts the
+// topic's cmd-delete, as delete does.
+Result<JobChange> ReferenceEngine::Finish(TimeMs now, const Holder& holder, JobId id) {
+  Advance(now);
+  auto held = Holding(holder, id, /*any_state=*/false);
+  if (!held.ok()) return held.status();
+  RefJob& j = **held;
+  JobChange found = Change(j);
+  GetOrCreateTopic(j.topic).cmd_delete += 1;
+  RecordDelete(j);
+  RemoveJob(id);
+  CollectTopics();
+  return found;
 }
 
 // "A release with an explicit delay applies the max_tries rule, then that
 // delay (0: ready). Release sets the priority and counts releases += 1."
-Result<JobState> ReferenceEngine::Release(TimeMs now, SessionId session, JobId id,
-                                          uint32_t priority, std::optional<TimeMs> delay_ms) {
+// "Release and bury keep the job's priority when none is given."
+Result<JobChange> ReferenceEngine::Release(TimeMs now, const Holder& holder, JobId id,
+                                           std::optional<uint32_t> priority,
+                                           std::optional<TimeMs> delay_ms) {
   Advance(now);
   // Not in the document: a bad delay is refused before the job is looked up.
   if (delay_ms.has_value() && (*delay_ms < 0 || *delay_ms > kMaxDelayMs))
-    return Status::InvalidArgument("delay");
-  RefJob* j = FindJob(id);
-  if (j == nullptr || !MayAct(*j, session)) return Status::NotFound("no job");
-  j->priority = priority;
-  j->releases += 1;
+    return Status::InvalidArgument("delay out of range");
+  auto held = Holding(holder, id, /*any_state=*/false);
+  if (!held.ok()) return held.status();
+  RefJob& j = **held;
+  if (priority.has_value()) j.priority = *priority;
+  j.releases += 1;
   // "A release without an explicit delay on a job with no back-off is a
   // release with delay 0."
-  if (!delay_ms.has_value() && j->backoff.kind == Backoff::Kind::kNone) delay_ms = 0;
+  if (!delay_ms.has_value() && j.backoff.kind == Backoff::Kind::kNone) delay_ms = 0;
   if (!delay_ms.has_value()) {
-    ComeBack(*j);
-  } else if (j->max_tries > 0 && j->reserves >= j->max_tries) {
-    MakeBuried(*j);
+    ComeBack(j);
+  } else if (j.max_tries > 0 && j.reserves >= j.max_tries) {
+    MakeBuried(j);
   } else {
-    j->delay_ms = *delay_ms;
-    MakeDelayed(*j, now_ + *delay_ms);
+    j.delay_ms = *delay_ms;
+    MakeDelayed(j, now_ + *delay_ms);
   }
-  RecordUpdate(*j);
-  JobState state = j->state;
+  RecordUpdate(j);
+  // Not in the document: "the state it left the job in" is the state
+  // before waiters are served (ready, even if a waiting session then takes
+  // it in the same call).
+  JobChange c = Change(j);
   ServeWaiters();
-  return state;
+  return c;
 }
 
 // "Bury sets the priority, buries += 1, and appends the job to the topic's
 // buried list."
-Status ReferenceEngine::Bury(TimeMs now, SessionId session, JobId id, uint32_t priority) {
+Result<JobChange> ReferenceEngine::Bury(TimeMs now, const Holder& holder, JobId id,
+                                        std::optional<uint32_t> priority) {
   Advance(now);
-  RefJob* j = FindJob(id);
-  if (j == nullptr || !MayAct(*j, session)) return Status::NotFound("no job");
-  j->priority = priority;
-  MakeBuried(*j);
-  RecordUpdate(*j);
-  return Status::Ok();
+  auto held = Holding(holder, id, /*any_state=*/false);
+  if (!held.ok()) return held.status();
+  RefJob& j = **held;
+  if (priority.has_value()) j.priority = *priority;
+  MakeBuried(j);
+  RecordUpdate(j);
+  return Change(j);
 }
 
 // "Touch restarts the TTR." Writes nothing.
-Status ReferenceEngine::Touch(TimeMs now, SessionId session, JobId id) {
+Result<JobChange> ReferenceEngine::Touch(TimeMs now, const Holder& holder, JobId id) {
   Advance(now);
-  RefJob* j = FindJob(id);
-  if (j == nullptr || !MayAct(*j, session)) return Status::NotFound("no job");
-  j->due_ms = now_ + j->ttr_ms;
-  return Status::Ok();
+  auto held = Holding(holder, id, /*any_state=*/false);
+  if (!held.ok()) return held.status();
+  RefJob& j = **held;
+  j.due_ms = now_ + j.ttr_ms;
+  return Change(j);
 }
 
 // "Kick (topic, bound): if the topic has buried jobs, up to bound of them,
@@ -778,16 +900,21 @@ Result<uint64_t> ReferenceEngine::Kick(TimeMs now, std::string_view topic, uint6
   return n;
 }
 
-Status ReferenceEngine::KickJob(TimeMs now, JobId id) {
+// "Kick-job does the same for one buried or delayed job (CONFLICT for a job
+// in another state)." Not in the document: the state answered is the one
+// before waiters are served (ready), as for release.
+Result<JobChange> ReferenceEngine::KickJob(TimeMs now, JobId id) {
   Advance(now);
   RefJob* j = FindJob(id);
-  if (j == nullptr || (j->state != JobState::kBuried && j->state != JobState::kDelayed))
-    return Status::NotFound("no job");
+  if (j == nullptr) return RefuseJob(id, Refusal::kNoJob, JobState::kReady);
+  if (j->state != JobState::kBuried && j->state != JobState::kDelayed)
+    return RefuseJob(id, Refusal::kNotKickable, j->state);
   MakeReady(*j);
   j->kicks += 1;
   RecordUpdate(*j);
+  JobChange c = Change(*j);
   ServeWaiters();
-  return Status::Ok();
+  return c;
 }
 
 // ---------------------------------------------------------------------------
@@ -799,6 +926,20 @@ Result<JobView> ReferenceEngine::Peek(TimeMs now, JobId id) {
   RefJob* j = FindJob(id);
   if (j == nullptr) return Status::NotFound("no job");
   return View(*j);
+}
+
+// "Only the view answered to the reserve that took a job carries its lease
+// (PeekReservation)". Not in the document (engine.h, types.h): NOT_FOUND
+// for a job that is not reserved, and the view of a reservation made by a
+// session carries no lease (that reservation is held by the session; its
+// lease holds nothing).
+Result<JobView> ReferenceEngine::PeekReservation(TimeMs now, JobId id) {
+  Advance(now);
+  RefJob* j = FindJob(id);
+  if (j == nullptr || j->state != JobState::kReserved) return Status::NotFound();
+  JobView v = View(*j);
+  if (j->detached) v.lease = j->lease_text;
+  return v;
 }
 
 Result<JobView> ReferenceEngine::PeekByKey(TimeMs now, std::string_view topic,

@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "delayq/engine.h"
@@ -42,6 +43,14 @@ bool RefIsValidTopicName(std::string_view name);
 bool RefIsValidBackoff(const Backoff& b);
 // Back-off delay of the n-th return (n >= 1), saturating.
 TimeMs RefBackoffDelay(const Backoff& b, uint32_t n);
+// "the n-th reservation of the engine's life taking SplitMix64's finalizer of
+// lease_seed + n * 0x9e3779b97f4a7c15": the raw value for n (may be 0).
+uint64_t RefLeaseValue(uint64_t seed, uint64_t n);
+// The lease of the n-th reservation (n >= 1) of an engine started with
+// `seed`: the values above in order, 0 skipped ("never 0").
+uint64_t RefNthLease(uint64_t seed, uint64_t n);
+// "Clients see it as 16 lower-case hex digits."
+std::string RefLeaseText(uint64_t lease);
 
 // Known differences between delayq::Engine and docs/engine.md: turning one
 // on makes the reference copy the engine there, so that a randomized run can
@@ -75,9 +84,12 @@ struct RefJob {
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   uint32_t max_tries = 0;
   Backoff backoff;
-  // Reserved: by `reserver`, or by nobody when `detached`.
+  // Reserved: by `reserver`, or by nobody when `detached` (held by `lease`
+  // alone).
   SessionId reserver = 0;
   bool detached = false;
+  uint64_t lease = 0;        // the last reservation's lease (kept after it ends)
+  std::string lease_text;    // its text: PeekReservation's view points into it
   uint64_t reserve_seq = 0;  // reserved: when (global sequence)
   uint64_t bury_seq = 0;     // buried: when (global sequence)
   TimeMs persisted_due = 0;  // due_ms of the last record written (kPut/kUpdate)
@@ -126,17 +138,21 @@ class ReferenceEngine {
   void CancelReserve(SessionId session);
   bool IsWaiting(SessionId session) const;
   Result<JobView> ReserveJob(TimeMs now, SessionId session, JobId id);
-  Status Delete(TimeMs now, SessionId session, JobId id);
-  Status DeleteByKey(TimeMs now, SessionId session, std::string_view topic, std::string_view key);
-  Result<JobState> Release(TimeMs now, SessionId session, JobId id, uint32_t priority,
-                           std::optional<TimeMs> delay_ms);
-  Status Bury(TimeMs now, SessionId session, JobId id, uint32_t priority);
-  Status Touch(TimeMs now, SessionId session, JobId id);
+  Result<JobChange> Delete(TimeMs now, const Holder& holder, JobId id);
+  Result<JobChange> DeleteByKey(TimeMs now, const Holder& holder, std::string_view topic,
+                                std::string_view key);
+  Result<JobChange> Finish(TimeMs now, const Holder& holder, JobId id);
+  Result<JobChange> Release(TimeMs now, const Holder& holder, JobId id,
+                            std::optional<uint32_t> priority, std::optional<TimeMs> delay_ms);
+  Result<JobChange> Bury(TimeMs now, const Holder& holder, JobId id,
+                         std::optional<uint32_t> priority);
+  Result<JobChange> Touch(TimeMs now, const Holder& holder, JobId id);
   Result<uint64_t> Kick(TimeMs now, std::string_view topic, uint64_t bound);
-  Status KickJob(TimeMs now, JobId id);
+  Result<JobChange> KickJob(TimeMs now, JobId id);
 
   // ---- Looking ----
   Result<JobView> Peek(TimeMs now, JobId id);
+  Result<JobView> PeekReservation(TimeMs now, JobId id);
   Result<JobView> PeekByKey(TimeMs now, std::string_view topic, std::string_view key);
   Result<JobView> PeekReady(TimeMs now, std::string_view topic);
   Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);
@@ -159,6 +175,9 @@ class ReferenceEngine {
   // ---- Effects ----
   void TakeEvents(std::vector<Event>* out);
   void TakeMutations(std::vector<Mutation>* out);
+  // For the test's generator: the (job, lease) of every reservation made
+  // since the last call, in order (to keep stale leases to try).
+  void TakeLeases(std::vector<std::pair<JobId, uint64_t>>* out);
 
   // For the test's generator: read-only access to the state.
   const std::map<JobId, RefJob>& jobs() const { return jobs_; }
@@ -189,8 +208,11 @@ class ReferenceEngine {
   }
   // Whether `s` holds a job whose TTR deadline is at most the margin after t.
   bool DeadlineSoon(const RefSession& s, TimeMs t) const;
-  // Whether `session` may release, bury, touch (or delete) reserved job j.
-  bool MayAct(const RefJob& j, SessionId session);
+  // The job `holder` may act on ("Leases", steps 1 to 4), or the refusal.
+  // any_state: delete, which also takes a job that is not reserved.
+  Result<RefJob*> Holding(const Holder& holder, JobId id, bool any_state);
+  // What an operation on one job answers.
+  static JobChange Change(const RefJob& j);
   // When a waiting session wakes by itself (timeout or DEADLINE_SOON).
   TimeMs WakeTime(const RefSession& s) const;
 
@@ -212,6 +234,7 @@ class ReferenceEngine {
   void RecordDelete(const RefJob& j);
   JobRecord MakeRecord(const RefJob& j) const;
   JobView View(const RefJob& j) const;
+  uint64_t NextLease();
 
   EngineOptions options_;
   ReferenceQuirks quirks_;
@@ -221,6 +244,8 @@ class ReferenceEngine {
   uint64_t seq_ = 0;  // reserve, bury and wait order
   uint64_t total_jobs_ = 0;
   uint64_t job_timeouts_ = 0;
+  uint64_t reservations_ = 0;  // n of the last lease value taken
+  std::vector<std::pair<JobId, uint64_t>> issued_leases_;
   std::map<JobId, RefJob> jobs_;
   std::map<SessionId, RefSession> sessions_;
   std::vector<RefTopic> topics_;  // in creation order; topics_[0] is the default

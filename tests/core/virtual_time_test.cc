@@ -20,6 +20,14 @@
 namespace delayq {
 namespace {
 
+// The holder of a job reserved with detach: its lease (docs/engine.md,
+// "Leases").
+Holder Held(Engine& e, TimeMs now, SessionId s, JobId id) {
+  uint64_t lease = 0;
+  if (auto v = e.PeekReservation(now, id); v.ok()) ParseLease(v->lease, &lease);
+  return Holder(s, lease);
+}
+
 constexpr TimeMs kDay = 86'400'000;
 constexpr TimeMs kYear = 365 * kDay;
 // Not aligned to any slot of the wheel, so that boundaries of the wheel's
@@ -344,11 +352,11 @@ TEST(VirtualTime, ThirtyDaysWithManyJobs) {
       uint32_t n = ++tries[ev.job];
       uint64_t d = decide(ev.job, n);
       if (d < 90) {
-        ASSERT_TRUE(e.Delete(t, ev.session, ev.job).ok());
+        ASSERT_TRUE(e.Finish(t, Held(e, t, ev.session, ev.job), ev.job).ok());
         tries.erase(ev.job);
         ++deleted;
       } else if (d < 95) {
-        ASSERT_TRUE(e.Release(t, ev.session, ev.job, 1024, std::nullopt).ok());
+        ASSERT_TRUE(e.Release(t, Held(e, t, ev.session, ev.job), ev.job, 1024, std::nullopt).ok());
         ++released;
       } else {
         ++abandoned;
@@ -366,11 +374,11 @@ TEST(VirtualTime, ThirtyDaysWithManyJobs) {
           uint32_t n = ++tries[id];
           uint64_t d = decide(id, n);
           if (d < 90) {
-            ASSERT_TRUE(e.Delete(t, w, id).ok());
+            ASSERT_TRUE(e.Finish(t, Held(e, t, w, id), id).ok());
             tries.erase(id);
             ++deleted;
           } else if (d < 95) {
-            ASSERT_TRUE(e.Release(t, w, id, 1024, std::nullopt).ok());
+            ASSERT_TRUE(e.Release(t, Held(e, t, w, id), id, 1024, std::nullopt).ok());
             ++released;
           } else {
             ++abandoned;

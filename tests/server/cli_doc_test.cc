@@ -3,9 +3,10 @@
 // that the page cannot drift from the client.
 //
 // An example is a ```console block: lines starting with "$ " are commands,
-// the lines after one are what it prints (stdout and stderr together). A
-// block runs as one `sh` script, so `echo $?` shows the previous command's
-// exit code. `delayq` is build/delayq; the default server and the URLs
+// the lines after one are what it prints (stdout and stderr together). The
+// page runs as one `sh` script, in order, so `echo $?` shows the previous
+// command's exit code and a variable set in one block (a job's lease) is
+// there in the next. `delayq` is build/delayq; the default server and the URLs
 // http://localhost:11380 and beanstalk://localhost:11300 are the test's
 // server. Values that change from run to run (times, the instance id, the
 // uptime) are masked on both sides.
@@ -62,7 +63,7 @@ std::vector<std::vector<Command>> ParseBlocks(const std::string& page) {
 
 std::string Masked(const std::string& s) {
   std::string m = MaskLineValues(MaskTimes(s), {"time left", "age", "uptime"}, "*");
-  m = MaskLineValues(m, {"id"}, "*", /*hex16=*/true);
+  m = MaskHex16(MaskLineValues(m, {"id"}, "*", /*hex16=*/true));
   return MaskJsonValues(m, {"due_ms", "deadline_ms", "created_ms", "now_ms", "uptime_ms",
                             "pause_time_left_ms", "time_left_s", "age_s"});
 }
@@ -91,33 +92,33 @@ TEST(CliDoc, ExamplesRunAsShown) {
   const std::string http = "http://127.0.0.1:" + std::to_string(http_port);
   const std::string beanstalk = "beanstalk://127.0.0.1:" + std::to_string(server.port());
 
-  for (const auto& block : blocks) {
-    // One script per block; a marker line before each command, which
-    // keeps the previous exit status for `echo $?`.
-    std::string script = "PATH='" + std::string(DELAYQ_BINARY_DIR) +
-                         "':\"$PATH\"; export DELAYQ_SERVER='" + http +
-                         "'; unset DELAYQ_OUTPUT; exec 2>&1\n";
-    for (size_t i = 0; i < block.size(); ++i) {
-      std::string cmd = Replace(block[i].text, "http://localhost:11380", http);
-      cmd = Replace(cmd, "beanstalk://localhost:11300", beanstalk);
-      script += "s=$?; echo '@@cmd " + std::to_string(i) + "@@'; (exit $s); " + cmd + "\n";
-    }
-    int st = 0;
-    std::string out = RunShell("sh -c '" + Replace(script, "'", "'\\''") + "'", &st);
-    for (size_t i = 0; i < block.size(); ++i) {
-      const std::string marker = "@@cmd " + std::to_string(i) + "@@\n";
-      const std::string next = "@@cmd " + std::to_string(i + 1) + "@@\n";
-      size_t from = out.find(marker);
-      ASSERT_NE(from, std::string::npos) << "docs/cli.md:" << block[i].line << ": no output\n"
-                                         << out;
-      from += marker.size();
-      size_t to = out.find(next, from);
-      std::string got = out.substr(from, to == std::string::npos ? std::string::npos : to - from);
-      // Output that does not end a line (-o body) ends one on the page.
-      if (!got.empty() && !got.ends_with('\n')) got += '\n';
-      EXPECT_EQ(Masked(got), Masked(block[i].expected))
-          << "docs/cli.md:" << block[i].line << ": $ " << block[i].text;
-    }
+  // One script for the page; a marker line before each command, which
+  // keeps the previous exit status for `echo $?`.
+  std::vector<const Command*> all;
+  for (const auto& block : blocks)
+    for (const Command& cmd : block) all.push_back(&cmd);
+  std::string script = "PATH='" + std::string(DELAYQ_BINARY_DIR) +
+                       "':\"$PATH\"; export DELAYQ_SERVER='" + http +
+                       "'; unset DELAYQ_OUTPUT; exec 2>&1\n";
+  for (size_t i = 0; i < all.size(); ++i) {
+    std::string cmd = Replace(all[i]->text, "http://localhost:11380", http);
+    cmd = Replace(cmd, "beanstalk://localhost:11300", beanstalk);
+    script += "s=$?; echo '@@cmd " + std::to_string(i) + "@@'; (exit $s); " + cmd + "\n";
+  }
+  int st = 0;
+  std::string out = RunShell("sh -c '" + Replace(script, "'", "'\\''") + "'", &st);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string marker = "@@cmd " + std::to_string(i) + "@@\n";
+    const std::string next = "@@cmd " + std::to_string(i + 1) + "@@\n";
+    size_t from = out.find(marker);
+    ASSERT_NE(from, std::string::npos) << "docs/cli.md:" << all[i]->line << ": no output\n" << out;
+    from += marker.size();
+    size_t to = out.find(next, from);
+    std::string got = out.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    // Output that does not end a line (-o body) ends one on the page.
+    if (!got.empty() && !got.ends_with('\n')) got += '\n';
+    EXPECT_EQ(Masked(got), Masked(all[i]->expected))
+        << "docs/cli.md:" << all[i]->line << ": $ " << all[i]->text;
   }
   int stopped = server.Stop();
   EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0);

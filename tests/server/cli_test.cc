@@ -177,7 +177,7 @@ std::ostream& operator<<(std::ostream& os, const CliRun& r) {
 
 // Times that change from run to run, as "<time>" and "<s>".
 std::string Masked(const std::string& text) {
-  return MaskLineValues(MaskTimes(text), {"time left", "age"}, "<s>");
+  return MaskHex16(MaskLineValues(MaskTimes(text), {"time left", "age"}, "<s>"));
 }
 
 rapidjson::Document Json(const std::string& text) {
@@ -402,7 +402,8 @@ TEST(CliUsage, BadArgumentsExit2) {
        "delayq: cannot open /nonexistent/body: No such file or directory\n"},
       {{"put", "--file", "/dev/null", "x"}, "delayq: give the body or --file, not both" + put_help},
       {{"-o", "yaml", "topics"},
-       "delayq: bad output format 'yaml' (text, json or body)\nRun 'delayq --help' for help.\n"},
+       "delayq: bad output format 'yaml' (text, json, body or lease)\nRun 'delayq --help' for "
+       "help.\n"},
       {{"-o", "body", "stats"},
        "delayq: -o body shows a job's body: it applies to reserve and peek only\nRun 'delayq "
        "stats --help' for help.\n"},
@@ -642,6 +643,7 @@ TEST_P(CliBoth, ReserveAndFinish) {
                         : "id:        2\n"
                           "topic:     emails\n"
                           "state:     reserved\n"
+                          "lease:     <hex>\n"
                           "priority:  1024\n"
                           "deadline:  <time>\n"
                           "created:   <time>\n"
@@ -677,67 +679,41 @@ TEST_P(CliBoth, ReserveAndFinish) {
 TEST_P(CliBoth, FinishReleaseBuryTouchKick) {
   const uint64_t id = PutJob("work", "job");
   const std::string s = std::to_string(id);
-  // Jobs reserved over HTTP belong to no connection: either transport acts on them.
+  // A job held by a lease (reserved over HTTP) is the lease's alone: no
+  // beanstalkd connection may act on it; over HTTP, an id needs its lease.
   ASSERT_EQ(ReserveOverHttp("work"), id);
-  CliRun r = Run({"release", s});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(r.out, "job 1 released (ready)\n");
-  ASSERT_EQ(ReserveOverHttp("work"), id);
-  r = Run({"release", s, "--delay", "1h", "-p", "3"});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out),
-            beanstalk() ? "job 1 released (delayed)\n" : "job 1 released (delayed until <time>)\n");
-  EXPECT_EQ(Json(Http({"--json", "peek", s}).out)["priority"].GetUint(), 3u);
-
-  r = Run({"kick", "--job", s});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(r.out, "job 1 kicked (ready)\n");
-  r = Run({"--json", "kick", "--job", s});
+  CliRun r = Run({"touch", s + (beanstalk() ? "" : "@0123456789abcdef")});
   EXPECT_EQ(r.exit, 1) << r;
-  EXPECT_EQ(r.err,
-            "delayq: job 1 is ready, not buried or delayed" + Code(" (conflict)", "") + "\n");
+  EXPECT_EQ(r.err, beanstalk()
+                       ? "delayq: job 1 is reserved by another beanstalkd connection (NOT_FOUND)\n"
+                       : "delayq: job 1 is reserved under another lease: the lease no longer holds "
+                         "it (lease_lost)\n");
+  EXPECT_EQ(StateOf(id), "reserved");
+  EXPECT_EQ(Run({"delete", s}).exit, beanstalk() ? 3 : 0) << "an operator's delete over HTTP";
+  if (beanstalk()) EXPECT_EQ(Http({"delete", s}).exit, 0);
+  EXPECT_EQ(StateOf(id), "gone");
 
-  ASSERT_EQ(ReserveOverHttp("work"), id);
-  r = Run({"touch", s});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out),
-            beanstalk() ? "job 1 touched (reserved)\n" : "job 1 touched (reserved until <time>)\n");
-  r = Run({"--json", "bury", s, "-p", "9"});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(r.out, "{\"id\":1,\"state\":\"buried\"}\n");
-  EXPECT_EQ(StateOf(id), "buried");
-
-  // Not reserved: a conflict (exit 1), whatever the operation.
+  // Not reserved: a conflict (exit 1) over the beanstalkd protocol, whatever
+  // the operation; over HTTP the lease named does not hold it.
+  const uint64_t buried = PutJob("work", "b");
+  const std::string bs = std::to_string(buried);
+  ASSERT_EQ(ReserveOverHttp("work"), buried);
+  ASSERT_EQ(Http({"delete", bs}).exit, 0);
+  const uint64_t other = PutJob("work", "c");
+  const std::string os = std::to_string(other);
   for (const char* op : {"finish", "release", "bury", "touch"}) {
-    r = Run({op, s});
+    r = Run({op, os + (beanstalk() ? "" : "@0123456789abcdef")});
     EXPECT_EQ(r.exit, 1) << op << r;
-    EXPECT_EQ(r.err, "delayq: job 1 is buried, not reserved" + Code(" (conflict)", "") + "\n")
+    EXPECT_EQ(r.err, beanstalk() ? "delayq: job " + os + " is ready, not reserved\n"
+                                 : "delayq: job " + os +
+                                       " is ready now: the lease no longer holds it (lease_lost)\n")
         << op;
     EXPECT_EQ(r.out, "");
   }
-  r = Run({"kick", "-t", "work", "10"});
-  EXPECT_EQ(r.out, "kicked 1 job\n") << r;
-  ASSERT_EQ(ReserveOverHttp("work"), id);
-  r = Run({"--json", "touch", s});
-  EXPECT_EQ(r.exit, 0) << r;
-  auto d = Json(r.out);
-  ASSERT_TRUE(d.IsObject()) << r;
-  EXPECT_EQ(d["id"].GetUint64(), id);
-  EXPECT_STREQ(d["state"].GetString(), "reserved");
-  EXPECT_EQ(d.HasMember("deadline_ms"), !beanstalk());
-  r = Run({"--json", "finish", s});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(r.out, "{\"id\":1,\"deleted\":true}\n");
-  EXPECT_EQ(StateOf(id), "gone");
-  PutJob("work", "again");
-  ASSERT_EQ(ReserveOverHttp("work"), 2u);
-  r = Run({"finish", "2"});
-  EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(r.out, "job 2 finished\n");
 
   // No such job: exit 3.
   for (const char* op : {"finish", "release", "bury", "touch"}) {
-    r = Run({op, "999"});
+    r = Run({op, std::string("999") + (beanstalk() ? "" : "@0123456789abcdef")});
     EXPECT_EQ(r.exit, 3) << op << r;
     EXPECT_EQ(r.err, "delayq: no job 999 " + Code("(not_found)", "(NOT_FOUND)") + "\n") << op;
   }
@@ -748,12 +724,15 @@ TEST_P(CliBoth, FinishReleaseBuryTouchKick) {
   const uint64_t held = PutJob("held", "mine");
   RawClient worker(server_.port());
   ASSERT_EQ(worker.Call("watch held\r\n"), "WATCHING 2\r\n");
-  ASSERT_EQ(worker.Call("reserve-with-timeout 0\r\n"), "RESERVED 3 4\r\nmine\r\n");
-  r = Run({"finish", std::to_string(held)});
+  const std::string hs = std::to_string(held);
+  ASSERT_EQ(worker.Call("reserve-with-timeout 0\r\n"), "RESERVED " + hs + " 4\r\nmine\r\n");
+  r = Run({"finish", hs + (beanstalk() ? "" : "@0123456789abcdef")});
   EXPECT_EQ(r.exit, 1) << r;
-  EXPECT_EQ(r.err, beanstalk()
-                       ? "delayq: job 3 is reserved by another beanstalkd connection (NOT_FOUND)\n"
-                       : "delayq: job 3 is reserved by a beanstalkd connection (conflict)\n");
+  EXPECT_EQ(r.err, beanstalk() ? "delayq: job " + hs +
+                                     " is reserved by another beanstalkd connection (NOT_FOUND)\n"
+                               : "delayq: job " + hs +
+                                     " is reserved under another lease: the lease no longer holds "
+                                     "it (lease_lost)\n");
   EXPECT_EQ(StateOf(held), "reserved");
 }
 
@@ -822,8 +801,7 @@ TEST_P(CliBoth, PeekAndDelete) {
   EXPECT_EQ(r.out, "job 2 deleted\njob 3 deleted\n");
   EXPECT_EQ(r.err, beanstalk() ? "delayq: no job 999, or it is reserved by another connection "
                                  "(NOT_FOUND)\n"
-                               : "delayq: no job 999 (or it is reserved by a beanstalkd "
-                                 "connection) (not_found)\n");
+                               : "delayq: no job 999 (not_found)\n");
   r = Run({"--json", "delete", "2"});
   EXPECT_EQ(r.exit, 3);
   PutJob("orders", "fourth");
@@ -938,14 +916,95 @@ TEST_P(CliBoth, EnvironmentAndGlobalOptions) {
   EXPECT_EQ(r.out, "default\n");
   r = RunCli({"topics"}, WithEnv({"DELAYQ_SERVER=" + url(), "DELAYQ_OUTPUT=xml"}));
   EXPECT_EQ(r.exit, 2);
-  EXPECT_EQ(
-      r.err,
-      "delayq: bad output format 'xml' (text, json or body)\nRun 'delayq --help' for help.\n");
+  EXPECT_EQ(r.err,
+            "delayq: bad output format 'xml' (text, json, body or lease)\nRun 'delayq --help' for "
+            "help.\n");
 }
 
 // ---- what one transport has and the other has not ---------------------------------------
 
 using CliHttp = CliFixture;
+
+// Over HTTP a reservation is held by its lease: the CLI names a job as
+// ID@LEASE (reserve -o lease prints it), or ID with --lease.
+TEST_F(CliHttp, FinishReleaseBuryTouchKickCarryTheLease) {
+  const uint64_t id = PutJob("work", "job");
+  const std::string s = std::to_string(id);
+  auto reserve = [&] {
+    CliRun r = Http({"-o", "lease", "reserve", "-t", "work"});
+    EXPECT_EQ(r.exit, 0) << r;
+    EXPECT_NE(r.out.find('@'), std::string::npos) << r;
+    return r.out.substr(0, r.out.size() - (r.out.ends_with('\n') ? 1 : 0));
+  };
+  std::string job = reserve();
+  EXPECT_EQ(job.rfind(s + "@", 0), 0u) << job;
+  // Without the lease: a usage error, nothing sent.
+  CliRun r = Http({"release", s});
+  EXPECT_EQ(r.exit, 2) << r;
+  EXPECT_NE(r.err.find("name it as 1@LEASE or with --lease"), std::string::npos) << r;
+  EXPECT_EQ(StateOf(id), "reserved");
+  r = Http({"release", job});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "job 1 released (ready)\n");
+  // The lease went with the reservation.
+  r = Http({"finish", job});
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.err, "delayq: job 1 is ready now: the lease no longer holds it (lease_lost)\n");
+  std::string second = reserve();
+  EXPECT_NE(second, job);
+  r = Http({"touch", job});
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.err,
+            "delayq: job 1 is reserved under another lease: the lease no longer holds it "
+            "(lease_lost)\n");
+  r = Http(
+      {"release", s, "--lease", second.substr(second.find('@') + 1), "--delay", "1h", "-p", "3"});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(Masked(r.out), "job 1 released (delayed until <time>)\n");
+  EXPECT_EQ(Json(Http({"--json", "peek", s}).out)["priority"].GetUint(), 3u);
+  r = Http({"kick", "--job", s});
+  EXPECT_EQ(r.out, "job 1 kicked (ready)\n") << r;
+  r = Http({"--json", "kick", "--job", s});
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.err, "delayq: job 1 is ready, not buried or delayed (conflict)\n");
+
+  job = reserve();
+  r = Http({"touch", job});
+  EXPECT_EQ(Masked(r.out), "job 1 touched (reserved until <time>)\n") << r;
+  r = Http({"--json", "bury", job, "-p", "9"});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "{\"id\":1,\"state\":\"buried\",\"priority\":9}\n");
+  EXPECT_EQ(StateOf(id), "buried");
+  r = Http({"kick", "-t", "work", "10"});
+  EXPECT_EQ(r.out, "kicked 1 job\n") << r;
+  job = reserve();
+  r = Http({"--json", "finish", job});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "{\"id\":1,\"deleted\":true}\n");
+  EXPECT_EQ(StateOf(id), "gone");
+
+  // Several jobs, each with its lease; --lease goes with one id only.
+  PutJob("work", "a");
+  PutJob("work", "b");
+  std::string a = reserve.operator()(), b;
+  (void)a;
+  r = Http({"-o", "lease", "reserve", "-t", "work"});
+  b = r.out.substr(0, r.out.find('\n'));
+  r = Http({"finish", "2", "3", "--lease", "0123456789abcdef"});
+  EXPECT_EQ(r.exit, 2) << r;
+  r = Http({"finish", "2@", "3"});
+  EXPECT_EQ(r.exit, 2) << r;
+  r = Http({"delete", "2@0123456789abcdef"});
+  EXPECT_EQ(r.exit, 2) << r;
+
+  // No such job: exit 3.
+  for (const char* op : {"finish", "release", "bury", "touch"}) {
+    r = Http({op, "999@0123456789abcdef"});
+    EXPECT_EQ(r.exit, 3) << op << r;
+    EXPECT_EQ(r.err, "delayq: no job 999 (not_found)\n") << op;
+  }
+}
+
 using CliBeanstalk = CliFixture;
 
 TEST_F(CliHttp, PeekByStateNeedsTheBeanstalkdProtocol) {
@@ -966,7 +1025,9 @@ TEST_F(CliHttp, MillisecondsAndReservationsThatLast) {
   EXPECT_EQ(r.err, "");
   // The reservation outlives the command.
   EXPECT_EQ(StateOf(1), "reserved");
-  r = Http({"--json", "release", "1", "--delay", "1500ms"});
+  ASSERT_NE(r.out.find("lease:"), std::string::npos) << r;
+  std::string lease = r.out.substr(r.out.find("lease:") + 11, 16);
+  r = Http({"--json", "release", "1@" + lease, "--delay", "1500ms"});
   auto d = Json(r.out);
   ASSERT_TRUE(d.IsObject()) << r;
   EXPECT_STREQ(d["state"].GetString(), "delayed");
@@ -1073,11 +1134,13 @@ TEST_F(CliCross, PutOverOneTransportTakenOverTheOther) {
   EXPECT_TRUE(r.out == binary);
   EXPECT_EQ(StateOf(2), "gone");
 
-  // Reserved over HTTP, finished over the beanstalkd protocol.
+  // Reserved over HTTP: held by its lease, which the beanstalkd protocol
+  // cannot name.
   PutJob("cross", "z");
   ASSERT_EQ(ReserveOverHttp("cross"), 3u);
   r = Bean({"finish", "3"});
-  EXPECT_EQ(r.out, "job 3 finished\n") << r;
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(StateOf(3), "reserved");
 }
 
 // ---- no server ------------------------------------------------------------------

@@ -7,7 +7,9 @@
 // runs through `sh -c` with `localhost:11380` pointed at the test's server;
 // `curl -si` prints the status line and headers, and the headers are
 // dropped. Bodies are compared as JSON with the values that change from run
-// to run (times, the instance id) masked.
+// to run (times, the instance id, leases) masked. A lease the page shows in
+// a reply stands for the one the server gave there: later commands that name
+// it get the real one.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
@@ -16,6 +18,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,6 +60,19 @@ std::vector<Example> ParseExamples(const std::string& text) {
   return out;
 }
 
+// The values of the "lease" members of a JSON text, in order.
+std::vector<std::string> Leases(const std::string& json) {
+  std::vector<std::string> out;
+  const std::string key = "\"lease\":\"";
+  for (size_t at = json.find(key); at != std::string::npos; at = json.find(key, at)) {
+    at += key.size();
+    size_t end = json.find('"', at);
+    if (end == std::string::npos) break;
+    out.push_back(json.substr(at, end - at));
+  }
+  return out;
+}
+
 // The JSON text with the run-dependent values replaced by "*".
 std::string Masked(const std::string& json) {
   rapidjson::Document d;
@@ -77,6 +93,7 @@ std::string Masked(const std::string& json) {
         for (const char* t : kTimes) mask |= name == t;
         // The instance id of /stats: 16 hex digits, new at every start.
         mask |= name == "id" && m.value.IsString() && m.value.GetStringLength() == 16;
+        mask |= name == "lease";
         if (mask) {
           m.value.SetString("*");
         } else {
@@ -109,10 +126,14 @@ TEST(HttpDoc, ExamplesRunAsShown) {
   ASSERT_NE(port, 0) << server.Log();
   const std::string target = "127.0.0.1:" + std::to_string(port);
 
+  std::map<std::string, std::string> leases;  // on the page -> from the server
   for (const Example& e : examples) {
     std::string cmd = e.command;
     for (size_t at; (at = cmd.find("localhost:11380")) != std::string::npos;)
       cmd.replace(at, 15, target);
+    for (const auto& [shown, real] : leases)
+      for (size_t at; (at = cmd.find(shown)) != std::string::npos;)
+        cmd.replace(at, shown.size(), real);
     std::string out = RunShell(cmd + " --max-time 20", &st);
     ASSERT_EQ(st, 0) << "docs/http-api.md:" << e.line << ": `" << e.command << "` failed";
     size_t eol = out.find("\r\n");
@@ -121,6 +142,8 @@ TEST(HttpDoc, ExamplesRunAsShown) {
     EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
     EXPECT_EQ(Masked(out.substr(head_end + 4)), Masked(e.body))
         << "docs/http-api.md:" << e.line << ": " << e.command;
+    std::vector<std::string> shown = Leases(e.body), real = Leases(out.substr(head_end + 4));
+    for (size_t i = 0; i < shown.size() && i < real.size(); ++i) leases[shown[i]] = real[i];
   }
   int stopped = server.Stop();
   EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0);

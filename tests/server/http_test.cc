@@ -124,19 +124,29 @@ TEST_F(Http, PutReserveFinish) {
   EXPECT_EQ(j["ttr_ms"].GetInt64(), 30000);
   EXPECT_EQ(j["reserves"].GetUint(), 1u);
   EXPECT_TRUE(j.HasMember("deadline_ms"));
+  ASSERT_TRUE(j.HasMember("lease")) << res.body;
+  std::string lease = j["lease"].GetString();
+  // Looking at a job never shows its lease.
+  auto look = Call("GET", "/jobs/" + std::to_string(id));
+  EXPECT_EQ(look.body.find("\"lease\""), std::string::npos) << look.body;
 
   // Nothing else is ready.
   auto empty = Call("POST", "/reserve", R"({"topics":"orders"})");
   EXPECT_EQ(empty.status, 200);
   EXPECT_EQ(Json(empty.body)["jobs"].Size(), 0u) << empty.body;
 
-  auto fin = Call("POST", "/jobs/" + std::to_string(id) + "/finish");
+  // A finish must carry the lease.
+  auto bare = Call("POST", "/jobs/" + std::to_string(id) + "/finish");
+  EXPECT_EQ(bare.status, 400) << bare.body;
+  EXPECT_NE(bare.body.find("'lease' is required"), std::string::npos) << bare.body;
+  std::string with_lease = R"({"lease":")" + lease + R"("})";
+  auto fin = Call("POST", "/jobs/" + std::to_string(id) + "/finish", with_lease);
   EXPECT_EQ(fin.status, 200) << fin.body;
   EXPECT_TRUE(Json(fin.body)["deleted"].GetBool());
   auto gone = Call("GET", "/jobs/" + std::to_string(id));
   EXPECT_EQ(gone.status, 404);
   EXPECT_EQ(ErrorCode(gone), "not_found");
-  auto again = Call("POST", "/jobs/" + std::to_string(id) + "/finish");
+  auto again = Call("POST", "/jobs/" + std::to_string(id) + "/finish", with_lease);
   EXPECT_EQ(again.status, 404);
 }
 
@@ -253,30 +263,57 @@ TEST_F(Http, BatchPutAndBatchReserve) {
 TEST_F(Http, ReleaseBuryKickTouch) {
   uint64_t id = Put("w", R"({"body":"b","priority":5})");
   std::string base = "/jobs/" + std::to_string(id);
-  // Not reserved: 409.
-  auto conflict = Call("POST", base + "/release");
-  EXPECT_EQ(conflict.status, 409) << conflict.body;
-  EXPECT_EQ(ErrorCode(conflict), "conflict");
-  EXPECT_EQ(Call("POST", base + "/finish").status, 409);
-  EXPECT_EQ(Call("POST", base + "/touch").status, 409);
-  EXPECT_EQ(Call("POST", base + "/kick").status, 409);
+  auto with = [](const std::string& lease, const std::string& more = "") {
+    return R"({"lease":")" + lease + "\"" + (more.empty() ? "" : "," + more) + "}";
+  };
+  // Not reserved: whatever lease is named, it does not hold the job.
+  const std::string stale = "0123456789abcdef";
+  auto lost = Call("POST", base + "/release", with(stale));
+  EXPECT_EQ(lost.status, 409) << lost.body;
+  EXPECT_EQ(ErrorCode(lost), "lease_lost");
+  EXPECT_NE(lost.body.find("is ready now"), std::string::npos) << lost.body;
+  EXPECT_EQ(Call("POST", base + "/finish", with(stale)).status, 409);
+  EXPECT_EQ(Call("POST", base + "/touch", with(stale)).status, 409);
+  EXPECT_EQ(Call("POST", base + "/bury", with(stale)).status, 409);
+  auto not_kickable = Call("POST", base + "/kick");
+  EXPECT_EQ(not_kickable.status, 409);
+  EXPECT_EQ(ErrorCode(not_kickable), "conflict");
+  // No lease at all: a bad request.
+  EXPECT_EQ(Call("POST", base + "/release").status, 400);
+  EXPECT_EQ(Call("POST", base + "/touch", R"({"lease":7})").status, 400);
 
-  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["w"]})").body)["jobs"].Size(), 1u);
-  auto touch = Call("POST", base + "/touch");
+  auto reserve = [&] {
+    auto r = Json(Call("POST", "/reserve", R"({"topics":["w"]})").body);
+    EXPECT_EQ(r["jobs"].Size(), 1u);
+    return std::string(r["jobs"].Size() == 1 ? r["jobs"][0]["lease"].GetString() : "");
+  };
+  std::string lease = reserve();
+  EXPECT_EQ(Call("POST", base + "/touch", with(stale)).status, 409);
+  auto touch = Call("POST", base + "/touch", with(lease));
   EXPECT_EQ(touch.status, 200) << touch.body;
   EXPECT_TRUE(Json(touch.body).HasMember("deadline_ms"));
-  auto rel = Call("POST", base + "/release", R"({"delay_ms":60000,"priority":7})");
+  EXPECT_STREQ(Json(touch.body)["state"].GetString(), "reserved");
+  auto rel = Call("POST", base + "/release", with(lease, R"("delay_ms":60000,"priority":7)"));
   ASSERT_EQ(rel.status, 200) << rel.body;
   EXPECT_STREQ(Json(rel.body)["state"].GetString(), "delayed");
+  EXPECT_EQ(Json(rel.body)["priority"].GetUint(), 7u);
+  EXPECT_TRUE(Json(rel.body).HasMember("due_ms"));
+  // The lease went with the release.
+  EXPECT_EQ(ErrorCode(Call("POST", base + "/finish", with(lease))), "lease_lost");
   auto got = Json(Call("GET", base).body);
   EXPECT_EQ(got["priority"].GetUint(), 7u);
   EXPECT_EQ(got["releases"].GetUint(), 1u);
 
   auto kick = Call("POST", base + "/kick");
   EXPECT_EQ(kick.status, 200) << kick.body;
-  ASSERT_EQ(Json(Call("POST", "/reserve", R"({"topics":["w"]})").body)["jobs"].Size(), 1u);
-  auto bury = Call("POST", base + "/bury");
+  EXPECT_STREQ(Json(kick.body)["state"].GetString(), "ready");
+  std::string second = reserve();
+  EXPECT_NE(second, lease);
+  EXPECT_EQ(Call("POST", base + "/bury", with(lease)).status, 409);
+  auto bury = Call("POST", base + "/bury", with(second));
   EXPECT_EQ(bury.status, 200) << bury.body;
+  EXPECT_STREQ(Json(bury.body)["state"].GetString(), "buried");
+  EXPECT_EQ(Json(bury.body)["priority"].GetUint(), 7u) << "a bury without priority keeps it";
   EXPECT_STREQ(Json(Call("GET", base).body)["state"].GetString(), "buried");
   auto kt = Call("POST", "/topics/w/kick", R"({"bound":10})");
   EXPECT_EQ(kt.body, R"({"kicked":1})"
@@ -284,7 +321,7 @@ TEST_F(Http, ReleaseBuryKickTouch) {
   EXPECT_STREQ(Json(Call("GET", base).body)["state"].GetString(), "ready");
   EXPECT_EQ(Call("DELETE", base).status, 200);
   EXPECT_EQ(Call("DELETE", base).status, 404);
-  EXPECT_EQ(Call("POST", "/jobs/99999/release").status, 404);
+  EXPECT_EQ(Call("POST", "/jobs/99999/release", with(stale)).status, 404);
 }
 
 TEST_F(Http, TopicsStatsPauseClear) {
@@ -688,17 +725,25 @@ TEST_F(HttpCross, BeanstalkPutHttpReserveAndBack) {
   EXPECT_EQ(r["jobs"][0]["id"].GetUint64(), id);
   EXPECT_STREQ(r["jobs"][0]["body"].GetString(), "hello");
   EXPECT_EQ(r["jobs"][0]["priority"].GetUint(), 10u);
-  // A detached reservation: the beanstalkd connection may finish it too.
-  EXPECT_EQ(bean.Call("delete " + std::to_string(id) + "\r\n"), "DELETED\r\n");
+  // Held by its lease: a beanstalkd connection cannot finish it (as it
+  // cannot finish a job another connection reserved).
+  EXPECT_EQ(bean.Call("delete " + std::to_string(id) + "\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(bean.Call("release " + std::to_string(id) + " 1 0\r\n"), "NOT_FOUND\r\n");
+  std::string lease = r["jobs"][0]["lease"].GetString();
+  auto finished =
+      Call("POST", "/jobs/" + std::to_string(id) + "/finish", R"({"lease":")" + lease + R"("})");
+  EXPECT_EQ(finished.status, 200) << finished.body;
 
   // HTTP put, beanstalkd reserve.
   uint64_t id2 = Put("x", R"({"body":"from http","ttr_ms":5000})");
   EXPECT_EQ(bean.Call("watch x\r\n"), "WATCHING 2\r\n");
   EXPECT_EQ(bean.Call("reserve-with-timeout 5\r\n"),
             "RESERVED " + std::to_string(id2) + " 9\r\nfrom http\r\n");
-  // Reserved by that connection: HTTP cannot finish it.
-  auto fin = Call("POST", "/jobs/" + std::to_string(id2) + "/finish");
+  // Reserved by that connection: no lease holds it.
+  auto fin =
+      Call("POST", "/jobs/" + std::to_string(id2) + "/finish", R"({"lease":"0123456789abcdef"})");
   EXPECT_EQ(fin.status, 409) << fin.body;
+  EXPECT_EQ(ErrorCode(fin), "lease_lost");
   EXPECT_EQ(bean.Call("delete " + std::to_string(id2) + "\r\n"), "DELETED\r\n");
 
   // put-ex with a key, seen by key over HTTP.
@@ -747,8 +792,8 @@ TEST_F(HttpStress, ManyConcurrentClients) {
             std::lock_guard<std::mutex> lock(mu);
             seen.insert(job["body"].GetString());
           }
-          auto f =
-              client.Call("POST", "/jobs/" + std::to_string(job["id"].GetUint64()) + "/finish");
+          auto f = client.Call("POST", "/jobs/" + std::to_string(job["id"].GetUint64()) + "/finish",
+                               R"({"lease":")" + std::string(job["lease"].GetString()) + R"("})");
           if (f.status != 200) failures++;
           taken++;
         }

@@ -19,6 +19,11 @@
 namespace delayq::backend {
 namespace {
 
+// A job operation's completion that keeps only its status.
+[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
+  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
+}
+
 using std::chrono::milliseconds;
 using testing::RedisProcess;
 
@@ -28,6 +33,7 @@ struct Job {
   std::string topic, key, body;
   JobState state = JobState::kReady;
   uint32_t priority = 0;
+  std::string lease;
 };
 
 struct Jobs {
@@ -103,7 +109,7 @@ class RedisBackendTest : public ::testing::Test {
     Jobs j{st, {}};
     for (const JobView& v : views)
       j.jobs.push_back(Job{v.id, std::string(v.topic), std::string(v.key), std::string(v.body),
-                           v.state, v.priority});
+                           v.state, v.priority, std::string(v.lease)});
     return j;
   }
 
@@ -251,12 +257,13 @@ TEST_F(RedisBackendTest, PutReserveDelete) {
   EXPECT_EQ(st->state, JobState::kReserved);
   EXPECT_EQ(st->reserves, 1u);
   EXPECT_EQ(st->body_size, 5u);
-  EXPECT_TRUE(Do([&](Done d) { b->Delete(s, put->id, d); }).ok());
-  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, d); }).code(), Code::kNotFound);
+  EXPECT_TRUE(Do([&](Done d) { b->Delete(s, put->id, Ch(d)); }).ok());
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, Ch(d)); }).code(), Code::kNotFound);
   EXPECT_EQ(StatsJob(*b, put->id).code(), Code::kNotFound);
   // Ids that name no topic, or no job.
-  EXPECT_EQ(Do([&](Done d) { b->Delete(s, 1, d); }).code(), Code::kNotFound);
-  EXPECT_EQ(Do([&](Done d) { b->Delete(s, (JobId{999} << 40) | 1, d); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, 1, Ch(d)); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, (JobId{999} << 40) | 1, Ch(d)); }).code(),
+            Code::kNotFound);
 }
 
 TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
@@ -309,7 +316,7 @@ TEST_F(RedisBackendTest, KeyedPutIsIdempotentAndCancellable) {
   Jobs p = Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42");
   ASSERT_EQ(p.jobs.size(), 1u);
   EXPECT_EQ(p.jobs[0].body, "x");
-  EXPECT_TRUE(Do([&](Done d) { b->DeleteByKey(s, "orders", "order-42", d); }).ok());
+  EXPECT_TRUE(Do([&](Done d) { b->DeleteByKey(s, "orders", "order-42", Ch(d)); }).ok());
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42").status.code(),
             Code::kNotFound);
   // The key is free again.
@@ -382,10 +389,10 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
   ASSERT_TRUE(put.ok());
   JobId id = put->id;
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
-  EXPECT_TRUE(Do([&](Done d) { b->Touch(s, id, d); }).ok());
-  auto rel = Get<JobState>([&](Callback<JobState> cb) { b->Release(s, id, 7, 10'000, cb); });
+  EXPECT_TRUE(Do([&](Done d) { b->Touch(s, id, Ch(d)); }).ok());
+  auto rel = Get<JobChange>([&](Callback<JobChange> cb) { b->Release(s, id, 7, 10'000, cb); });
   ASSERT_TRUE(rel.ok());
-  EXPECT_EQ(*rel, JobState::kDelayed);
+  EXPECT_EQ(rel->state, JobState::kDelayed);
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kDelayed, 0).jobs.at(0).id, id);
   auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 10, cb); });
   ASSERT_TRUE(kicked.ok());
@@ -394,14 +401,14 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].priority, 7u);
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
-  EXPECT_TRUE(Do([&](Done d) { b->Bury(s, id, 9, d); }).ok());
+  EXPECT_TRUE(Do([&](Done d) { b->Bury(s, id, 9, Ch(d)); }).ok());
   EXPECT_EQ(Peek(*b, Backend::PeekKind::kBuried, 0).jobs.at(0).state, JobState::kBuried);
   auto ts = StatsTopic(*b, "default");
   ASSERT_TRUE(ts.ok());
   EXPECT_EQ(ts->buried, 1u);
   EXPECT_EQ(ts->ready, 0u);
   EXPECT_EQ(ts->total_jobs, 1u);
-  EXPECT_TRUE(Do([&](Done d) { b->KickJob(s, id, d); }).ok());
+  EXPECT_TRUE(Do([&](Done d) { b->KickJob(s, id, Ch(d)); }).ok());
   auto js = StatsJob(*b, id);
   ASSERT_TRUE(js.ok());
   EXPECT_EQ(js->state, JobState::kReady);
@@ -409,9 +416,11 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
   EXPECT_EQ(js->buries, 1u);
   EXPECT_EQ(js->releases, 1u);
   EXPECT_EQ(js->reserves, 2u);
-  // Not reserved: release, bury and touch do not apply.
-  EXPECT_EQ(Do([&](Done d) { b->Touch(s, id, d); }).code(), Code::kNotFound);
-  EXPECT_EQ(Do([&](Done d) { b->Bury(s, id, 1, d); }).code(), Code::kNotFound);
+  // Not reserved: release, bury and touch do not apply, and say so.
+  EXPECT_EQ(Do([&](Done d) { b->Touch(s, id, Ch(d)); }).code(), Code::kConflict);
+  auto bury = Get<JobChange>([&](Callback<JobChange> cb) { b->Bury(s, id, 1, cb); });
+  EXPECT_EQ(bury.code(), Code::kConflict);
+  EXPECT_EQ(bury.status().message(), "job " + std::to_string(id) + " is ready, not reserved");
 }
 
 TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
@@ -429,8 +438,8 @@ TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
   EXPECT_EQ(js->timeouts, 1u);
   EXPECT_EQ(js->reserves, 2u);
   // The first session no longer holds it.
-  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, d); }).code(), Code::kNotFound);
-  EXPECT_TRUE(Do([&](Done d) { b->Delete(other, put->id, d); }).ok());
+  EXPECT_EQ(Do([&](Done d) { b->Delete(s, put->id, Ch(d)); }).code(), Code::kConflict);
+  EXPECT_TRUE(Do([&](Done d) { b->Delete(other, put->id, Ch(d)); }).ok());
 }
 
 TEST_F(RedisBackendTest, MaxTriesAndBackoff) {
@@ -439,16 +448,16 @@ TEST_F(RedisBackendTest, MaxTriesAndBackoff) {
   auto put = Put(*b, s, "retry", 0, "", "", 60'000, /*max_tries=*/2, Backoff::List({150}));
   ASSERT_TRUE(put.ok());
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
-  auto rel =
-      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
+  auto rel = Get<JobChange>(
+      [&](Callback<JobChange> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
   ASSERT_TRUE(rel.ok());
-  EXPECT_EQ(*rel, JobState::kDelayed);  // the back-off's first delay
+  EXPECT_EQ(rel->state, JobState::kDelayed);  // the back-off's first delay
   Jobs second = Reserve(*b, s, 3000);
   ASSERT_EQ(second.jobs.size(), 1u);
-  rel =
-      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
+  rel = Get<JobChange>(
+      [&](Callback<JobChange> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
   ASSERT_TRUE(rel.ok());
-  EXPECT_EQ(*rel, JobState::kBuried);  // two tries used
+  EXPECT_EQ(rel->state, JobState::kBuried);  // two tries used
 }
 
 TEST_F(RedisBackendTest, ClosedSessionReturnsItsJobs) {
@@ -534,9 +543,18 @@ TEST_F(RedisBackendTest, BatchReserveAndDetach) {
   ASSERT_EQ(got.jobs.size(), 3u);
   EXPECT_EQ(got.jobs[0].body, "j0");
   EXPECT_EQ(got.jobs[2].body, "j2");
-  // Detached: another session may finish them; closing does not return them.
+  // Detached: each is held by its own lease, which any session may name
+  // (and nothing else); closing does not return them.
+  EXPECT_FALSE(got.jobs[0].lease.empty());
+  EXPECT_NE(got.jobs[0].lease, got.jobs[1].lease);
+  EXPECT_NE(got.jobs[1].lease, got.jobs[2].lease);
   SessionId other = b->OpenSession();
-  EXPECT_TRUE(Do([&](Done d) { b->Delete(other, got.jobs[0].id, d); }).ok());
+  EXPECT_EQ(Do([&](Done d) { b->Delete(other, got.jobs[0].id, Ch(d)); }).code(), Code::kConflict);
+  EXPECT_EQ(
+      Do([&](Done d) { b->Finish(Claim(other, got.jobs[1].lease), got.jobs[0].id, Ch(d)); }).code(),
+      Code::kLeaseLost);
+  EXPECT_TRUE(
+      Do([&](Done d) { b->Finish(Claim(other, got.jobs[0].lease), got.jobs[0].id, Ch(d)); }).ok());
   b->CloseSession(s);
   auto ts = StatsTopic(*b, "default");
   ASSERT_TRUE(ts.ok());
@@ -604,14 +622,14 @@ TEST_F(RedisBackendTest, FinishedJobsLeaveNoKeysBehind) {
   int i = 0;
   for (const Job& j : got.jobs) {
     if (i < 60) {
-      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, d); }).ok());
+      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, Ch(d)); }).ok());
     } else if (i < 80) {
-      auto st = Get<JobState>(
-          [&](Callback<JobState> cb) { b->Release(s, j.id, j.priority, TimeMs{0}, cb); });
-      EXPECT_TRUE(st.ok() && *st == JobState::kReady);
-      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, d); }).ok());
+      auto st = Get<JobChange>(
+          [&](Callback<JobChange> cb) { b->Release(s, j.id, j.priority, TimeMs{0}, cb); });
+      EXPECT_TRUE(st.ok() && st->state == JobState::kReady);
+      EXPECT_TRUE(Do([&](Done d) { b->Delete(s, j.id, Ch(d)); }).ok());
     } else {
-      EXPECT_TRUE(Do([&](Done d) { b->Bury(s, j.id, j.priority, d); }).ok());
+      EXPECT_TRUE(Do([&](Done d) { b->Bury(s, j.id, j.priority, Ch(d)); }).ok());
     }
     ++i;
   }
@@ -681,7 +699,7 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
   ASSERT_TRUE(p1.ok()) << p1.status().ToString();
   Jobs got = Reserve(*a, sa);
   ASSERT_EQ(got.jobs.size(), 1u);
-  ASSERT_TRUE(Do([&](Done d) { a->Delete(sa, got.jobs[0].id, d); }).ok());
+  ASSERT_TRUE(Do([&](Done d) { a->Delete(sa, got.jobs[0].id, Ch(d)); }).ok());
   EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);  // the topic string alone
   auto p2 = Put(*a, sa, "two");
   ASSERT_TRUE(p2.ok());
@@ -709,8 +727,8 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
     ASSERT_EQ(by_new.jobs.size(), 1u);
     EXPECT_EQ(by_new.jobs[0].body, "three");
   }
-  EXPECT_EQ(Do([&](Done d) { a->Delete(0, p1->id, d); }).code(), Code::kNotFound);
-  EXPECT_EQ(Do([&](Done d) { b->Delete(0, p3->id, d); }).code(), Code::kOk);
+  EXPECT_EQ(Do([&](Done d) { a->Delete(0, p1->id, Ch(d)); }).code(), Code::kNotFound);
+  EXPECT_EQ(Do([&](Done d) { b->Delete(0, p3->id, Ch(d)); }).code(), Code::kOk);
 
   // A pause of a topic without jobs (watched here) lives until it ends.
   SessionId sp = SessionOn(*a, "pz");
@@ -801,7 +819,7 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
   // next put brings them back, with their sentinel, and the sequence goes
   // on.
   ASSERT_EQ(got.jobs.size(), 1u);
-  ASSERT_TRUE(Do([&](Done d) { b->Delete(s, got.jobs[0].id, d); }).ok());
+  ASSERT_TRUE(Do([&](Done d) { b->Delete(s, got.jobs[0].id, Ch(d)); }).ok());
   for (const char* set : {"ready", "delayed", "reserved", "buried"})
     EXPECT_EQ(Cli(std::string("exists 'dq:{sk}:") + set + "'"), "0") << set;
   auto put = Put(*b, s, "b", 60'000);
@@ -852,10 +870,10 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   ASSERT_EQ(got.jobs.size(), 1u);
   ASSERT_EQ(got.jobs[0].id, plain->id);
   EXPECT_EQ(shape(plain->id), "10 string");
-  auto rel =
-      Get<JobState>([&](Callback<JobState> cb) { b->Release(s, plain->id, 2000, TimeMs{0}, cb); });
+  auto rel = Get<JobChange>(
+      [&](Callback<JobChange> cb) { b->Release(s, plain->id, 2000, TimeMs{0}, cb); });
   ASSERT_TRUE(rel.ok());
-  EXPECT_EQ(*rel, JobState::kReady);
+  EXPECT_EQ(rel->state, JobState::kReady);
   EXPECT_EQ(shape(plain->id), "16 number");
   EXPECT_EQ(counts(plain->id), (std::vector<uint32_t>{1, 0, 1, 0, 0, 0, 5}));
 
@@ -877,10 +895,10 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
   ASSERT_EQ(got.jobs.size(), 1u);
   EXPECT_EQ(got.jobs[0].id, retried->id);
   EXPECT_EQ(got.jobs[0].body, "old body");
-  rel = Get<JobState>(
-      [&](Callback<JobState> cb) { b->Release(s, retried->id, 1024, std::nullopt, cb); });
+  rel = Get<JobChange>(
+      [&](Callback<JobChange> cb) { b->Release(s, retried->id, 1024, std::nullopt, cb); });
   ASSERT_TRUE(rel.ok());
-  EXPECT_EQ(*rel, JobState::kDelayed);
+  EXPECT_EQ(rel->state, JobState::kDelayed);
   EXPECT_EQ(shape(retried->id), "16 number");
   js = StatsJob(*b, retried->id);
   ASSERT_TRUE(js.ok());
@@ -903,20 +921,26 @@ TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
   auto in_set = [&](JobId id) { return !Cli("zscore 'dq:{rs}:reserved' " + MemberOf(id)).empty(); };
   std::optional<Jobs> ra, ra2, rc;
   std::optional<Status> touched, deleted;
-  std::optional<Result<JobState>> released;
+  std::optional<Result<JobChange>> released;
   int calls = Calls("fcall");
   b->ReserveJob(s, a->id, [&](Status st, backend::Jobs v) { ra = Own(st, v); });
-  b->Touch(s, a->id, [&](Status st) { touched = st; });
-  b->Release(s, a->id, 1024, TimeMs{0}, [&](Result<JobState> r) { released = r; });
+  b->Touch(s, a->id, [&](Result<JobChange> st_r) {
+    Status st = st_r.status();
+    touched = st;
+  });
+  b->Release(s, a->id, 1024, TimeMs{0}, [&](Result<JobChange> r) { released = r; });
   b->ReserveJob(s, a->id, [&](Status st, backend::Jobs v) { ra2 = Own(st, v); });
   b->ReserveJob(s, c->id, [&](Status st, backend::Jobs v) { rc = Own(st, v); });
-  b->Delete(s, c->id, [&](Status st) { deleted = st; });
+  b->Delete(s, c->id, [&](Result<JobChange> st_r) {
+    Status st = st_r.status();
+    deleted = st;
+  });
   ASSERT_TRUE(RunUntil([&] { return ra && touched && released && ra2 && rc && deleted; }));
   EXPECT_EQ(Calls("fcall") - calls, 1);
   ASSERT_EQ(ra->jobs.size(), 1u);
   EXPECT_TRUE(touched->ok());
   ASSERT_TRUE(released->ok());
-  EXPECT_EQ(**released, JobState::kReady);
+  EXPECT_EQ((*released)->state, JobState::kReady);
   ASSERT_EQ(ra2->jobs.size(), 1u);
   ASSERT_EQ(rc->jobs.size(), 1u);
   EXPECT_TRUE(deleted->ok());
@@ -934,8 +958,14 @@ TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
   touched.reset();
   deleted.reset();
   calls = Calls("fcall");
-  b->Touch(s, a->id, [&](Status st) { touched = st; });
-  b->Delete(s, a->id, [&](Status st) { deleted = st; });
+  b->Touch(s, a->id, [&](Result<JobChange> st_r) {
+    Status st = st_r.status();
+    touched = st;
+  });
+  b->Delete(s, a->id, [&](Result<JobChange> st_r) {
+    Status st = st_r.status();
+    deleted = st;
+  });
   ASSERT_TRUE(RunUntil([&] { return touched && deleted; }));
   EXPECT_EQ(Calls("fcall") - calls, 1);
   EXPECT_TRUE(touched->ok());
@@ -1048,19 +1078,19 @@ TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
                std::string(JobStateName(r->state));
       }
       if (op < 40) return show_jobs(b, Reserve(b, s, 0, 1 + pick(2)));
-      if (op < 48) return show(Do([&](Done d) { b.Delete(s, id, d); }));
-      if (op < 52) return show(Do([&](Done d) { b.DeleteByKey(s, topic, key, d); }));
+      if (op < 48) return show(Do([&](Done d) { b.Delete(s, id, Ch(d)); }));
+      if (op < 52) return show(Do([&](Done d) { b.DeleteByKey(s, topic, key, Ch(d)); }));
       if (op < 60) {
-        auto r = Get<JobState>([&](Callback<JobState> cb) { b.Release(s, id, pri, delay, cb); });
-        return r.ok() ? std::string(JobStateName(*r)) : show(r.status());
+        auto r = Get<JobChange>([&](Callback<JobChange> cb) { b.Release(s, id, pri, delay, cb); });
+        return r.ok() ? std::string(JobStateName(r->state)) : show(r.status());
       }
-      if (op < 64) return show(Do([&](Done d) { b.Bury(s, id, pri, d); }));
-      if (op < 67) return show(Do([&](Done d) { b.Touch(s, id, d); }));
+      if (op < 64) return show(Do([&](Done d) { b.Bury(s, id, pri, Ch(d)); }));
+      if (op < 67) return show(Do([&](Done d) { b.Touch(s, id, Ch(d)); }));
       if (op < 71) {
         auto r = Get<uint64_t>([&](Callback<uint64_t> cb) { b.Kick(s, topic, 1 + pick(3), cb); });
         return r.ok() ? "kicked " + std::to_string(*r) : show(r.status());
       }
-      if (op < 74) return show(Do([&](Done d) { b.KickJob(s, id, d); }));
+      if (op < 74) return show(Do([&](Done d) { b.KickJob(s, id, Ch(d)); }));
       if (op < 82) {
         auto kind = static_cast<Backend::PeekKind>(pick(5));
         return show_jobs(b, Peek(b, kind, id, topic, key));
@@ -1244,17 +1274,17 @@ TEST_F(RedisBackendTest, BatchedOperationsMatchTheLocalBackend) {
           b.Reserve(ReserveRequest{s, 0, o.count, false},
                     [slot, jobs_text](Status st, backend::Jobs v) { *slot = jobs_text(st, v); });
         } else if (o.kind < 75) {
-          b.Delete(s, id, done);
+          b.Delete(s, id, Ch(done));
         } else if (o.kind < 80) {
-          b.DeleteByKey(s, topic, o.key.empty() ? "k0" : o.key, done);
+          b.DeleteByKey(s, topic, o.key.empty() ? "k0" : o.key, Ch(done));
         } else if (o.kind < 85) {
-          b.Release(s, id, o.pri, o.delay, [slot, show](Result<JobState> r) {
-            *slot = r.ok() ? std::string(JobStateName(*r)) : show(r.status());
+          b.Release(s, id, o.pri, o.delay, [slot, show](Result<JobChange> r) {
+            *slot = r.ok() ? std::string(JobStateName(r->state)) : show(r.status());
           });
         } else if (o.kind < 88) {
-          b.Bury(s, id, o.pri, done);
+          b.Bury(s, id, o.pri, Ch(done));
         } else if (o.kind < 90) {
-          b.Touch(s, id, done);
+          b.Touch(s, id, Ch(done));
         } else if (o.kind < 92) {
           b.Kick(s, topic, o.count, [slot, show](Result<uint64_t> r) {
             *slot = r.ok() ? "kicked " + std::to_string(*r) : show(r.status());
@@ -1385,7 +1415,7 @@ TEST_F(RedisClusterTest, TopicsSpreadOverTheMastersAndWorkAcrossInstances) {
   for (size_t i = 0; i < puts.size(); ++i) {
     Jobs got = Reserve(*b, sb);
     ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
-    EXPECT_TRUE(Do([&](Done d) { b->Delete(sb, got.jobs[0].id, d); }).ok());
+    EXPECT_TRUE(Do([&](Done d) { b->Delete(sb, got.jobs[0].id, Ch(d)); }).ok());
   }
   EXPECT_EQ(Reserve(*b, sb).status.code(), Code::kTimedOut);
   // A waiting reserve on b is woken by a put on a, whichever master holds it.

@@ -44,6 +44,11 @@
 namespace delayq::backend {
 namespace {
 
+// A job operation's completion that keeps only its status.
+[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
+  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
+}
+
 using std::chrono::milliseconds;
 using testing::RedisProcess;
 using testing::ReferenceEngine;
@@ -130,6 +135,12 @@ template <typename T, typename F>
 std::string Text(const Result<T>& r, F ok) {
   return r.ok() ? ok(r.value()) : Text(r.status());
 }
+
+// What an operation on one job did: its code, and the state it left.
+std::string Text(const Result<JobChange>& r) {
+  return Text(r, [](const JobChange& c) { return "ok " + std::string(JobStateName(c.state)); });
+}
+std::string StateText(const JobChange& c) { return std::string(JobStateName(c.state)); }
 
 std::string BackoffText(const Backoff& b) {
   switch (b.kind) {
@@ -523,11 +534,11 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
       what += "delete " + std::to_string(job) + (op0 ? " by 0" : "");
       got_ref = Text(ref.Delete(now, r0, rid));
-      got_redis = Text(Do([&](Done d) { redis->Delete(b0, bid, d); }));
+      got_redis = Text(Do([&](Done d) { redis->Delete(b0, bid, Ch(d)); }));
     } else if (op < 56) {
       what += "delete-key " + topic + " " + key;
       got_ref = Text(ref.DeleteByKey(now, rs, topic, key));
-      got_redis = Text(Do([&](Done d) { redis->DeleteByKey(bs, topic, key, d); }));
+      got_redis = Text(Do([&](Done d) { redis->DeleteByKey(bs, topic, key, Ch(d)); }));
     } else if (op < 66) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
       std::optional<TimeMs> delay;
@@ -538,21 +549,21 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
       }
       what += "release " + std::to_string(job) + " pri=" + std::to_string(pri) +
               " delay=" + (delay ? std::to_string(*delay) : "-") + (op0 ? " by 0" : "");
-      auto state = [](JobState s) { return std::string(JobStateName(s)); };
+      auto state = [](const auto& s) { return StateText(s); };
       got_ref = Text(ref.Release(now, r0, rid, pri, delay), state);
       got_redis = Text(
-          Get<JobState>([&](Callback<JobState> cb) { redis->Release(b0, bid, pri, delay, cb); }),
+          Get<JobChange>([&](Callback<JobChange> cb) { redis->Release(b0, bid, pri, delay, cb); }),
           state);
     } else if (op < 70) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
       what += "bury " + std::to_string(job) + " pri=" + std::to_string(pri) + (op0 ? " by 0" : "");
       got_ref = Text(ref.Bury(now, r0, rid, pri));
-      got_redis = Text(Do([&](Done d) { redis->Bury(b0, bid, pri, d); }));
+      got_redis = Text(Do([&](Done d) { redis->Bury(b0, bid, pri, Ch(d)); }));
     } else if (op < 76) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
       what += "touch " + std::to_string(job) + (op0 ? " by 0" : "");
       got_ref = Text(ref.Touch(now, r0, rid));
-      got_redis = Text(Do([&](Done d) { redis->Touch(b0, bid, d); }));
+      got_redis = Text(Do([&](Done d) { redis->Touch(b0, bid, Ch(d)); }));
     } else if (op < 79) {
       uint64_t bound = 1 + pick(4);
       what += "kick " + topic + " " + std::to_string(bound);
@@ -563,7 +574,7 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
     } else if (op < 81) {
       what += "kick-job " + std::to_string(job);
       got_ref = Text(ref.KickJob(now, rid));
-      got_redis = Text(Do([&](Done d) { redis->KickJob(bs, bid, d); }));
+      got_redis = Text(Do([&](Done d) { redis->KickJob(bs, bid, Ch(d)); }));
     } else if (op < 86) {
       auto kind = static_cast<Backend::PeekKind>(pick(5));
       Result<JobView> a = Status::NotFound();

@@ -65,6 +65,30 @@ inline std::string MaskLineValues(std::string_view s, const std::vector<std::str
   return out;
 }
 
+// Each word of exactly 16 lower-case hex digits (a lease, alone or after
+// "ID@"), whatever surrounds it but letters and digits, becomes "<hex>".
+inline std::string MaskHex16(std::string_view s) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  auto word = [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t e = i;
+    while (e < s.size() && hex(s[e])) ++e;
+    if (e - i == 16 && (i == 0 || !word(s[i - 1])) && (e == s.size() || !word(s[e]))) {
+      out += "<hex>";
+      i = e;
+    } else if (e > i) {
+      out.append(s.substr(i, e - i));
+      i = e;
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
 // Each JSON member "<name>":<digits> of a listed name becomes "<name>":*,
 // and "id":"<16 hex digits>" becomes "id":"*".
 inline std::string MaskJsonValues(std::string_view s, const std::vector<std::string>& names) {
