@@ -172,8 +172,9 @@ class Engine {
   // Views are valid until the next mutating call.
   Result<JobView> Peek(TimeMs now, JobId id);
   // A reserved job's view with its lease, for the reply to the reserve
-  // that took it (no other view carries a lease). kNotFound otherwise. The
-  // lease's text lasts only until the next call of any kind.
+  // that took it (no other view carries a lease). kNotFound otherwise.
+  // The views of consecutive PeekReservation calls all stay valid until the
+  // next call of another kind.
   Result<JobView> PeekReservation(TimeMs now, JobId id);
   Result<JobView> PeekByKey(TimeMs now, std::string_view topic, std::string_view key);
   Result<JobView> PeekReady(TimeMs now, std::string_view topic);    // next to be reserved

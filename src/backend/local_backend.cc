@@ -491,16 +491,9 @@ void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> don
 
 void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
   views_.clear();
-  // A view's lease lasts only until the engine's next call: each is kept
-  // here (reserved first: the strings never move).
-  std::vector<std::string> leases;
-  leases.reserve(ids.size());
   for (JobId id : ids) {
     auto v = engine_.PeekReservation(engine_.now(), id);
-    if (!v.ok()) continue;
-    leases.emplace_back(v->lease);
-    v->lease = leases.back();
-    views_.push_back(*v);
+    if (v.ok()) views_.push_back(*v);
   }
   std::vector<JobView> views;
   views.swap(views_);  // the completion may re-enter the backend

@@ -424,14 +424,17 @@ class Engine::Impl {
   }
 
   Result<JobView> PeekReservation(TimeMs now, JobId id) {
+    // The texts of this streak of PeekReservation calls stay (a deque moved
+    // keeps its elements in place); any other call drops them (AdvanceTo).
+    std::deque<std::string> texts = std::move(lease_texts_);
     AdvanceTo(now);
     Finish();
+    lease_texts_ = std::move(texts);
     Job* j = ids_.Find(id);
     if (j == nullptr || j->state != JobState::kReserved) return Status::NotFound();
     JobView v = View(j);
     if (j->reserver == nullptr) {
-      lease_text_ = FormatLease(j->lease);
-      v.lease = lease_text_;
+      v.lease = lease_texts_.emplace_back(FormatLease(j->lease));
     }
     return v;
   }
@@ -1097,6 +1100,7 @@ class Engine::Impl {
 
   // ---- time --------------------------------------------------------------
   void AdvanceTo(TimeMs target) {
+    lease_texts_.clear();
     if (target <= now_) {
       // Common case: another call within the same millisecond.
       if (!wheel_.HasDue() && (wakes_.empty() || wakes_.begin()->first > now_) &&
@@ -1263,7 +1267,7 @@ class Engine::Impl {
 
   EngineOptions opt_;
   uint64_t leases_ = 0;
-  std::string lease_text_;  // PeekReservation's view points into it
+  std::deque<std::string> lease_texts_;  // PeekReservation's views point into them
   TimeMs now_;
   core::JobPool pool_;  // before every structure holding jobs
   TimingWheel wheel_;

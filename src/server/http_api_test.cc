@@ -228,6 +228,160 @@ TEST_F(HttpApiTest, YouzanIdsAcrossTopics) {
   EXPECT_STREQ(pop["data"]["id"].GetString(), "u1");
 }
 
+// A backend that counts the operations the API asks of the one it wraps
+// (sessions and the clock are not operations).
+class CountingBackend : public backend::Backend {
+ public:
+  explicit CountingBackend(backend::Backend& b) : b_(b) {}
+  int calls = 0;
+
+  const backend::BackendInfo& info() const override { return b_.info(); }
+  SessionId OpenSession() override { return b_.OpenSession(); }
+  void CloseSession(SessionId s) override { b_.CloseSession(s); }
+  Status Use(SessionId s, std::string_view t) override { return b_.Use(s, t); }
+  Result<size_t> Watch(SessionId s, std::string_view t) override { return b_.Watch(s, t); }
+  Result<size_t> Ignore(SessionId s, std::string_view t) override { return b_.Ignore(s, t); }
+  std::string UsedTopic(SessionId s) const override { return b_.UsedTopic(s); }
+  std::vector<std::string> WatchedTopics(SessionId s) const override { return b_.WatchedTopics(s); }
+  void DiscardJobId() override { b_.DiscardJobId(); }
+  void Put(SessionId s, const PutRequest& r, backend::Callback<PutResult> d) override {
+    ++calls;
+    b_.Put(s, r, std::move(d));
+  }
+  void Reserve(const ReserveRequest& r, backend::JobsDone d) override {
+    ++calls;
+    b_.Reserve(r, std::move(d));
+  }
+  void CancelReserve(SessionId s) override { b_.CancelReserve(s); }
+  void ReserveJob(SessionId s, JobId id, backend::JobsDone d) override {
+    ++calls;
+    b_.ReserveJob(s, id, std::move(d));
+  }
+  void Delete(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.Delete(c, id, std::move(d));
+  }
+  void DeleteByKey(const backend::Claim& c, std::string_view t, std::string_view k,
+                   backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.DeleteByKey(c, t, k, std::move(d));
+  }
+  void Finish(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.Finish(c, id, std::move(d));
+  }
+  void Release(const backend::Claim& c, JobId id, std::optional<uint32_t> p,
+               std::optional<TimeMs> delay, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.Release(c, id, p, delay, std::move(d));
+  }
+  void Bury(const backend::Claim& c, JobId id, std::optional<uint32_t> p,
+            backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.Bury(c, id, p, std::move(d));
+  }
+  void Touch(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.Touch(c, id, std::move(d));
+  }
+  void Kick(SessionId s, std::string_view t, uint64_t n, backend::Callback<uint64_t> d) override {
+    ++calls;
+    b_.Kick(s, t, n, std::move(d));
+  }
+  void KickJob(SessionId s, JobId id, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.KickJob(s, id, std::move(d));
+  }
+  void Peek(SessionId s, PeekKind k, JobId id, std::string_view t, std::string_view key,
+            backend::JobsDone d) override {
+    ++calls;
+    b_.Peek(s, k, id, t, key, std::move(d));
+  }
+  void StatsJob(JobId id, backend::Callback<JobStats> d) override {
+    ++calls;
+    b_.StatsJob(id, std::move(d));
+  }
+  void StatsTopic(std::string_view t, backend::Callback<TopicStats> d) override {
+    ++calls;
+    b_.StatsTopic(t, std::move(d));
+  }
+  void Stats(backend::Callback<EngineStats> d) override {
+    ++calls;
+    b_.Stats(std::move(d));
+  }
+  void ListTopics(backend::Callback<std::vector<std::string>> d) override {
+    ++calls;
+    b_.ListTopics(std::move(d));
+  }
+  void PauseTopic(std::string_view t, TimeMs ms, backend::Done d) override {
+    ++calls;
+    b_.PauseTopic(t, ms, std::move(d));
+  }
+  void ClearTopic(SessionId s, std::string_view t, uint8_t mask,
+                  backend::Callback<uint64_t> d) override {
+    ++calls;
+    b_.ClearTopic(s, t, mask, std::move(d));
+  }
+  TimeMs Now() const override { return b_.Now(); }
+
+ private:
+  backend::Backend& b_;
+};
+
+// Each route is one backend call, with no read before its write (a batch
+// put: one per job); the Youzan-style /finish, /delete and /get still look
+// the id up in every topic first (docs/http-api.md).
+TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
+  CountingBackend counting(backend_);
+  ServerContext ctx(counting);
+  ctx.started_ms = clock_.now;
+  HttpApi api(ctx);
+  auto call = [&](std::string_view method, std::string target, std::string body = {}) {
+    const int before = counting.calls;
+    std::optional<HttpReply> got;
+    api.Handle(HttpRequest{method, target, body}, [&](HttpReply r) { got = std::move(r); });
+    EXPECT_TRUE(got.has_value()) << method << " " << target;
+    return std::make_pair(counting.calls - before, got.value_or(HttpReply{0, "", ""}));
+  };
+  auto one = [&](std::string_view method, std::string target, std::string body = {}) {
+    auto [n, reply] = call(method, target, body);
+    EXPECT_EQ(n, 1) << method << " " << target << " -> " << reply.status << " " << reply.body;
+    return reply;
+  };
+  one("POST", "/topics/c/jobs", R"({"body":"a","key":"k1","delay_ms":5000})");
+  one("POST", "/topics/c/jobs", R"({"body":"a","key":"k1","delay_ms":5000})");  // exists
+  one("POST", "/topics/c/jobs", R"({"body":"b","priority":1})");
+  EXPECT_EQ(call("POST", "/topics/c/jobs", R"({"jobs":[{},{},{}]})").first, 3);
+  one("GET", "/jobs/1");
+  one("GET", "/topics/c/keys/k1");
+  auto r = Json(one("POST", "/reserve", R"({"topics":["c"],"count":2})").body);
+  ASSERT_EQ(r["jobs"].Size(), 2u);
+  const std::string id = std::to_string(r["jobs"][0]["id"].GetUint64());
+  const std::string lease = R"({"lease":")" + std::string(r["jobs"][0]["lease"].GetString());
+  one("POST", "/jobs/" + id + "/touch", lease + "\"}");
+  one("POST", "/jobs/" + id + "/release", lease + R"(","delay_ms":1000})");
+  one("POST", "/jobs/" + id + "/touch", lease + "\"}");  // lease lost: refused, one call
+  one("POST", "/jobs/" + id + "/kick");
+  r = Json(one("POST", "/topics/c/reserve", R"({})").body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  const std::string id2 = std::to_string(r["jobs"][0]["id"].GetUint64());
+  const std::string lease2 = R"({"lease":")" + std::string(r["jobs"][0]["lease"].GetString());
+  one("POST", "/jobs/" + id2 + "/bury", lease2 + "\"}");
+  one("POST", "/topics/c/kick", R"({"bound":5})");
+  r = Json(one("POST", "/topics/c/reserve", R"({})").body);
+  ASSERT_EQ(r["jobs"].Size(), 1u);
+  one("POST", "/jobs/" + std::to_string(r["jobs"][0]["id"].GetUint64()) + "/finish",
+      R"({"lease":")" + std::string(r["jobs"][0]["lease"].GetString()) + "\"}");
+  one("DELETE", "/jobs/" + id2);
+  one("DELETE", "/topics/c/keys/k1");
+  one("POST", "/topics/c/pause", R"({"delay_ms":10})");
+  one("POST", "/topics/c/clear", R"({})");
+  one("GET", "/topics/c");
+  one("GET", "/topics");
+  one("POST", "/push", R"({"topic":"y","id":"u1","delay":0,"ttr":5,"body":"x"})");
+  one("POST", "/pop", R"({"topic":"y","timeout":0})");
+}
+
 TEST_F(HttpApiTest, DrainingRefusesPuts) {
   ctx_.draining = true;
   HttpReply r = Call("POST", "/topics/t/jobs", "{}");

@@ -1650,11 +1650,9 @@ TEST(ModelRepro, SessionCannotFinishADetachedReservation) {
 // A front-end answers a batch reserve with the view of each job, taken one
 // after the other (LocalBackend::ReplyJobs): "Views are valid until the next
 // mutating call", and PeekReservation is none, so each view must still
-// carry its own lease when the reply is written. DISABLED: the engine keeps
-// one lease text for all views (Impl::lease_text_), and the next
-// PeekReservation frees the text the earlier views point into. Enable once
-// the engine is fixed (run it with --gtest_also_run_disabled_tests).
-TEST(ModelRepro, DISABLED_BatchReserveViewsKeepTheirLeases) {
+// carry its own lease when the reply is written. (The engine kept one lease
+// text for all views, which the next PeekReservation freed.)
+TEST(ModelRepro, BatchReserveViewsKeepTheirLeases) {
   EngineOptions options;
   options.lease_seed = kScriptLeaseSeed;
   Engine e(options);

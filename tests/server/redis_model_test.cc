@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -73,6 +74,7 @@ struct Owned {
   std::string topic, key, body;
   JobState state = JobState::kReady;
   uint32_t priority = 0;
+  std::string lease;  // not compared: each backend words its own
 };
 
 using NameFn = std::function<std::string(JobId)>;
@@ -89,8 +91,13 @@ std::string Text(const Owned& j, const NameFn& name) {
 }
 
 std::string Text(const JobView& v, const NameFn& name) {
-  return Text(Owned{v.id, std::string(v.topic), std::string(v.key), std::string(v.body), v.state,
-                    v.priority},
+  return Text(Owned{v.id,
+                    std::string(v.topic),
+                    std::string(v.key),
+                    std::string(v.body),
+                    v.state,
+                    v.priority,
+                    {}},
               name);
 }
 
@@ -199,7 +206,7 @@ class RedisModelTest : public ::testing::Test {
       std::vector<Owned> jobs;
       for (const JobView& v : views)
         jobs.push_back(Owned{v.id, std::string(v.topic), std::string(v.key), std::string(v.body),
-                             v.state, v.priority});
+                             v.state, v.priority, std::string(v.lease)});
       out.emplace(st, std::move(jobs));
     });
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
@@ -266,6 +273,10 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
 
   // Job n (the n-th created) is ref_ids[n] and redis_ids[n].
   std::vector<JobId> ref_ids, redis_ids;
+  // Per job (its index in ref_ids): the leases of its detached reservations,
+  // the reference's and Redis's, in order.
+  std::map<size_t, std::vector<std::pair<uint64_t, std::string>>> leases;
+  int leased_ok = 0, leased_lost = 0, leased_other = 0;
   std::map<JobId, size_t> ref_index, redis_index;
   auto namer = [](const std::map<JobId, size_t>& index) -> NameFn {
     return [&index](JobId id) {
@@ -417,6 +428,32 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
     }
     JobId rid = job < ref_ids.size() ? ref_ids[job] : kNoJob;
     JobId bid = job < redis_ids.size() ? redis_ids[job] : kNoJob;
+    // For an operation on a reserved job, often a lease: the job's latest,
+    // an earlier (stale) one, or another job's; else none.
+    uint64_t ref_lease = 0;
+    std::string redis_lease, lease_what;
+    if (on_reserved && !leases.empty() && pick(3) != 0) {
+      auto mine = leases.find(job);
+      uint64_t how = pick(4);
+      const std::vector<std::pair<uint64_t, std::string>>* from = nullptr;
+      size_t at = 0;
+      if (mine != leases.end() && how < 2) {
+        from = &mine->second;
+        at = from->size() - 1;
+        lease_what = " lease=latest";
+      } else if (mine != leases.end() && how == 2 && mine->second.size() > 1) {
+        from = &mine->second;
+        at = pick(from->size() - 1);
+        lease_what = " lease=stale";
+      } else {
+        auto other = std::next(leases.begin(), static_cast<long>(pick(leases.size())));
+        from = &other->second;
+        at = from->size() - 1;
+        lease_what = " lease=of-job-" + std::to_string(other->first);
+      }
+      ref_lease = (*from)[at].first;
+      redis_lease = (*from)[at].second;
+    }
     const std::string& topic = topics[pick(topics.size())];
     const std::string key = pick(3) == 0 ? keys[pick(keys.size())] : "";
     uint32_t pri = priorities[pick(priorities.size())];
@@ -512,18 +549,33 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
         auto a = ref.ReserveJob(now, rs, *took);
         st = a.status();
         if (a.ok())
-          jobs.push_back(Owned{a->id, std::string(a->topic), std::string(a->key),
-                               std::string(a->body), a->state, a->priority});
+          jobs.push_back(Owned{a->id,
+                               std::string(a->topic),
+                               std::string(a->key),
+                               std::string(a->body),
+                               a->state,
+                               a->priority,
+                               {}});
       } else {
         auto a = ref.Reserve(now, ReserveRequest{rs, 0, count, detach});
         st = a.status();
         if (a.ok())
           for (JobId id : *a) {
             const testing::RefJob& j = ref.jobs().at(id);
-            jobs.push_back(Owned{id, j.topic, j.key, j.body, j.state, j.priority});
+            jobs.push_back(Owned{id, j.topic, j.key, j.body, j.state, j.priority, {}});
           }
       }
       got_ref = Text(st, jobs, ref_name);
+      // The leases of a detached reserve, the reference's and Redis's, for
+      // the operations below to name (docs/engine.md, "Leases").
+      for (const Owned& o : b.second) {
+        auto it = redis_index.find(o.id);
+        if (o.lease.empty() || it == redis_index.end()) continue;
+        auto view = ref.PeekReservation(now, ref_ids.at(it->second));
+        uint64_t ref_lease = 0;
+        if (view.ok() && ParseLease(view->lease, &ref_lease))
+          leases[it->second].emplace_back(ref_lease, o.lease);
+      }
     } else if (op < 47) {
       what += "reserve-job " + std::to_string(job);
       auto a = ref.ReserveJob(now, rs, rid);
@@ -532,13 +584,21 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
       got_redis = Text(b.first, b.second, redis_name);
     } else if (op < 54) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
-      what += "delete " + std::to_string(job) + (op0 ? " by 0" : "");
-      got_ref = Text(ref.Delete(now, r0, rid));
-      got_redis = Text(Do([&](Done d) { redis->Delete(b0, bid, Ch(d)); }));
+      const bool finish = pick(2) == 0;
+      what += (finish ? "finish " : "delete ") + std::to_string(job) + (op0 ? " by 0" : "") +
+              lease_what;
+      Holder rh(r0, ref_lease);
+      backend::Claim bh(b0, redis_lease);
+      got_ref = Text(finish ? ref.Finish(now, rh, rid) : ref.Delete(now, rh, rid));
+      got_redis = Text(Get<JobChange>([&](Callback<JobChange> cb) {
+        if (finish) return redis->Finish(bh, bid, cb);
+        redis->Delete(bh, bid, cb);
+      }));
     } else if (op < 56) {
       what += "delete-key " + topic + " " + key;
       got_ref = Text(ref.DeleteByKey(now, rs, topic, key));
-      got_redis = Text(Do([&](Done d) { redis->DeleteByKey(bs, topic, key, Ch(d)); }));
+      got_redis = Text(
+          Get<JobChange>([&](Callback<JobChange> cb) { redis->DeleteByKey(bs, topic, key, cb); }));
     } else if (op < 66) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
       std::optional<TimeMs> delay;
@@ -550,20 +610,26 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
       what += "release " + std::to_string(job) + " pri=" + std::to_string(pri) +
               " delay=" + (delay ? std::to_string(*delay) : "-") + (op0 ? " by 0" : "");
       auto state = [](const auto& s) { return StateText(s); };
-      got_ref = Text(ref.Release(now, r0, rid, pri, delay), state);
-      got_redis = Text(
-          Get<JobChange>([&](Callback<JobChange> cb) { redis->Release(b0, bid, pri, delay, cb); }),
-          state);
+      what += lease_what;
+      got_ref = Text(ref.Release(now, Holder(r0, ref_lease), rid, pri, delay), state);
+      got_redis = Text(Get<JobChange>([&](Callback<JobChange> cb) {
+                         redis->Release(backend::Claim(b0, redis_lease), bid, pri, delay, cb);
+                       }),
+                       state);
     } else if (op < 70) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
-      what += "bury " + std::to_string(job) + " pri=" + std::to_string(pri) + (op0 ? " by 0" : "");
-      got_ref = Text(ref.Bury(now, r0, rid, pri));
-      got_redis = Text(Do([&](Done d) { redis->Bury(b0, bid, pri, Ch(d)); }));
+      what += "bury " + std::to_string(job) + " pri=" + std::to_string(pri) + (op0 ? " by 0" : "") +
+              lease_what;
+      got_ref = Text(ref.Bury(now, Holder(r0, ref_lease), rid, pri));
+      got_redis = Text(Get<JobChange>([&](Callback<JobChange> cb) {
+        redis->Bury(backend::Claim(b0, redis_lease), bid, pri, cb);
+      }));
     } else if (op < 76) {
       SessionId r0 = op0 ? 0 : rs, b0 = op0 ? 0 : bs;
-      what += "touch " + std::to_string(job) + (op0 ? " by 0" : "");
-      got_ref = Text(ref.Touch(now, r0, rid));
-      got_redis = Text(Do([&](Done d) { redis->Touch(b0, bid, Ch(d)); }));
+      what += "touch " + std::to_string(job) + (op0 ? " by 0" : "") + lease_what;
+      got_ref = Text(ref.Touch(now, Holder(r0, ref_lease), rid));
+      got_redis = Text(Get<JobChange>(
+          [&](Callback<JobChange> cb) { redis->Touch(backend::Claim(b0, redis_lease), bid, cb); }));
     } else if (op < 79) {
       uint64_t bound = 1 + pick(4);
       what += "kick " + topic + " " + std::to_string(bound);
@@ -574,7 +640,8 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
     } else if (op < 81) {
       what += "kick-job " + std::to_string(job);
       got_ref = Text(ref.KickJob(now, rid));
-      got_redis = Text(Do([&](Done d) { redis->KickJob(bs, bid, Ch(d)); }));
+      got_redis =
+          Text(Get<JobChange>([&](Callback<JobChange> cb) { redis->KickJob(bs, bid, cb); }));
     } else if (op < 86) {
       auto kind = static_cast<Backend::PeekKind>(pick(5));
       Result<JobView> a = Status::NotFound();
@@ -661,11 +728,22 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
       stats(&got_ref, &got_redis);
     }
     note(what + " -> " + got_redis);
+    if (!lease_what.empty()) {
+      (got_redis.rfind("ok", 0) == 0 ? leased_ok
+       : got_redis == "lease_lost"   ? leased_lost
+                                     : leased_other)++;
+    }
     if (got_ref != got_redis)
       FAIL() << "operation " << i << ": " << what << "\n  reference " << got_ref << "\n  redis     "
              << got_redis << "\n"
              << trail();
   }
+
+  // The lease paths ran, both ways.
+  std::printf("[ leases ] %d operations under a lease took effect, %d were lease_lost, %d other\n",
+              leased_ok, leased_lost, leased_other);
+  EXPECT_GT(leased_ok, 0);
+  EXPECT_GT(leased_lost, 0);
 
   // At the end, every job's stats.
   EXPECT_GT(ref_ids.size(), static_cast<size_t>(ops) / 8);
