@@ -304,9 +304,11 @@ class Engine::Impl {
     return View(j);
   }
 
-  Result<JobChange> Delete(TimeMs now, const Holder& h, JobId id) {
+  // Delete takes a job in any state (a reserved one from its holder);
+  // finish only a reserved one.
+  Result<JobChange> Delete(TimeMs now, const Holder& h, JobId id, bool any_state = true) {
     AdvanceTo(now);
-    auto j = Acting(h, id, /*any_state=*/true);
+    auto j = Acting(h, id, any_state);
     if (!j.ok()) return Finish(Result<JobChange>(j.status()));
     JobChange c = Change(*j);
     (*j)->topic->cmd_delete++;
@@ -324,17 +326,6 @@ class Engine::Impl {
     }
     return Finish(Result<JobChange>(Status::NotFound("no job with key '" + std::string(key) +
                                                      "' in topic '" + std::string(topic) + "'")));
-  }
-
-  Result<JobChange> FinishJob(TimeMs now, const Holder& h, JobId id) {
-    AdvanceTo(now);
-    auto j = Acting(h, id, /*any_state=*/false);
-    if (!j.ok()) return Finish(Result<JobChange>(j.status()));
-    JobChange c = Change(*j);
-    (*j)->topic->cmd_delete++;
-    Destroy(*j);
-    Finish();
-    return c;
   }
 
   Result<JobChange> Release(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority,
@@ -1430,7 +1421,7 @@ Result<JobChange> Engine::DeleteByKey(TimeMs now, const Holder& h, std::string_v
   return impl_->DeleteByKey(now, h, t, k);
 }
 Result<JobChange> Engine::Finish(TimeMs now, const Holder& h, JobId id) {
-  return impl_->FinishJob(now, h, id);
+  return impl_->Delete(now, h, id, /*any_state=*/false);
 }
 Result<JobChange> Engine::Release(TimeMs now, const Holder& h, JobId id,
                                   std::optional<uint32_t> pri, std::optional<TimeMs> delay) {

@@ -769,8 +769,13 @@ JobChange ReferenceEngine::Change(const RefJob& j) {
 // and a reserved job under the rules above; it counts the topic's
 // cmd-delete, and answers the state it found."
 Result<JobChange> ReferenceEngine::Delete(TimeMs now, const Holder& holder, JobId id) {
+  return Remove(now, holder, id, /*any_state=*/true);
+}
+
+Result<JobChange> ReferenceEngine::Remove(TimeMs now, const Holder& holder, JobId id,
+                                          bool any_state) {
   Advance(now);
-  auto held = Holding(holder, id, /*any_state=*/true);
+  auto held = Holding(holder, id, any_state);
   if (!held.ok()) return held.status();
   RefJob& j = **held;
   JobChange found = Change(j);
@@ -797,16 +802,7 @@ Result<JobChange> ReferenceEngine::DeleteByKey(TimeMs now, const Holder& holder,
 // "Finish deletes a reserved job." Not in the document: it counts the
 // topic's cmd-delete, as delete does.
 Result<JobChange> ReferenceEngine::Finish(TimeMs now, const Holder& holder, JobId id) {
-  Advance(now);
-  auto held = Holding(holder, id, /*any_state=*/false);
-  if (!held.ok()) return held.status();
-  RefJob& j = **held;
-  JobChange found = Change(j);
-  GetOrCreateTopic(j.topic).cmd_delete += 1;
-  RecordDelete(j);
-  RemoveJob(id);
-  CollectTopics();
-  return found;
+  return Remove(now, holder, id, /*any_state=*/false);
 }
 
 // "A release with an explicit delay applies the max_tries rule, then that

@@ -142,6 +142,8 @@ class ReferenceEngine {
   Result<JobChange> DeleteByKey(TimeMs now, const Holder& holder, std::string_view topic,
                                 std::string_view key);
   Result<JobChange> Finish(TimeMs now, const Holder& holder, JobId id);
+  // Delete (any_state) and Finish.
+  Result<JobChange> Remove(TimeMs now, const Holder& holder, JobId id, bool any_state);
   Result<JobChange> Release(TimeMs now, const Holder& holder, JobId id,
                             std::optional<uint32_t> priority, std::optional<TimeMs> delay_ms);
   Result<JobChange> Bury(TimeMs now, const Holder& holder, JobId id,

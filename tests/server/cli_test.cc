@@ -180,12 +180,6 @@ std::string Masked(const std::string& text) {
   return MaskHex16(MaskLineValues(MaskTimes(text), {"time left", "age"}, "<s>"));
 }
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  return d;
-}
-
 // The JSON documents of a run, one per line.
 std::vector<rapidjson::Document> JsonLines(const std::string& text) {
   std::vector<rapidjson::Document> out;

@@ -44,22 +44,10 @@ bool AgainstRedis() {
   return e != nullptr && std::string_view(e) == "redis";
 }
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  return d;
-}
-
 // A string of the bytes of a literal, NULs included.
 template <size_t N>
 std::string Bytes(const char (&s)[N]) {
   return std::string(s, N - 1);
-}
-
-std::string ErrorCode(const HttpResponse& r) {
-  auto d = Json(r.body);
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<none>";
-  return d["error"]["code"].GetString();
 }
 
 // {"body":[[[...]]]} with arrays, or {"a":{"a":...}} with objects, nested

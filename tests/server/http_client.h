@@ -7,6 +7,8 @@
 #ifndef DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_
 #define DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_
 
+#include <rapidjson/document.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -28,6 +30,20 @@ struct HttpResponse {
     return it == headers.end() ? std::string() : it->second;
   }
 };
+
+// A reply body parsed as JSON (a parse error shows in the document).
+inline rapidjson::Document Json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str(), text.size());
+  return d;
+}
+
+// The "code" of an error reply ({"error":{"code",...}}), or "<none>".
+inline std::string ErrorCode(const HttpResponse& r) {
+  auto d = Json(r.body);
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<none>";
+  return d["error"]["code"].GetString();
+}
 
 // "METHOD target HTTP/1.1" with Host, Content-Length (when a body is
 // given or the method is POST) and `extra` header lines ("Name: v\r\n").

@@ -37,19 +37,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  return d;
-}
-
 // The error code of an error reply, or "<none>".
-std::string ErrorCode(const HttpResponse& r) {
-  auto d = Json(r.body);
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<none>";
-  return d["error"]["code"].GetString();
-}
-
 // DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
 // backend, with a redis-server of its own for each test.
 bool AgainstRedis() {

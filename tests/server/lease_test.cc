@@ -30,18 +30,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-rapidjson::Document Json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str(), text.size());
-  return d;
-}
-
-std::string ErrorCode(const HttpResponse& r) {
-  auto d = Json(r.body);
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<none>";
-  return d["error"]["code"].GetString();
-}
-
 std::string LeaseBody(const std::string& lease, const std::string& more = "") {
   return R"({"lease":")" + lease + "\"" + (more.empty() ? "" : "," + more) + "}";
 }

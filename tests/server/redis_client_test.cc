@@ -106,7 +106,8 @@ TEST_F(RedisClientTest, ACommandTheSocketTakesInPartsGoesWhole) {
   o.port = redis_.port();
   RedisClient busy(io_, o);
   busy.Start();
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return busy.connected(); }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return busy.connected(); }, milliseconds(5000)));
   bool script_done = false;
   busy.Command({"EVAL", "local t = 0 for i = 1, 40000000 do t = t + i end return 1", "0"},
                [&](const redisReply*) { script_done = true; });
@@ -170,17 +171,21 @@ TEST_F(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) 
   so.on_subscribed = [&](std::string_view ch) { events.push_back("+" + std::string(ch)); };
   RedisClient sub(io_, so);
   sub.Start();
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return sub.connected(); }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return sub.connected(); }, milliseconds(5000)));
   sub.Subscribe("a");
   sub.Subscribe("b");
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 2; }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return events.size() == 2; }, milliseconds(5000)));
   Run({{"PUBLISH", "a", "1"}, {"PUBLISH", "b", "2"}, {"PUBLISH", "c", "3"}});
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 4; }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return events.size() == 4; }, milliseconds(5000)));
   EXPECT_EQ(events, (std::vector<std::string>{"+a", "+b", "a:1", "b:2"}));
 
   events.clear();
   redis_.Kill();
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return !sub.connected(); }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return !sub.connected(); }, milliseconds(5000)));
   std::string error;
   ASSERT_TRUE(redis_.Start(&error)) << error;
   ASSERT_TRUE(testing::RunIoUntil(
@@ -189,7 +194,8 @@ TEST_F(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) 
   std::sort(events.begin(), events.end());
   EXPECT_EQ(events, (std::vector<std::string>{"+a", "+b"}));
   Run({{"PUBLISH", "b", "after"}});
-  ASSERT_TRUE(testing::RunIoUntil(io_, [&] { return events.size() == 3; }, milliseconds(5000)));
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return events.size() == 3; }, milliseconds(5000)));
   EXPECT_EQ(events.back(), "b:after");
 }
 
