@@ -19,6 +19,7 @@
 #ifndef DELAYQ_CORE_TIMING_WHEEL_H_
 #define DELAYQ_CORE_TIMING_WHEEL_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -86,10 +87,10 @@ class TimingWheel {
   // Moves now() forward to `t` (no-op if t <= now()) and calls fire(Job*) for
   // every job whose due time is <= t, after taking it out; jobs are fired in
   // order of due time (ties in no particular order). `fire` may not touch
-  // the wheel.
+  // the wheel. A negative `t` is before now() too (not a huge unsigned one).
   template <typename F>
   void AdvanceTo(TimeMs t, F&& fire) {
-    uint64_t target = static_cast<uint64_t>(t);
+    uint64_t target = static_cast<uint64_t>(std::max<TimeMs>(t, 0));
     for (;;) {
       FireDue(fire);
       TimeMs bound = NextEventBound();

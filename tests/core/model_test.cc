@@ -1277,5 +1277,20 @@ TEST(ModelRepro, TopicDroppedWhenAWaitEndsInsideAdvance) {
              OnTopic(OpKind::kIgnore, 0, 0, "b"), Open(200), Pause(200, "b", 1000)});
 }
 
+// A session holding a job whose TTR ends within 1000 ms of time 0 waits
+// (a paused topic's ready job defers DEADLINE_SOON): its wake time, the
+// deadline less the margin, is negative. The timing wheel took that time
+// as a huge unsigned one and fired everything at the next call: job 1's
+// TTR ended at 10 instead of 300, and the waiter got it back.
+TEST(ModelRepro, NegativeWakeTimeFiresNothingEarly) {
+  Op watch = OnTopic(OpKind::kWatch, 0, 0, "a");
+  Op a = PutJob(0, 0, "a", 0, 0);
+  a.ttr_ms = 300;
+  RunScript("NegativeWakeTimeFiresNothingEarly",
+            {Open(0), watch, a, PutJob(0, 0, "default", 0, 0), Pause(0, "default", 5000),
+             ReserveOp(0, 0, 0), ReserveOp(0, 0, 1000), At(OpKind::kAdvance, 10),
+             At(OpKind::kAdvance, 400)});
+}
+
 }  // namespace
 }  // namespace delayq::testing
