@@ -7,6 +7,12 @@
 //  - a waiting session's wait topics have no ready job unless paused: jobs
 //    that become ready are handed to waiters before a public call returns;
 //  - a topic other than the default one exists iff refs() > 0 after a call.
+//
+// Time: now_, due times, TTR deadlines, pause ends and wait deadlines are in
+// ticks (EngineOptions::ticks_per_ms); durations (delay, ttr, pause_ms) are
+// kept in milliseconds and turned into ticks where they are added to now_
+// (Ticks); times leave the engine in milliseconds, due times rounded up
+// (CeilMs: never earlier than the job's own), creation times down.
 #include "delayq/engine.h"
 
 #include <algorithm>
@@ -74,7 +80,10 @@ Status ValidateBackoff(const Backoff& b) {
 class Engine::Impl {
  public:
   explicit Impl(EngineOptions options)
-      : opt_(std::move(options)), now_(std::max<TimeMs>(0, opt_.start_ms)), wheel_(now_) {
+      : opt_(std::move(options)),
+        tpm_(std::clamp<TimeMs>(opt_.ticks_per_ms, 1, kMaxTicksPerMs)),
+        now_(std::max<TimeMs>(0, opt_.start_ms) * tpm_),
+        wheel_(now_) {
     if (!IsValidTopicName(opt_.default_topic)) opt_.default_topic = "default";
     default_topic_ = GetOrCreateTopic(opt_.default_topic);
   }
@@ -191,12 +200,12 @@ class Engine::Impl {
     if (r.key.size() > kMaxKeyLength) return Status::InvalidArgument("key longer than 200 bytes");
     TimeMs due;
     if (r.run_at) {
-      if (*r.run_at < 0 || *r.run_at - now_ > kMaxDelayMs)
+      if (*r.run_at < 0 || *r.run_at - now_ms() > kMaxDelayMs)
         return Status::InvalidArgument("run_at out of range");
-      due = *r.run_at;
+      due = Ticks(*r.run_at);
     } else {
       if (!ValidDelay(r.delay_ms)) return Status::InvalidArgument("delay out of range");
-      due = now_ + r.delay_ms;
+      due = now_ + Ticks(r.delay_ms);
     }
     if (Status st = ValidateBackoff(r.backoff); !st.ok()) return st;
     Topic* t;
@@ -219,7 +228,7 @@ class Engine::Impl {
     j->ttr = r.ttr_ms;
     j->max_tries = r.max_tries;
     j->backoff = Intern(r.backoff);
-    j->delay = std::max<TimeMs>(0, due - now_);
+    j->delay = r.run_at ? CeilMs(std::max<TimeMs>(0, due - now_)) : r.delay_ms;
     j->due = due;
     j->state = due > now_ ? JobState::kDelayed : JobState::kReady;
     ids_.Insert(j);
@@ -265,7 +274,7 @@ class Engine::Impl {
       s->wait_count = count;
       s->wait_detach = r.detach;
       s->wait_deadline =
-          r.timeout_ms < 0 ? kNever : now_ + std::min<TimeMs>(r.timeout_ms, kMaxDelayMs);
+          r.timeout_ms < 0 ? kNever : now_ + Ticks(std::min<TimeMs>(r.timeout_ms, kMaxDelayMs));
       s->wait_topics = s->watched;
       for (Topic* t : s->wait_topics) {
         t->waiting++;
@@ -356,7 +365,7 @@ class Engine::Impl {
     Job* j = FindHeld(sid, id);
     if (j == nullptr) return Status::NotFound();
     wheel_.Remove(j);
-    j->due = now_ + j->ttr;
+    j->due = now_ + Ticks(j->ttr);
     wheel_.Insert(j);
     if (j->reserver != nullptr) UpdateWake(j->reserver);
     return Finish(Status::Ok());
@@ -443,13 +452,13 @@ class Engine::Impl {
     st.key = std::string(j->key());
     st.state = j->state;
     st.priority = j->priority;
-    st.created_ms = j->created;
-    st.age_ms = now_ - j->created;
+    st.created_ms = FloorMs(j->created);
+    st.age_ms = FloorMs(now_ - j->created);
     st.delay_ms = j->delay;
     st.ttr_ms = j->ttr;
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    st.due_ms = timed ? j->due : 0;
-    st.time_left_ms = timed ? std::max<TimeMs>(0, j->due - now_) : 0;
+    st.due_ms = timed ? CeilMs(j->due) : 0;
+    st.time_left_ms = timed ? CeilMs(std::max<TimeMs>(0, j->due - now_)) : 0;
     st.reserves = j->reserves;
     st.timeouts = j->timeouts;
     st.releases = j->releases;
@@ -479,7 +488,7 @@ class Engine::Impl {
     st.cmd_delete = t->cmd_delete;
     st.cmd_pause = t->cmd_pause;
     st.pause_ms = t->pause_ms;
-    st.pause_time_left_ms = t->paused(now_) ? t->paused_until - now_ : 0;
+    st.pause_time_left_ms = t->paused(now_) ? CeilMs(t->paused_until - now_) : 0;
     return st;
   }
 
@@ -521,7 +530,7 @@ class Engine::Impl {
     if (t->paused(now_)) pauses_.erase({t->paused_until, t});
     t->cmd_pause++;
     t->pause_ms = delay;
-    t->paused_until = now_ + delay;
+    t->paused_until = now_ + Ticks(delay);
     if (delay > 0) {
       pauses_.emplace(t->paused_until, t);
     } else {
@@ -564,6 +573,7 @@ class Engine::Impl {
   }
 
   TimeMs now() const { return now_; }
+  TimeMs now_ms() const { return FloorMs(now_); }
 
   void TakeEvents(std::vector<Event>* out) {
     out->insert(out->end(), events_.begin(), events_.end());
@@ -637,6 +647,18 @@ class Engine::Impl {
 
  private:
   static constexpr JobId kMaxId = std::numeric_limits<JobId>::max();
+  static constexpr TimeMs kMaxTicksPerMs = 1000;
+  // The latest time in milliseconds a record may carry: its ticks fit with
+  // room to spare.
+  TimeMs MaxRecordMs() const { return kNever / tpm_ / 4; }
+
+  // Milliseconds (a duration, or a time) in ticks.
+  TimeMs Ticks(TimeMs ms) const { return ms * tpm_; }
+  // Ticks (>= 0) in whole milliseconds, rounded up and down.
+  TimeMs CeilMs(TimeMs ticks) const { return ticks / tpm_ + (ticks % tpm_ != 0); }
+  TimeMs FloorMs(TimeMs ticks) const { return ticks / tpm_; }
+  // A delayed job's place in the (due, id) order of the store and the marks.
+  DueMark MarkOfJob(const Job* j) const { return DueMark{CeilMs(j->due), j->id}; }
 
   DueMark MarkOf(const Topic* t) const { return t->mark ? *t->mark : DueMark{horizon_, kMaxId}; }
 
@@ -644,7 +666,7 @@ class Engine::Impl {
   // it lies beyond its topic's mark (and is still delayed by then).
   // Returns whether it may leave.
   bool NoteDelayed(const Job* j) {
-    if (!opt_.evict_beyond_horizon || DueMark{j->due, j->id} <= MarkOf(j->topic)) return false;
+    if (!opt_.evict_beyond_horizon || MarkOfJob(j) <= MarkOf(j->topic)) return false;
     to_evict_.push_back(j->id);
     return true;
   }
@@ -652,7 +674,7 @@ class Engine::Impl {
   void EvictBeyondHorizon() {
     for (JobId id : to_evict_) {
       Job* j = ids_.Find(id);
-      if (j == nullptr || j->state != JobState::kDelayed || DueMark{j->due, id} <= MarkOf(j->topic))
+      if (j == nullptr || j->state != JobState::kDelayed || MarkOfJob(j) <= MarkOf(j->topic))
         continue;
       evicted_.push_back(ColdJob{ToRecord(j), std::string(j->body())});
       Unplace(j);
@@ -681,6 +703,9 @@ class Engine::Impl {
     if (!IsValidTopicName(r.topic)) return Status::InvalidArgument("bad topic name");
     if (r.key.size() > kMaxKeyLength) return Status::InvalidArgument("key too long");
     if (r.ttr_ms < 1 || r.ttr_ms > kMaxDelayMs) return Status::InvalidArgument("ttr out of range");
+    if (r.due_ms < 0 || r.due_ms > MaxRecordMs() || r.created_ms < 0 ||
+        r.created_ms > MaxRecordMs())
+      return Status::InvalidArgument("time out of range");
     if (Status st = ValidateBackoff(r.backoff); !st.ok()) return st;
     Topic* t = GetOrCreateTopic(r.topic);
     if (!r.key.empty() && t->keys.count(r.key) > 0) {
@@ -691,7 +716,7 @@ class Engine::Impl {
     Job* j = pool_.Create(r.key, body);
     j->id = r.id;
     j->topic = t;
-    j->created = r.created_ms;
+    j->created = Ticks(r.created_ms);
     j->priority = r.priority;
     j->ttr = r.ttr_ms;
     j->delay = r.delay_ms;
@@ -702,13 +727,13 @@ class Engine::Impl {
     j->kicks = r.kicks;
     j->max_tries = r.max_tries;
     j->backoff = Intern(r.backoff);
-    j->due = r.due_ms;
+    j->due = Ticks(r.due_ms);
     ids_.Insert(j);
     job_bytes_ += sizeof(Job) + j->key_size + j->body_size;
     if (!r.key.empty()) t->keys.emplace(j->key(), j);
     next_id_ = std::max(next_id_, r.id + 1);
     JobState st = r.state;
-    if (st == JobState::kDelayed && r.due_ms <= now_) st = JobState::kReady;
+    if (st == JobState::kDelayed && j->due <= now_) st = JobState::kReady;
     Place(j, st);
     if (cold && t->cold > 0) {
       t->cold--;
@@ -866,7 +891,7 @@ class Engine::Impl {
   void ReserveFor(Session* s, Job* j, bool detach) {
     Unplace(j);
     j->reserver = detach ? nullptr : s;
-    j->due = now_ + j->ttr;
+    j->due = now_ + Ticks(j->ttr);
     j->reserves++;
     Place(j, JobState::kReserved);
     RecordUpdate(j, /*deferrable=*/true);
@@ -888,7 +913,7 @@ class Engine::Impl {
       j->delay = d;
     }
     if (d > 0) {
-      j->due = now_ + d;
+      j->due = now_ + Ticks(d);
       Place(j, JobState::kDelayed);
       NoteDelayed(j);
       return JobState::kDelayed;
@@ -949,7 +974,7 @@ class Engine::Impl {
 
   bool DeadlineSoon(const Session* s) const {
     for (const Job* j : s->reserved)
-      if (j->due - now_ <= kDeadlineSafetyMarginMs) return true;
+      if (j->due - now_ <= Ticks(kDeadlineSafetyMarginMs)) return true;
     return false;
   }
 
@@ -959,7 +984,7 @@ class Engine::Impl {
     TimeMs w = kNever;
     if (s->waiting) {
       w = s->wait_deadline;
-      for (const Job* j : s->reserved) w = std::min(w, j->due - kDeadlineSafetyMarginMs);
+      for (const Job* j : s->reserved) w = std::min(w, j->due - Ticks(kDeadlineSafetyMarginMs));
     }
     if (w == s->wake_at) return;
     if (s->wake_at != kNever) wakes_.erase({s->wake_at, s->id});
@@ -1025,7 +1050,7 @@ class Engine::Impl {
   // ---- time --------------------------------------------------------------
   void AdvanceTo(TimeMs target) {
     if (target <= now_) {
-      // Common case: another call within the same millisecond.
+      // Common case: another call within the same tick.
       if (!wheel_.HasDue() && (wakes_.empty() || wakes_.begin()->first > now_) &&
           (pauses_.empty() || pauses_.begin()->first > now_))
         return;
@@ -1150,8 +1175,8 @@ class Engine::Impl {
     r.key = std::string(j->key());
     r.state = j->state == JobState::kReserved ? JobState::kReady : j->state;
     r.priority = j->priority;
-    r.due_ms = j->state == JobState::kDelayed ? j->due : 0;
-    r.created_ms = j->created;
+    r.due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
+    r.created_ms = FloorMs(j->created);
     r.delay_ms = j->delay;
     r.ttr_ms = j->ttr;
     r.reserves = j->reserves;
@@ -1177,6 +1202,7 @@ class Engine::Impl {
   }
 
   EngineOptions opt_;
+  TimeMs tpm_;  // ticks per millisecond
   TimeMs now_;
   core::JobPool pool_;  // before every structure holding jobs
   TimingWheel wheel_;
@@ -1375,6 +1401,7 @@ Result<uint64_t> Engine::ClearTopic(TimeMs now, std::string_view t, uint8_t mask
 void Engine::Advance(TimeMs now) { impl_->Advance(now); }
 TimeMs Engine::NextWakeup() const { return impl_->NextWakeup(); }
 TimeMs Engine::now() const { return impl_->now(); }
+TimeMs Engine::now_ms() const { return impl_->now_ms(); }
 void Engine::TakeEvents(std::vector<Event>* out) { impl_->TakeEvents(out); }
 void Engine::TakeMutations(std::vector<Mutation>* out) { impl_->TakeMutations(out); }
 Status Engine::Restore(TimeMs now, const JobRecord& r, std::string_view body) {

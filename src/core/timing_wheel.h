@@ -1,4 +1,6 @@
-// A hierarchical timing wheel over absolute milliseconds (1 ms tick).
+// A hierarchical timing wheel over absolute times in ticks (the engine's:
+// milliseconds or microseconds, EngineOptions::ticks_per_ms); one slot of
+// level 0 is one tick.
 //
 // Eleven levels of 64 slots cover all 64-bit times. A job due at `t` sits on
 // level L = (highest bit in which t and now() differ) / 6, in slot
@@ -69,7 +71,7 @@ class TimingWheel {
   }
 
   // The earliest time at which AdvanceTo can have work: exact when a job is
-  // due within the current 64 ms, else the start of the next occupied slot.
+  // due within the current 64 ticks, else the start of the next occupied slot.
   // kNever when empty.
   TimeMs NextEventBound() const {
     if (!due_.empty()) return static_cast<TimeMs>(now_);
