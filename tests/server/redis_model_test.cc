@@ -55,11 +55,12 @@ constexpr JobId kNoJob = 1'000'000;
 
 class ManualClock : public Clock {
  public:
-  TimeMs Now() const override { return now_; }
-  void Set(TimeMs t) { now_ = t; }
+  TimeUs NowUs() const override { return now_us_; }
+  void Set(TimeMs t) { now_us_ = t * 1000; }
+  void SetUs(TimeUs t) { now_us_ = t; }
 
  private:
-  TimeMs now_ = kStart;
+  TimeUs now_us_ = kStart * 1000;
 };
 
 // A job as a reply carried it (the views die with the call).
