@@ -7,6 +7,9 @@
 //   build/engine_bench            full run: 1K, 1M and 10M pending jobs
 //   build/engine_bench --quick    smoke run: 1K, 10K and 100K (also DELAYQ_BENCH_QUICK=1)
 //   build/engine_bench --no-fork  every phase in this process (for profilers)
+//   build/engine_bench --ticks-per-ms 1   the engine's clock in milliseconds
+//                                 (default 1000: microseconds, as the Local
+//                                 backend runs it)
 //
 // Each phase runs in its own forked child, so that one phase's memory (and
 // the allocator state it leaves behind) cannot distort the next phase's time
@@ -53,6 +56,23 @@ constexpr uint64_t kPutsPerMs = 64;             // K: jobs put per virtual milli
 constexpr uint64_t kPriorities = 4;             // priorities 1024 .. 1027, uniform
 
 bool g_fork = true;  // false: --no-fork
+// The engine's ticks per millisecond (--ticks-per-ms; EngineOptions). Both
+// sides take their times in ticks: with microseconds, the K puts of a
+// virtual millisecond spread over it, so their due times differ within the
+// millisecond, as a server's do.
+TimeMs g_ticks_per_ms = 1000;
+
+// The instant of the k-th put of virtual millisecond `ms`, in ticks.
+TimeMs PutTick(TimeMs ms, uint64_t k) {
+  return ms * g_ticks_per_ms + static_cast<TimeMs>(k) * g_ticks_per_ms / kPutsPerMs;
+}
+TimeMs Tick(TimeMs ms) { return ms * g_ticks_per_ms; }
+// The prefill's puts spread over virtual millisecond 0 (with microseconds;
+// all at 0 with milliseconds); the timed loop then starts at millisecond 1.
+TimeMs PrefillTick(uint64_t i, uint64_t n) {
+  return static_cast<TimeMs>(i * static_cast<uint64_t>(g_ticks_per_ms) / n);
+}
+TimeMs FirstMs() { return g_ticks_per_ms > 1 ? 1 : 0; }
 
 [[noreturn]] void Fail(const char* file, int line, const char* what) {
   std::fprintf(stderr, "engine_bench: check failed at %s:%d: %s\n", file, line, what);
@@ -208,7 +228,7 @@ struct Tally {
 class EngineSide {
  public:
   EngineSide()
-      : engine_(delayq::EngineOptions{.record_mutations = false}),
+      : engine_(delayq::EngineOptions{.ticks_per_ms = g_ticks_per_ms, .record_mutations = false}),
         session_(engine_.OpenSession(0)) {
     request_.body = Body();
   }
@@ -291,7 +311,7 @@ class HeapSide {
     job.topic = topic_;
     job.body = Body();
     job.priority = spec.priority;
-    job.due = now + spec.delay;
+    job.due = now + spec.delay * g_ticks_per_ms;
     job.created = now;
     job.ttr = 60'000;
     const bool delayed = job.due > now;
@@ -333,7 +353,7 @@ class HeapSide {
       Job& job = it->second;
       job.state = State::kReserved;
       ++job.reserves;
-      job.deadline = now + job.ttr;
+      job.deadline = now + job.ttr * g_ticks_per_ms;
       tally->Reserved(id);
       Delete(id);
       ++tally->deleted;
@@ -399,7 +419,7 @@ struct SideHolder {
 template <typename Side>
 double Prefill(Side& side, JobStream& stream, const Workload& w) {
   const auto start = Clock::now();
-  for (uint64_t i = 0; i < w.pending; ++i) side.Put(0, stream.Prefill());
+  for (uint64_t i = 0; i < w.pending; ++i) side.Put(PrefillTick(i, w.pending), stream.Prefill());
   return Seconds(Clock::now() - start);
 }
 
@@ -459,20 +479,20 @@ PhaseResult RunLifecycle(const Workload& w, bool measure_memory) {
   }
 
   Tally tally;
-  TimeMs now = 0;
+  TimeMs now = FirstMs();
   const uint64_t steps = w.ops / kPutsPerMs;
   Stopwatch watch;
   watch.Start();
   for (uint64_t step = 0; step < steps; ++step) {
-    for (uint64_t k = 0; k < kPutsPerMs; ++k) side.Put(now, stream.Steady());
+    for (uint64_t k = 0; k < kPutsPerMs; ++k) side.Put(PutTick(now, k), stream.Steady());
     ++now;
-    side.Advance(now);
-    side.ReserveAndDeleteAll(now, &tally);
+    side.Advance(Tick(now));
+    side.ReserveAndDeleteAll(Tick(now), &tally);
   }
   watch.Stop();
   r.seconds = watch.cpu();
   r.wall_seconds = watch.wall();
-  Finish(side, now, w, tally, &r);
+  Finish(side, Tick(now), w, tally, &r);
   return r;
 }
 
@@ -491,23 +511,23 @@ PhaseResult RunPutFire(const Workload& w) {
   r.prefill_seconds = Prefill(side, stream, w);
 
   Tally tally;
-  TimeMs now = 0;
+  TimeMs now = FirstMs();
   Stopwatch watch;
   const uint64_t steps = w.ops / kPutsPerMs;
   for (uint64_t step = 0; step < steps;) {
     const uint64_t segment_end = std::min(steps, step + kPutFireSegmentMs);
     watch.Start();
     for (; step < segment_end; ++step) {
-      for (uint64_t k = 0; k < kPutsPerMs; ++k) side.Put(now, stream.Steady());
+      for (uint64_t k = 0; k < kPutsPerMs; ++k) side.Put(PutTick(now, k), stream.Steady());
       ++now;
-      side.Advance(now);
+      side.Advance(Tick(now));
     }
     watch.Stop();
-    side.ReserveAndDeleteAll(now, &tally);
+    side.ReserveAndDeleteAll(Tick(now), &tally);
   }
   r.seconds = watch.cpu();
   r.wall_seconds = watch.wall();
-  Finish(side, now, w, tally, &r);
+  Finish(side, Tick(now), w, tally, &r);
   return r;
 }
 
@@ -649,9 +669,11 @@ struct Plan {
 
 void Usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--quick] [--no-fork]\n"
+               "usage: %s [--quick] [--no-fork] [--ticks-per-ms N]\n"
                "  --quick    smoke-sized run (1K, 10K, 100K jobs); also DELAYQ_BENCH_QUICK=1\n"
-               "  --no-fork  run every phase in this process (for profilers)\n",
+               "  --no-fork  run every phase in this process (for profilers)\n"
+               "  --ticks-per-ms N  the engine's clock: 1 (milliseconds) to 1000\n"
+               "             (microseconds, the default: the Local backend's)\n",
                argv0);
 }
 
@@ -671,6 +693,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "engine_bench: --no-fork: phases share one heap, so the memory figures "
                    "are not meaningful\n");
+    } else if (arg == "--ticks-per-ms" && i + 1 < argc) {
+      g_ticks_per_ms = std::atoll(argv[++i]);
+      if (g_ticks_per_ms < 1 || g_ticks_per_ms > 1000) {
+        Usage(argv[0]);
+        return 2;
+      }
     } else if (arg == "--help" || arg == "-h") {
       Usage(argv[0]);
       return 0;
@@ -684,6 +712,7 @@ int main(int argc, char** argv) {
       quick ? Plan{1'000, 10'000, 100'000, 200'000, 200'000, 200'000, 200'000}
             : Plan{1'000, 1'000'000, 10'000'000, 8'000'000, 4'000'000, 4'000'000, 8'000'000};
 
+  PrintCount("engine_ticks_per_ms", static_cast<uint64_t>(g_ticks_per_ms));
   const Workload small = MakeWorkload(plan.small, plan.small_ops);
   const double small_ratio = PrintLifecycle(small, LifecycleAt(small, false));
   PrintFigure("engine_vs_heap_at_" + SizeLabel(plan.small), small_ratio, 2);

@@ -3,11 +3,13 @@
 // for due times and TTR deadlines, and the sessions that reserve jobs.
 //
 // It knows nothing of sockets, threads, JSON or disks. Time is injected:
-// every call takes `now` (milliseconds; a clock that goes backwards is held at
-// the latest value seen) and first applies everything that became due up to
-// `now`. Each call's durable changes are queued as Mutations and its
-// asynchronous outcomes (a waiting reserve served, timed out, or cut short)
-// as Events; the caller drains both after each call.
+// every call takes `now` (in ticks, EngineOptions::ticks_per_ms to a
+// millisecond; a clock that goes backwards is held at the latest value seen)
+// and first applies everything that became due up to `now`. Durations in
+// requests, and every time in JobStats, TopicStats, JobRecord and the
+// horizon's marks, are milliseconds (docs/engine.md, "Time"). Each call's durable changes are
+// queued as Mutations and its asynchronous outcomes (a waiting reserve served, timed out, or cut
+// short) as Events; the caller drains both after each call.
 //
 // Thread: an Engine is not thread-safe; exactly one thread owns it.
 #ifndef DELAYQ_ENGINE_H_
@@ -26,7 +28,13 @@
 namespace delayq {
 
 struct EngineOptions {
-  TimeMs start_ms = 0;           // initial clock
+  TimeMs start_ms = 0;  // initial clock, in milliseconds
+  // The unit of every `now` the engine takes, of now() and of NextWakeup():
+  // ticks per millisecond, 1 to 1000 (1: milliseconds; 1000: microseconds,
+  // as the Local backend runs it). A due time is `now` plus the delay in
+  // ticks, so it is never early by a fraction of a millisecond that a
+  // millisecond clock would drop (docs/engine.md, "Time").
+  TimeMs ticks_per_ms = 1;
   size_t max_job_size = 65535;   // bytes of body; beanstalkd's default (-z)
   bool record_mutations = true;  // false: TakeMutations always yields nothing
   std::string default_topic = "default";
@@ -194,7 +202,7 @@ class Engine {
   // Returns how many were deleted.
   Result<uint64_t> ClearTopic(TimeMs now, std::string_view topic, uint8_t mask);
 
-  // ---- Time --------------------------------------------------------------
+  // ---- Time (in ticks) ----------------------------------------------------
   // Applies everything due up to `now`: due jobs become ready, TTRs expire,
   // waiting reserves are served or time out, pauses end.
   void Advance(TimeMs now);
@@ -202,6 +210,8 @@ class Engine {
   // when nothing is scheduled. Calling Advance earlier is harmless.
   TimeMs NextWakeup() const;
   TimeMs now() const;
+  // now() in whole milliseconds (rounded down).
+  TimeMs now_ms() const;
 
   // ---- Effects -----------------------------------------------------------
   // Appends what happened since the last call, in order, and forgets it.
@@ -216,7 +226,9 @@ class Engine {
 
   // ---- Horizon (docs/storage.md, "The horizon") ---------------------------
   // Every delayed job of a topic at or before the topic's mark is in
-  // memory; jobs after it may be cold (kept by the caller's store). A
+  // memory; jobs after it may be cold (kept by the caller's store). Marks
+  // are in milliseconds and compare with a job's JobRecord::due_ms (its due
+  // time rounded up to a whole millisecond). A
   // topic's mark is (through, every id) unless SetTopicMark gave it its own.
   // Marks only move forward; the caller loads the cold jobs they pass.
   void SetHorizon(TimeMs through);

@@ -115,6 +115,7 @@ struct JobStats {
   TimeMs age_ms = 0;
   TimeMs delay_ms = 0;  // the delay last asked for (put, release or back-off)
   TimeMs ttr_ms = 0;
+  // Both rounded up to whole milliseconds (an engine with finer ticks):
   TimeMs time_left_ms = 0;  // delayed: until due; reserved: until TTR expiry; else 0
   TimeMs due_ms = 0;        // delayed: due time; reserved: TTR deadline; else 0
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
@@ -153,8 +154,8 @@ struct JobRecord {
   std::string key;
   JobState state = JobState::kReady;  // kReady, kDelayed or kBuried
   uint32_t priority = 0;
-  TimeMs due_ms = 0;  // kDelayed: due time
-  TimeMs created_ms = 0;
+  TimeMs due_ms = 0;      // kDelayed: due time, rounded up to a whole millisecond
+  TimeMs created_ms = 0;  // rounded down
   TimeMs delay_ms = 0;
   TimeMs ttr_ms = 0;
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;

@@ -16,6 +16,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       info_{"local", options.max_job_size},
       engine_(
           EngineOptions{.start_ms = clock.Now(),
+                        .ticks_per_ms = kTicksPerMs,
                         .max_job_size = options.max_job_size,
                         .record_mutations = options.store != nullptr,
                         .evict_beyond_horizon = options.store != nullptr && options.horizon_ms > 0,
@@ -74,10 +75,10 @@ LocalBackend::~LocalBackend() {
 Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint64_t every) {
   if (store_ == nullptr) return Status::Ok();
   uint64_t loaded = 0;
-  TimeMs now = Now();
+  TimeUs now = EngineNow();
   JobId max_id = 0;
   // Jobs due beyond the horizon stay on disk; the engine only counts them.
-  TimeMs through = horizon_on() ? now + horizon_ms_ : kNever;
+  TimeMs through = horizon_on() ? Now() + horizon_ms_ : kNever;
   engine_.SetHorizon(through);
   // Cold jobs are counted per run of one topic (most runs are long).
   std::string cold_topic;
@@ -404,9 +405,9 @@ void LocalBackend::LoadHorizon() {
   if (!horizon_on()) return;
   // Time first: what it lets go of (a TTR expiring into a long back-off)
   // goes against the marks as they are, before any of them moves.
-  engine_.Advance(Now());
+  engine_.Advance(EngineNow());
   Collect();
-  TimeMs through = engine_.now() + horizon_ms_;
+  TimeMs through = engine_.now_ms() + horizon_ms_;
   bool lagging = false;
   for (const std::string& topic : engine_.TopicsWithColdJobs()) {
     auto r = LoadTopic(topic, through, horizon_batch_);
@@ -455,13 +456,13 @@ void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
   deferred_.push_back(Deferred{need, s, std::move(reply)});
 }
 
-SessionId LocalBackend::OpenSession() { return engine_.OpenSession(Now()); }
+SessionId LocalBackend::OpenSession() { return engine_.OpenSession(EngineNow()); }
 
 void LocalBackend::CloseSession(SessionId s) {
   waiting_.erase(s);
   for (Deferred& d : deferred_)
     if (d.session == s) d.reply = nullptr;
-  engine_.CloseSession(Now(), s);
+  engine_.CloseSession(EngineNow(), s);
   Settle();
 }
 
@@ -486,7 +487,7 @@ void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> don
   // A key may name a cold job: the put then returns it, as for any job.
   if (Status w = WarmKey(r.topic.empty() ? engine_.UsedTopic(s) : r.topic, r.key); !w.ok())
     return done(std::move(w));
-  FinishChange<PutResult>(s, engine_.Put(Now(), s, r), std::move(done));
+  FinishChange<PutResult>(s, engine_.Put(EngineNow(), s, r), std::move(done));
 }
 
 void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
@@ -539,7 +540,7 @@ void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobVie
 
 void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   waiting_.erase(r.session);
-  auto res = engine_.Reserve(Now(), r);
+  auto res = engine_.Reserve(EngineNow(), r);
   if (!res.ok()) {
     done(res.status(), {});
   } else if (!res->empty()) {
@@ -558,7 +559,7 @@ void LocalBackend::CancelReserve(SessionId s) {
 void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
   waiting_.erase(s);
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w), {});
-  auto res = engine_.ReserveJob(Now(), s, id);
+  auto res = engine_.ReserveJob(EngineNow(), s, id);
   if (!res.ok()) {
     done(res.status(), {});
   } else {
@@ -611,7 +612,7 @@ void LocalBackend::Delete(const Claim& c, JobId id, Callback<JobChange> done) {
   if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Delete(Now(), *h, id), std::move(done));
+  FinishChange(c.session, engine_.Delete(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
@@ -620,7 +621,7 @@ void LocalBackend::DeleteByKey(const Claim& c, std::string_view topic, std::stri
   if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.DeleteByKey(Now(), *h, topic, key), std::move(done));
+  FinishChange(c.session, engine_.DeleteByKey(EngineNow(), *h, topic, key), std::move(done));
 }
 
 void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
@@ -628,7 +629,7 @@ void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
   if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));  // its state, if cold
-  FinishChange(c.session, engine_.Finish(Now(), *h, id), std::move(done));
+  FinishChange(c.session, engine_.Finish(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
@@ -637,7 +638,7 @@ void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> pri
   if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Release(Now(), *h, id, priority, delay), std::move(done));
+  FinishChange(c.session, engine_.Release(EngineNow(), *h, id, priority, delay), std::move(done));
 }
 
 void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
@@ -646,14 +647,14 @@ void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priori
   if (!h.ok()) return done(h.status());
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Bury(Now(), *h, id, priority), std::move(done));
+  FinishChange(c.session, engine_.Bury(EngineNow(), *h, id, priority), std::move(done));
 }
 
 void LocalBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  done(engine_.Touch(Now(), *h, id));  // not persisted: a TTR is not
+  done(engine_.Touch(EngineNow(), *h, id));  // not persisted: a TTR is not
   Settle();
 }
 
@@ -665,17 +666,17 @@ void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
   // a job taken in beyond the mark, by id), and the engine picks.
   std::string name(topic);
   if (horizon_on() && bound > 0 && engine_.ColdJobs(name) > 0) {
-    auto stats = engine_.StatsTopic(Now(), name);
+    auto stats = engine_.StatsTopic(EngineNow(), name);
     if (stats.ok() && stats->buried == 0)
       if (Status w = LoadNext(name, bound); !w.ok()) return done(std::move(w));
   }
-  FinishChange<uint64_t>(s, engine_.Kick(Now(), topic, bound), std::move(done));
+  FinishChange<uint64_t>(s, engine_.Kick(EngineNow(), topic, bound), std::move(done));
 }
 
 void LocalBackend::KickJob(SessionId s, JobId id, Callback<JobChange> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.KickJob(Now(), id), std::move(done));
+  FinishChange(s, engine_.KickJob(EngineNow(), id), std::move(done));
 }
 
 void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
@@ -686,7 +687,7 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
   if (kind == PeekKind::kDelayed && horizon_on() && engine_.ColdJobs(topic) > 0)
     warm = LoadNext(std::string(topic), 1);  // the soonest cold job, against those in memory
   if (!warm.ok()) return done(std::move(warm), {});
-  TimeMs now = Now();
+  TimeUs now = EngineNow();
   Result<JobView> r = Status::NotFound();
   switch (kind) {
     case PeekKind::kId:
@@ -716,34 +717,34 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
 
 void LocalBackend::StatsJob(JobId id, Callback<JobStats> done) {
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  done(engine_.StatsJob(Now(), id));
+  done(engine_.StatsJob(EngineNow(), id));
   Settle();
 }
 
 void LocalBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done) {
-  done(engine_.StatsTopic(Now(), topic));
+  done(engine_.StatsTopic(EngineNow(), topic));
   Settle();
 }
 
 void LocalBackend::Stats(Callback<EngineStats> done) {
-  done(engine_.Stats(Now()));
+  done(engine_.Stats(EngineNow()));
   Settle();
 }
 
 void LocalBackend::ListTopics(Callback<std::vector<std::string>> done) {
-  done(engine_.ListTopics(Now()));
+  done(engine_.ListTopics(EngineNow()));
   Settle();
 }
 
 void LocalBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) {
-  done(engine_.PauseTopic(Now(), topic, delay_ms));
+  done(engine_.PauseTopic(EngineNow(), topic, delay_ms));
   Settle();
 }
 
 void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                               Callback<uint64_t> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  auto cleared = engine_.ClearTopic(Now(), topic, mask);
+  auto cleared = engine_.ClearTopic(EngineNow(), topic, mask);
   // Cold jobs are cleared a batch at a time: into memory, then deleted (a
   // failure part way leaves the rest, and says so).
   std::string name(topic);
@@ -756,7 +757,7 @@ void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
         cleared = r.status();
         break;
       }
-      auto more = engine_.ClearTopic(Now(), topic, kClearDelayed);
+      auto more = engine_.ClearTopic(EngineNow(), topic, kClearDelayed);
       total += more.ok() ? *more : 0;
       cleared = total;
       if (r->jobs == 0 && !r->more) break;
@@ -814,7 +815,7 @@ void LocalBackend::ArmTimer() {
   TimeMs next = engine_.NextWakeup();
   if (next >= timer_at_) return;  // an earlier (or equal) wake-up is pending
   timer_at_ = next;
-  timer_.expires_at(clock_.SteadyAt(next));
+  timer_.expires_at(clock_.SteadyAtUs(next));
   std::weak_ptr<bool> alive = alive_;
   timer_.async_wait([this, alive](const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
@@ -824,7 +825,7 @@ void LocalBackend::ArmTimer() {
 
 void LocalBackend::OnTimer() {
   timer_at_ = kNever;
-  engine_.Advance(Now());
+  engine_.Advance(EngineNow());
   Settle();
 }
 

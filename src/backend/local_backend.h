@@ -1,5 +1,8 @@
 // The Local backend: the engine in this process, owned by the loop thread
 // that runs `io`. A steady timer wakes the engine at its next due time.
+// The engine runs in microseconds (Clock::NowUs), so that a due time is the
+// put's instant plus its delay to the microsecond, never the millisecond
+// before (docs/engine.md, "Time").
 //
 // With a store, the engine's mutations go to a writer thread in batches
 // (store::Writer, group commit), and the completion of an operation that
@@ -109,6 +112,8 @@ class LocalBackend final : public Backend {
                   Callback<uint64_t> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
+  // The engine's ticks: microseconds.
+  static constexpr TimeMs kTicksPerMs = 1000;
   bool RepliesWaitForStore() const override { return !deferred_.empty(); }
   uint64_t StoreCompletionsRun() const override { return store_completions_; }
 
@@ -126,10 +131,12 @@ class LocalBackend final : public Backend {
     OnTimer();
   }
 
-  // For tests and benchmarks.
+  // For tests and benchmarks. Its times are in ticks (kTicksPerMs).
   Engine& engine() { return engine_; }
 
  private:
+  // The time every engine call takes.
+  TimeUs EngineNow() const { return clock_.NowUs(); }
   // After every engine call: hands served reserves to their completions and
   // re-arms the timer.
   void Settle();
@@ -200,7 +207,7 @@ class LocalBackend final : public Backend {
   BackendInfo info_;
   Engine engine_;
   boost::asio::steady_timer timer_;
-  TimeMs timer_at_ = kNever;
+  TimeUs timer_at_ = kNever;  // engine ticks
   std::unordered_map<SessionId, JobsDone> waiting_;
   std::vector<Event> events_;
   std::vector<JobView> views_;

@@ -28,7 +28,7 @@ using namespace std::chrono_literals;
 
 class ManualClock : public Clock {
  public:
-  TimeMs Now() const override { return now; }
+  TimeUs NowUs() const override { return now * 1000; }
   TimeMs now = 1'700'000'000'000;
 };
 
@@ -406,7 +406,7 @@ TEST_F(LocalBackendStoreTest, RecoveryBringsBackEveryStateCounterAndKey) {
   auto b = Make(&mem);
   ASSERT_TRUE(b->Recover(nullptr, 1).ok());
   Engine& e = b->engine();
-  TimeMs now = clock_.Now();
+  TimeMs now = e.now();
   auto st = [&](JobId id) { return e.StatsJob(now, id); };
   ASSERT_TRUE(st(ready).ok());
   EXPECT_EQ(st(ready)->state, JobState::kReady);
@@ -533,7 +533,7 @@ TEST_F(HorizonTest, FarJobsStayOnDiskAndComeIntoMemoryBeforeTheyAreDue) {
   EXPECT_FALSE(e.HasJob(3));
   EXPECT_EQ(e.ColdJobs(), 2u);
   EXPECT_EQ(mem.size(), 3u) << "every job is on disk";
-  EXPECT_EQ(e.Stats(Now()).delayed, 3u);
+  EXPECT_EQ(e.Stats(e.now()).delayed, 3u);
   // Moving in steps of a quarter horizon, as the timer does.
   for (TimeMs t = 0; t < 3'600'000 - kHorizon; t += kHorizon / 4) Advance(kHorizon / 4, {b.get()});
   EXPECT_TRUE(e.HasJob(2)) << "the loader brings a job in a horizon ahead";
@@ -571,7 +571,7 @@ TEST_F(HorizonTest, ColdJobsAreFoundByIdAndKey) {
   EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 1, Ch(d)); }), "not_found");
   EXPECT_EQ(Change(*b, [&](LocalBackend& x, Done d) { x.Delete(s, 99, Ch(d)); }), "not_found");
   EXPECT_EQ(mem.GetJob(1, nullptr, nullptr).code(), Code::kNotFound);
-  EXPECT_EQ(e.Stats(Now()).delayed, 2u);
+  EXPECT_EQ(e.Stats(e.now()).delayed, 2u);
   EXPECT_EQ(e.CheckInvariants(), "");
 }
 
@@ -628,7 +628,7 @@ TEST_F(HorizonTest, KickPeekDelayedAndClearReachColdJobsInDueOrder) {
                           Callback<uint64_t> d) { x.ClearTopic(s, "default", kClearAll, d); }),
             "23");
   EXPECT_EQ(e.ColdJobs(), 0u);
-  EXPECT_EQ(e.Stats(Now()).delayed, 0u);
+  EXPECT_EQ(e.Stats(e.now()).delayed, 0u);
   EXPECT_EQ(mem.size(), 2u) << "only the two reserved jobs are left";
   EXPECT_EQ(e.CheckInvariants(), "");
 }
@@ -677,7 +677,7 @@ TEST_F(HorizonTest, RecoveryLeavesFarJobsOnDisk) {
   ASSERT_TRUE(b->Recover(nullptr, 1).ok());
   Engine& e = b->engine();
   EXPECT_EQ(e.ColdJobs(), 100u);
-  EXPECT_EQ(e.Stats(Now()).delayed, 105u);
+  EXPECT_EQ(e.Stats(e.now()).delayed, 105u);
   EXPECT_FALSE(e.HasJob(1));
   EXPECT_TRUE(e.HasJob(101));
   SessionId s = b->OpenSession();
@@ -706,7 +706,7 @@ TEST_F(HorizonTest, RecoveryCountsFarJobsOfInterleavedTopics) {
   EXPECT_EQ(e.ColdJobs("a"), 66u);
   EXPECT_EQ(e.ColdJobs("b"), 34u);
   EXPECT_EQ(e.ColdJobs(), 100u);
-  EXPECT_EQ(e.Stats(Now()).delayed, 115u);
+  EXPECT_EQ(e.Stats(e.now()).delayed, 115u);
   EXPECT_EQ(e.CheckInvariants(), "");
 }
 

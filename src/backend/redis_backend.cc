@@ -688,7 +688,7 @@ void RedisBackend::Enqueue(Topic& t, Topic::Call call) {
 
 std::string RedisBackend::Header(const Topic& t) const {
   if (!options_.time_from_clock) return t.prefix;
-  return std::to_string(Now()) + "|" + t.prefix;
+  return std::to_string(clock_.NowUs()) + "|" + t.prefix;
 }
 
 std::string RedisBackend::Known(const Topic& t, int64_t no) const {

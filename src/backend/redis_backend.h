@@ -66,9 +66,9 @@ class RedisBackend final : public Backend {
     // Names this instance's reservations; random when empty.
     std::string instance_id;
     // For tests only: the functions take the time from `clock` (each call
-    // carries it) instead of Redis's TIME, so that a test can drive the
-    // backend in virtual time. Never in production: several instances must
-    // share one clock, Redis's.
+    // carries its NowUs(), microseconds as TIME gives them) instead of
+    // Redis's TIME, so that a test can drive the backend in virtual time.
+    // Never in production: several instances must share one clock, Redis's.
     bool time_from_clock = false;
     // A topic with no job and no pause keeps its number and job sequence
     // in Redis this long (a job put meanwhile continues them), then its

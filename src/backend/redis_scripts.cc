@@ -19,7 +19,10 @@ namespace {
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
 // Each set also holds the sentinel member SENT at +inf (see SENT below).
 // Time is Redis's own clock (TIME), the same for every instance (a test may
-// pass its own: see context). A number that becomes text goes through
+// pass its own: see context), in whole milliseconds: c.now, rounded down, is
+// what falls due by; c.up, rounded up, is what every due time, TTR deadline
+// and pause end is counted from, so that none comes before its whole delay
+// has passed (docs/redis-backend.md, "Time"). A number that becomes text goes through
 // string.format('%d'), or to redis.call as a number when small (Redis
 // writes it out exactly, with '%.17g'): Lua's own formatting would turn a
 // large due time into 1.4e+14.
@@ -423,10 +426,10 @@ local function come_back(c, m, j, explicit)
   end
   if d > 0 then
     j[ST] = 'd'
-    j[DUE] = c.now + d
+    j[DUE] = c.up + d
     j[OWN] = ''
     save(c, m, j)
-    zadd_timed(c, c.D, c.now + d, m)
+    zadd_timed(c, c.D, c.up + d, m)
     return 'delayed'
   end
   make_ready(c, m, j)
@@ -454,7 +457,7 @@ end
 -- figures after the index: 'L<created>,<delay>,<ttr>,<reserves>,<timeouts>,
 -- <releases>,<buries>,<kicks>,<max_tries>,' (the HTTP reply shows them).
 local function reserve_one(c, m, j, owner, index, n)
-  local dl = c.now + j[TTR]
+  local dl = c.up + j[TTR]
   local dls = s(dl)
   local lease = not string.find(owner, ':', 1, true) and owner ~= '*'
   j[ST] = 'u'
@@ -602,7 +605,7 @@ local last_known, last_E, last_fresh = nil, -1, false
 
 local call_state = {
   R = false, D = false, U = false, B = false, K = false, M = false, P = false,
-  now = 0, ns = false, woke = false, tdirty = false, want = 0, uadd = false, urem = false,
+  now = 0, up = 0, ns = false, woke = false, tdirty = false, want = 0, uadd = false, urem = false,
   seq = 0, dmin = 0, umin = 0, pu = 0, pm = 0, bseq = 0, cdel = 0, cpause = 0, touts = 0,
   sent = 0, no = -1, njobs = 0, idle = 0, floor = 0, E = -1, fresh = false, eok = false,
   retire = false, jobs = false, gone = false,
@@ -610,7 +613,8 @@ local call_state = {
 
 -- The state of one call of a topic function. args[1] is the topic's prefix
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
--- time (RedisBackend::Options::time_from_clock), '<now>|' and the prefix.
+-- time (RedisBackend::Options::time_from_clock), '<microseconds>|' and the
+-- prefix.
 -- args[2] is the topic's number as the caller knows it (-1: not known),
 -- then, when the call may give the topic an incarnation (incarnate), '/'
 -- and a number the caller registered for it. The jobs the call names by
@@ -624,15 +628,18 @@ local function context(keys, args)
     SMALL = {}
     for i = 0, 255 do SMALL[i] = s(i) end
   end
-  local p, now = args[1], nil
+  local p, now, us = args[1], nil, nil
   if string.byte(p) == 100 then
     local tm = redis.call('TIME')
-    now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    now, us = tonumber(tm[1]) * 1000, tonumber(tm[2])
   else
     local bar = string.find(p, '|', 1, true)
-    now = tonumber(string.sub(p, 1, bar - 1))
+    now, us = 0, tonumber(string.sub(p, 1, bar - 1))
     p = string.sub(p, bar + 1)
   end
+  -- (fmod is exact: the microseconds' own digits, not a rounded quotient.)
+  local sub = math.fmod(us, 1000)
+  now = now + (us - sub) / 1000
   local c = call_state
   local known = args[2]
   if known ~= last_known then
@@ -647,6 +654,8 @@ local function context(keys, args)
   c.E, c.fresh = last_E, last_fresh
   c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
   c.P, c.now, c.ns, c.woke, c.tdirty, c.retire = p, now, false, false, false, false
+  c.up = now
+  if sub > 0 then c.up = now + 1 end
   c.jobs, c.gone, c.uadd, c.urem = {}, {}, false, false
   load_topic(c)
   c.eok = c.no >= 0 and c.no == c.E
@@ -693,10 +702,16 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   c.njobs = c.njobs + 1
   c.tdirty = true
   local m = string.format('%013d', c.seq)
-  local due
-  if n >= 5 and args[o + 6] ~= '' then due = tonumber(args[o + 6]) else due = c.now + tonumber(args[o + 4]) end
-  local delay = due - c.now
-  if delay < 0 then delay = 0 end
+  local due, delay
+  if n >= 5 and args[o + 6] ~= '' then
+    due = tonumber(args[o + 6])
+    delay = due - c.now
+    if delay < 0 then delay = 0 end
+  else
+    delay = tonumber(args[o + 4])
+    due = c.now
+    if delay > 0 then due = c.up + delay end
+  end
   local st = 'r'
   if due > c.now then st = 'd' end
   local j = {false, true, st, tonumber(args[o + 3]), due, '', key, delay, tonumber(args[o + 5]), c.now,
@@ -851,7 +866,7 @@ topic_function('dq_touch', 'h', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
   local j, no = held(c, m, args[o + 3], args[o + 4])
   if not j then return no end
-  local dl = c.now + j[TTR]
+  local dl = c.up + j[TTR]
   j[DUE] = dl
   save(c, m, j)
   zadd_timed(c, c.U, dl, m)
@@ -957,7 +972,7 @@ topic_function('dq_pause', 'z', function(c, args, o, n)
   c.cpause = c.cpause + 1
   c.tdirty = true
   if d > 0 then
-    c.pm, c.pu = d, c.now + d
+    c.pm, c.pu = d, c.up + d
   else
     c.pm, c.pu = 0, 0
     c.want, c.woke = 1, true

@@ -7,6 +7,12 @@
 //  - a waiting session's wait topics have no ready job unless paused: jobs
 //    that become ready are handed to waiters before a public call returns;
 //  - a topic other than the default one exists iff refs() > 0 after a call.
+//
+// Time: now_, due times, TTR deadlines, pause ends and wait deadlines are in
+// ticks (EngineOptions::ticks_per_ms); durations (delay, ttr, pause_ms) are
+// kept in milliseconds and turned into ticks where they are added to now_
+// (Ticks); times leave the engine in milliseconds, due times rounded up
+// (CeilMs: never earlier than the job's own), creation times down.
 #include "delayq/engine.h"
 
 #include <algorithm>
@@ -74,7 +80,10 @@ Status ValidateBackoff(const Backoff& b) {
 class Engine::Impl {
  public:
   explicit Impl(EngineOptions options)
-      : opt_(std::move(options)), now_(std::max<TimeMs>(0, opt_.start_ms)), wheel_(now_) {
+      : opt_(std::move(options)),
+        tpm_(std::clamp<TimeMs>(opt_.ticks_per_ms, 1, kMaxTicksPerMs)),
+        now_(std::max<TimeMs>(0, opt_.start_ms) * tpm_),
+        wheel_(now_) {
     if (!IsValidTopicName(opt_.default_topic)) opt_.default_topic = "default";
     default_topic_ = GetOrCreateTopic(opt_.default_topic);
   }
@@ -191,12 +200,12 @@ class Engine::Impl {
     if (r.key.size() > kMaxKeyLength) return Status::InvalidArgument("key longer than 200 bytes");
     TimeMs due;
     if (r.run_at) {
-      if (*r.run_at < 0 || *r.run_at - now_ > kMaxDelayMs)
+      if (*r.run_at < 0 || *r.run_at - now_ms() > kMaxDelayMs)
         return Status::InvalidArgument("run_at out of range");
-      due = *r.run_at;
+      due = Ticks(*r.run_at);
     } else {
       if (!ValidDelay(r.delay_ms)) return Status::InvalidArgument("delay out of range");
-      due = now_ + r.delay_ms;
+      due = now_ + Ticks(r.delay_ms);
     }
     if (Status st = ValidateBackoff(r.backoff); !st.ok()) return st;
     Topic* t;
@@ -211,7 +220,8 @@ class Engine::Impl {
       auto it = t->keys.find(r.key);
       if (it != t->keys.end()) {
         const Job* e = it->second;
-        return PutResult{e->id, false, e->state, e->state == JobState::kDelayed ? e->due : 0};
+        return PutResult{e->id, false, e->state,
+                         e->state == JobState::kDelayed ? CeilMs(e->due) : 0};
       }
     }
     Job* j = pool_.Create(r.key, r.body);
@@ -222,7 +232,7 @@ class Engine::Impl {
     j->ttr = r.ttr_ms;
     j->max_tries = r.max_tries;
     j->backoff = Intern(r.backoff);
-    j->delay = std::max<TimeMs>(0, due - now_);
+    j->delay = r.run_at ? CeilMs(std::max<TimeMs>(0, due - now_)) : r.delay_ms;
     j->due = due;
     j->state = due > now_ ? JobState::kDelayed : JobState::kReady;
     ids_.Insert(j);
@@ -236,7 +246,7 @@ class Engine::Impl {
     bool may_leave = j->state == JobState::kDelayed && NoteDelayed(j);
     Finish();  // may serve j to a waiting session, or evict it
     JobState st = may_leave ? JobState::kDelayed : j->state;
-    return PutResult{id, true, st, st == JobState::kDelayed ? due : 0};
+    return PutResult{id, true, st, st == JobState::kDelayed ? CeilMs(due) : 0};
   }
 
   void DiscardJobId() { next_id_++; }
@@ -269,7 +279,7 @@ class Engine::Impl {
       s->wait_count = count;
       s->wait_detach = r.detach;
       s->wait_deadline =
-          r.timeout_ms < 0 ? kNever : now_ + std::min<TimeMs>(r.timeout_ms, kMaxDelayMs);
+          r.timeout_ms < 0 ? kNever : now_ + Ticks(std::min<TimeMs>(r.timeout_ms, kMaxDelayMs));
       s->wait_topics = s->watched;
       for (Topic* t : s->wait_topics) {
         t->waiting++;
@@ -369,7 +379,7 @@ class Engine::Impl {
     if (!held.ok()) return Finish(Result<JobChange>(held.status()));
     Job* j = *held;
     wheel_.Remove(j);
-    j->due = now_ + j->ttr;
+    j->due = now_ + Ticks(j->ttr);
     wheel_.Insert(j);
     if (j->reserver != nullptr) UpdateWake(j->reserver);
     JobChange c = Change(j);
@@ -477,13 +487,13 @@ class Engine::Impl {
     st.key = std::string(j->key());
     st.state = j->state;
     st.priority = j->priority;
-    st.created_ms = j->created;
-    st.age_ms = now_ - j->created;
+    st.created_ms = FloorMs(j->created);
+    st.age_ms = FloorMs(now_ - j->created);
     st.delay_ms = j->delay;
     st.ttr_ms = j->ttr;
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    st.due_ms = timed ? j->due : 0;
-    st.time_left_ms = timed ? std::max<TimeMs>(0, j->due - now_) : 0;
+    st.due_ms = timed ? CeilMs(j->due) : 0;
+    st.time_left_ms = timed ? CeilMs(std::max<TimeMs>(0, j->due - now_)) : 0;
     st.reserves = j->reserves;
     st.timeouts = j->timeouts;
     st.releases = j->releases;
@@ -513,7 +523,7 @@ class Engine::Impl {
     st.cmd_delete = t->cmd_delete;
     st.cmd_pause = t->cmd_pause;
     st.pause_ms = t->pause_ms;
-    st.pause_time_left_ms = t->paused(now_) ? t->paused_until - now_ : 0;
+    st.pause_time_left_ms = t->paused(now_) ? CeilMs(t->paused_until - now_) : 0;
     return st;
   }
 
@@ -555,7 +565,7 @@ class Engine::Impl {
     if (t->paused(now_)) pauses_.erase({t->paused_until, t});
     t->cmd_pause++;
     t->pause_ms = delay;
-    t->paused_until = now_ + delay;
+    t->paused_until = now_ + Ticks(delay);
     if (delay > 0) {
       pauses_.emplace(t->paused_until, t);
     } else {
@@ -598,6 +608,7 @@ class Engine::Impl {
   }
 
   TimeMs now() const { return now_; }
+  TimeMs now_ms() const { return FloorMs(now_); }
 
   void TakeEvents(std::vector<Event>* out) {
     out->insert(out->end(), events_.begin(), events_.end());
@@ -671,6 +682,18 @@ class Engine::Impl {
 
  private:
   static constexpr JobId kMaxId = std::numeric_limits<JobId>::max();
+  static constexpr TimeMs kMaxTicksPerMs = 1000;
+  // The latest time in milliseconds a record may carry: its ticks fit with
+  // room to spare.
+  TimeMs MaxRecordMs() const { return kNever / tpm_ / 4; }
+
+  // Milliseconds (a duration, or a time) in ticks.
+  TimeMs Ticks(TimeMs ms) const { return ms * tpm_; }
+  // Ticks (>= 0) in whole milliseconds, rounded up and down.
+  TimeMs CeilMs(TimeMs ticks) const { return ticks / tpm_ + (ticks % tpm_ != 0); }
+  TimeMs FloorMs(TimeMs ticks) const { return ticks / tpm_; }
+  // A delayed job's place in the (due, id) order of the store and the marks.
+  DueMark MarkOfJob(const Job* j) const { return DueMark{CeilMs(j->due), j->id}; }
 
   DueMark MarkOf(const Topic* t) const { return t->mark ? *t->mark : DueMark{horizon_, kMaxId}; }
 
@@ -678,7 +701,7 @@ class Engine::Impl {
   // it lies beyond its topic's mark (and is still delayed by then).
   // Returns whether it may leave.
   bool NoteDelayed(const Job* j) {
-    if (!opt_.evict_beyond_horizon || DueMark{j->due, j->id} <= MarkOf(j->topic)) return false;
+    if (!opt_.evict_beyond_horizon || MarkOfJob(j) <= MarkOf(j->topic)) return false;
     to_evict_.push_back(j->id);
     return true;
   }
@@ -686,7 +709,7 @@ class Engine::Impl {
   void EvictBeyondHorizon() {
     for (JobId id : to_evict_) {
       Job* j = ids_.Find(id);
-      if (j == nullptr || j->state != JobState::kDelayed || DueMark{j->due, id} <= MarkOf(j->topic))
+      if (j == nullptr || j->state != JobState::kDelayed || MarkOfJob(j) <= MarkOf(j->topic))
         continue;
       evicted_.push_back(ColdJob{ToRecord(j), std::string(j->body())});
       Unplace(j);
@@ -715,6 +738,9 @@ class Engine::Impl {
     if (!IsValidTopicName(r.topic)) return Status::InvalidArgument("bad topic name");
     if (r.key.size() > kMaxKeyLength) return Status::InvalidArgument("key too long");
     if (r.ttr_ms < 1 || r.ttr_ms > kMaxDelayMs) return Status::InvalidArgument("ttr out of range");
+    if (r.due_ms < 0 || r.due_ms > MaxRecordMs() || r.created_ms < 0 ||
+        r.created_ms > MaxRecordMs())
+      return Status::InvalidArgument("time out of range");
     if (Status st = ValidateBackoff(r.backoff); !st.ok()) return st;
     Topic* t = GetOrCreateTopic(r.topic);
     if (!r.key.empty() && t->keys.count(r.key) > 0) {
@@ -725,7 +751,7 @@ class Engine::Impl {
     Job* j = pool_.Create(r.key, body);
     j->id = r.id;
     j->topic = t;
-    j->created = r.created_ms;
+    j->created = Ticks(r.created_ms);
     j->priority = r.priority;
     j->ttr = r.ttr_ms;
     j->delay = r.delay_ms;
@@ -736,13 +762,13 @@ class Engine::Impl {
     j->kicks = r.kicks;
     j->max_tries = r.max_tries;
     j->backoff = Intern(r.backoff);
-    j->due = r.due_ms;
+    j->due = Ticks(r.due_ms);
     ids_.Insert(j);
     job_bytes_ += sizeof(Job) + j->key_size + j->body_size;
     if (!r.key.empty()) t->keys.emplace(j->key(), j);
     next_id_ = std::max(next_id_, r.id + 1);
     JobState st = r.state;
-    if (st == JobState::kDelayed && r.due_ms <= now_) st = JobState::kReady;
+    if (st == JobState::kDelayed && j->due <= now_) st = JobState::kReady;
     Place(j, st);
     if (cold && t->cold > 0) {
       t->cold--;
@@ -802,7 +828,7 @@ class Engine::Impl {
   }
   JobChange Change(const Job* j) const {
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    return JobChange{j->id, j->state, timed ? j->due : 0, j->priority};
+    return JobChange{j->id, j->state, timed ? CeilMs(j->due) : 0, j->priority};
   }
   Topic* FindTopic(std::string_view name) const {
     auto it = topics_.find(name);
@@ -839,8 +865,8 @@ class Engine::Impl {
     v.state = j->state;
     v.priority = j->priority;
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    v.due_ms = timed ? j->due : 0;
-    v.created_ms = j->created;
+    v.due_ms = timed ? CeilMs(j->due) : 0;
+    v.created_ms = FloorMs(j->created);
     v.delay_ms = j->delay;
     v.ttr_ms = j->ttr;
     v.reserves = j->reserves;
@@ -933,7 +959,7 @@ class Engine::Impl {
     Unplace(j);
     j->reserver = detach ? nullptr : s;
     j->lease = NextLease();
-    j->due = now_ + j->ttr;
+    j->due = now_ + Ticks(j->ttr);
     j->reserves++;
     Place(j, JobState::kReserved);
     RecordUpdate(j, /*deferrable=*/true);
@@ -955,7 +981,7 @@ class Engine::Impl {
       j->delay = d;
     }
     if (d > 0) {
-      j->due = now_ + d;
+      j->due = now_ + Ticks(d);
       Place(j, JobState::kDelayed);
       NoteDelayed(j);
       return JobState::kDelayed;
@@ -1016,7 +1042,7 @@ class Engine::Impl {
 
   bool DeadlineSoon(const Session* s) const {
     for (const Job* j : s->reserved)
-      if (j->due - now_ <= kDeadlineSafetyMarginMs) return true;
+      if (j->due - now_ <= Ticks(kDeadlineSafetyMarginMs)) return true;
     return false;
   }
 
@@ -1026,7 +1052,7 @@ class Engine::Impl {
     TimeMs w = kNever;
     if (s->waiting) {
       w = s->wait_deadline;
-      for (const Job* j : s->reserved) w = std::min(w, j->due - kDeadlineSafetyMarginMs);
+      for (const Job* j : s->reserved) w = std::min(w, j->due - Ticks(kDeadlineSafetyMarginMs));
     }
     if (w == s->wake_at) return;
     if (s->wake_at != kNever) wakes_.erase({s->wake_at, s->id});
@@ -1093,7 +1119,7 @@ class Engine::Impl {
   void AdvanceTo(TimeMs target) {
     lease_texts_.clear();
     if (target <= now_) {
-      // Common case: another call within the same millisecond.
+      // Common case: another call within the same tick.
       if (!wheel_.HasDue() && (wakes_.empty() || wakes_.begin()->first > now_) &&
           (pauses_.empty() || pauses_.begin()->first > now_))
         return;
@@ -1218,8 +1244,8 @@ class Engine::Impl {
     r.key = std::string(j->key());
     r.state = j->state == JobState::kReserved ? JobState::kReady : j->state;
     r.priority = j->priority;
-    r.due_ms = j->state == JobState::kDelayed ? j->due : 0;
-    r.created_ms = j->created;
+    r.due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
+    r.created_ms = FloorMs(j->created);
     r.delay_ms = j->delay;
     r.ttr_ms = j->ttr;
     r.reserves = j->reserves;
@@ -1257,6 +1283,7 @@ class Engine::Impl {
   }
 
   EngineOptions opt_;
+  TimeMs tpm_;  // ticks per millisecond
   uint64_t leases_ = 0;
   std::deque<std::string> lease_texts_;  // PeekReservation's views point into them
   TimeMs now_;
@@ -1468,6 +1495,7 @@ Result<uint64_t> Engine::ClearTopic(TimeMs now, std::string_view t, uint8_t mask
 void Engine::Advance(TimeMs now) { impl_->Advance(now); }
 TimeMs Engine::NextWakeup() const { return impl_->NextWakeup(); }
 TimeMs Engine::now() const { return impl_->now(); }
+TimeMs Engine::now_ms() const { return impl_->now_ms(); }
 void Engine::TakeEvents(std::vector<Event>* out) { impl_->TakeEvents(out); }
 void Engine::TakeMutations(std::vector<Mutation>* out) { impl_->TakeMutations(out); }
 Status Engine::Restore(TimeMs now, const JobRecord& r, std::string_view body) {

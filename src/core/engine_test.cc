@@ -619,4 +619,190 @@ TEST(EngineLimits, MaxTopics) {
   EXPECT_EQ(e.CheckInvariants(), "");
 }
 
+// ---- Microsecond ticks (docs/engine.md, "Time") -----------------------------
+// An engine on ticks_per_ms 1000 (as the Local backend runs it): every `now`
+// is in microseconds, durations stay milliseconds, and a due time is the
+// instant of the call plus the delay, to the microsecond.
+class MicrosecondTicks : public ::testing::Test {
+ protected:
+  static constexpr TimeMs kUs = 1000;  // ticks in a millisecond
+  MicrosecondTicks() : e_(EngineOptions{.start_ms = 1000, .ticks_per_ms = kUs}) {
+    s_ = e_.OpenSession(now_);
+  }
+  void TearDown() override { EXPECT_EQ(e_.CheckInvariants(), ""); }
+  // Moves the clock to `t` (microseconds) and applies what is due.
+  void At(TimeMs t) {
+    now_ = t;
+    e_.Advance(now_);
+  }
+  JobId Put(TimeMs delay_ms, TimeMs ttr_ms = 10'000) {
+    PutRequest r;
+    r.body = "x";
+    r.delay_ms = delay_ms;
+    r.ttr_ms = ttr_ms;
+    auto res = e_.Put(now_, s_, r);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return res.ok() ? res->id : 0;
+  }
+  JobState StateOf(JobId id) { return e_.StatsJob(now_, id)->state; }
+  Code ReserveCode() { return e_.Reserve(now_, ReserveRequest{s_, 0, 1, false}).code(); }
+
+  TimeMs now_ = 1000 * kUs;
+  Engine e_;
+  SessionId s_ = 0;
+};
+
+// Put at 1000.3 ms with a delay of 1000 ms: due at 2000.3 ms, not at
+// 2000 ms (what a millisecond clock, 1000 + 1000, made of it).
+TEST_F(MicrosecondTicks, DelayCountsFromTheInstantOfThePut) {
+  At(1'000'300);
+  JobId id = Put(1000);
+  auto st = e_.StatsJob(now_, id);
+  EXPECT_EQ(st->delay_ms, 1000);
+  EXPECT_EQ(st->time_left_ms, 1000);
+  EXPECT_EQ(st->created_ms, 1000) << "created: rounded down";
+  EXPECT_EQ(st->due_ms, 2001) << "due: rounded up";
+  At(2'000'000);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  At(2'000'299);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  EXPECT_EQ(e_.StatsJob(now_, id)->time_left_ms, 1) << "1 us left reads as 1 ms";
+  At(2'000'300);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+  EXPECT_EQ(e_.now_ms(), 2000);
+}
+
+// Jumping from wake-up to wake-up (as the Local backend's timer does) lands
+// on the due microsecond.
+TEST_F(MicrosecondTicks, NextWakeupLandsOnTheDueMicrosecond) {
+  At(1'000'300);
+  JobId id = Put(1000);
+  while (StateOf(id) == JobState::kDelayed) {
+    TimeMs w = e_.NextWakeup();
+    ASSERT_GT(w, now_);
+    ASSERT_LE(w, 2'000'300);
+    At(w);
+  }
+  EXPECT_EQ(now_, 2'000'300);
+}
+
+// The store sees milliseconds: due rounded up (a job read back after a
+// restart is not early either), created rounded down.
+TEST_F(MicrosecondTicks, RecordsRoundTheDueTimeUp) {
+  Engine e(EngineOptions{.start_ms = 1000, .ticks_per_ms = kUs, .record_mutations = true});
+  SessionId s = e.OpenSession(1'000'300);
+  PutRequest r;
+  r.body = "x";
+  r.delay_ms = 1000;
+  ASSERT_TRUE(e.Put(1'000'300, s, r).ok());
+  r.delay_ms = 0;
+  r.run_at = 3000;
+  ASSERT_TRUE(e.Put(1'000'300, s, r).ok());
+  std::vector<Mutation> m;
+  e.TakeMutations(&m);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].record.due_ms, 2001);
+  EXPECT_EQ(m[0].record.created_ms, 1000);
+  EXPECT_EQ(m[0].record.delay_ms, 1000);
+  EXPECT_EQ(m[1].record.due_ms, 3000) << "run_at is a whole millisecond already";
+  EXPECT_EQ(m[1].record.delay_ms, 2000) << "1999.7 ms, rounded up";
+
+  // Read back: ready at its millisecond, not before.
+  Engine back(EngineOptions{.start_ms = 1000, .ticks_per_ms = kUs});
+  ASSERT_TRUE(back.Restore(2'000'999, m[0].record, "x").ok());
+  EXPECT_EQ(back.StatsJob(2'000'999, 1)->state, JobState::kDelayed);
+  EXPECT_EQ(back.StatsJob(2'001'000, 1)->state, JobState::kReady);
+  EXPECT_EQ(back.CheckInvariants(), "");
+}
+
+// A TTR runs from the instant of the reserve; the DEADLINE_SOON margin is
+// 1000 ms of ticks.
+TEST_F(MicrosecondTicks, TtrCountsFromTheInstantOfTheReserve) {
+  JobId id = Put(0, 2000);
+  At(1'000'700);
+  ASSERT_EQ(e_.Reserve(now_, ReserveRequest{s_, 0, 1, false})->size(), 1u);
+  EXPECT_EQ(e_.StatsJob(now_, id)->due_ms, 3001);
+  // A waiting reserve of the holder gets DEADLINE_SOON 1000 ms before the end.
+  ASSERT_TRUE(e_.Reserve(now_, ReserveRequest{s_, -1, 1, false}).ok());
+  EXPECT_EQ(e_.NextWakeup(), 2'000'700);
+  At(2'000'699);
+  std::vector<Event> ev;
+  e_.TakeEvents(&ev);
+  EXPECT_TRUE(ev.empty());
+  At(2'000'700);
+  e_.TakeEvents(&ev);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, Event::Kind::kDeadlineSoon);
+  At(3'000'699);
+  EXPECT_EQ(StateOf(id), JobState::kReserved);
+  At(3'000'700);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+}
+
+// A release with a delay, a back-off and a pause count from their own
+// instants too.
+TEST_F(MicrosecondTicks, ReleaseBackoffAndPauseCountFromTheirInstants) {
+  PutRequest r;
+  r.body = "b";
+  r.ttr_ms = 100;
+  r.backoff = Backoff::List({250});
+  auto put = e_.Put(now_, s_, r);
+  ASSERT_TRUE(put.ok());
+  JobId id = put->id;
+  At(1'000'100);
+  ASSERT_EQ(e_.Reserve(now_, ReserveRequest{s_, 0, 1, false})->size(), 1u);
+  At(1'000'900);
+  ASSERT_EQ(e_.Release(now_, s_, id, 1024, 50)->state, JobState::kDelayed);
+  At(1'050'899);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  At(1'050'900);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+  // TTR of 100 ms from 1050.95 ms, then the back-off of 250 ms.
+  At(1'050'950);
+  ASSERT_EQ(e_.Reserve(now_, ReserveRequest{s_, 0, 1, false})->size(), 1u);
+  At(1'150'949);
+  EXPECT_EQ(StateOf(id), JobState::kReserved);
+  At(1'150'950);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  At(1'400'949);
+  EXPECT_EQ(StateOf(id), JobState::kDelayed);
+  At(1'400'950);
+  EXPECT_EQ(StateOf(id), JobState::kReady);
+  // A pause of 500 ms from 1400.95 ms.
+  ASSERT_TRUE(e_.PauseTopic(now_, "default", 500).ok());
+  EXPECT_EQ(e_.StatsTopic(now_, "default")->pause_time_left_ms, 500);
+  At(1'900'949);
+  EXPECT_EQ(ReserveCode(), Code::kTimedOut);
+  EXPECT_EQ(e_.StatsTopic(now_, "default")->pause_time_left_ms, 1) << "1 us left";
+  At(1'900'950);
+  EXPECT_EQ(ReserveCode(), Code::kOk);
+}
+
+// The horizon's marks are milliseconds: a job is beyond a mark when its due
+// time rounded up is (so a job due at 5000.3 ms is beyond 5000).
+TEST_F(MicrosecondTicks, HorizonComparesTheDueTimeRoundedUp) {
+  Engine e(EngineOptions{.start_ms = 1000,
+                         .ticks_per_ms = kUs,
+                         .record_mutations = true,
+                         .evict_beyond_horizon = true});
+  e.SetHorizon(5000);
+  SessionId s = e.OpenSession(1'000'300);
+  PutRequest r;
+  r.body = "x";
+  r.delay_ms = 4000;  // due 5000.3 ms
+  auto far = e.Put(1'000'300, s, r);
+  ASSERT_TRUE(far.ok());
+  EXPECT_FALSE(e.HasJob(far->id));
+  std::vector<ColdJob> out;
+  e.TakeEvicted(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].record.due_ms, 5001);
+  e.SetHorizon(5001);
+  r.delay_ms = 4000;  // due 5000.3 ms again: within the mark now
+  auto near = e.Put(1'000'300, s, r);
+  ASSERT_TRUE(near.ok());
+  EXPECT_TRUE(e.HasJob(near->id));
+  EXPECT_EQ(e.CheckInvariants(), "");
+}
+
 }  // namespace delayq

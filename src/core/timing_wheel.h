@@ -1,4 +1,6 @@
-// A hierarchical timing wheel over absolute milliseconds (1 ms tick).
+// A hierarchical timing wheel over absolute times in ticks (the engine's:
+// milliseconds or microseconds, EngineOptions::ticks_per_ms); one slot of
+// level 0 is one tick.
 //
 // Eleven levels of 64 slots cover all 64-bit times. A job due at `t` sits on
 // level L = (highest bit in which t and now() differ) / 6, in slot
@@ -19,6 +21,7 @@
 #ifndef DELAYQ_CORE_TIMING_WHEEL_H_
 #define DELAYQ_CORE_TIMING_WHEEL_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -68,7 +71,7 @@ class TimingWheel {
   }
 
   // The earliest time at which AdvanceTo can have work: exact when a job is
-  // due within the current 64 ms, else the start of the next occupied slot.
+  // due within the current 64 ticks, else the start of the next occupied slot.
   // kNever when empty.
   TimeMs NextEventBound() const {
     if (!due_.empty()) return static_cast<TimeMs>(now_);
@@ -86,10 +89,10 @@ class TimingWheel {
   // Moves now() forward to `t` (no-op if t <= now()) and calls fire(Job*) for
   // every job whose due time is <= t, after taking it out; jobs are fired in
   // order of due time (ties in no particular order). `fire` may not touch
-  // the wheel.
+  // the wheel. A negative `t` is before now() too (not a huge unsigned one).
   template <typename F>
   void AdvanceTo(TimeMs t, F&& fire) {
-    uint64_t target = static_cast<uint64_t>(t);
+    uint64_t target = static_cast<uint64_t>(std::max<TimeMs>(t, 0));
     for (;;) {
       FireDue(fire);
       TimeMs bound = NextEventBound();

@@ -23,7 +23,7 @@ using namespace std::chrono_literals;
 
 class ManualClock : public backend::Clock {
  public:
-  TimeMs Now() const override { return now; }
+  backend::TimeUs NowUs() const override { return now * 1000; }
   TimeMs now = 1'700'000'000'000;
 };
 

@@ -19,8 +19,20 @@
 // pass, at random, no lease, the job's current (last) lease as the
 // reference knows it, a stale one (an earlier lease of the job), another
 // job's, or a random one; the summary line counts how they ended.
+// Half the instances run the engine on microsecond ticks
+// (EngineOptions::ticks_per_ms 1000, as the Local backend does) at the same
+// whole-millisecond instants, which must change nothing.
 // The ModelRepro tests at the end are the smallest sequences found for each
 // difference, replayed through the same comparisons.
+//
+// Never early (docs/engine.md, "Time"): a third engine, on microsecond
+// ticks, runs every operation too, each at a random instant within the
+// operation's millisecond, and is checked against that rule alone (a due
+// time counted from a sub-millisecond instant falls due after the
+// reference's, so their results may differ): no job is reserved before the
+// delay of the put or release that delayed it has run since that call,
+// before its TTR has run since its reserve or last touch, or from a topic
+// whose pause has not run since the pause.
 //
 // Environment:
 //   DELAYQ_MODEL_OPS   total operations (default 200000), split into
@@ -61,6 +73,8 @@ namespace {
 constexpr uint64_t kOpsPerInstance = 20000;
 constexpr size_t kHistory = 24;
 constexpr size_t kMaxJobSize = 64;
+// The never-early engine's ticks: microseconds.
+constexpr TimeMs kFineTicks = 1000;
 
 const std::array<const char*, 4> kTopicNames = {"default", "a", "b", "c"};
 const std::array<const char*, 3> kBadTopicNames = {"-dash", "has space", "x!"};
@@ -450,6 +464,20 @@ std::optional<uint32_t> JobPriority(const Op& op) {
   return op.priority;
 }
 
+PutRequest ToPut(const Op& op) {
+  PutRequest r;
+  r.topic = op.topic;
+  r.body = op.body;
+  r.priority = op.priority;
+  r.delay_ms = op.delay_ms;
+  r.run_at = op.run_at;
+  r.ttr_ms = op.ttr_ms;
+  r.key = op.key;
+  r.max_tries = op.max_tries;
+  r.backoff = op.backoff;
+  return r;
+}
+
 // Runs `op` on an engine (Engine or ReferenceEngine) and returns its result
 // as text. `sid` is the op's session id on that engine; OpenSession stores
 // the new id in *opened.
@@ -468,19 +496,8 @@ std::string RunOn(E& e, const Op& op, SessionId sid, SessionId* opened) {
       return Fmt(e.Watch(sid, op.topic));
     case OpKind::kIgnore:
       return Fmt(e.Ignore(sid, op.topic));
-    case OpKind::kPut: {
-      PutRequest r;
-      r.topic = op.topic;
-      r.body = op.body;
-      r.priority = op.priority;
-      r.delay_ms = op.delay_ms;
-      r.run_at = op.run_at;
-      r.ttr_ms = op.ttr_ms;
-      r.key = op.key;
-      r.max_tries = op.max_tries;
-      r.backoff = op.backoff;
-      return Fmt(e.Put(op.now, sid, r));
-    }
+    case OpKind::kPut:
+      return Fmt(e.Put(op.now, sid, ToPut(op)));
     case OpKind::kReserve: {
       ReserveRequest r;
       r.session = sid;
@@ -571,6 +588,7 @@ struct Regime {
   size_t check_every = 500;    // full-state comparison period
   double detach_share = 0.12;  // share of reserves made with detach (HTTP)
   uint64_t lease_seed = 0;     // EngineOptions::lease_seed, both sides
+  TimeMs ticks_per_ms = 1;     // the engine's (the reference runs in ms)
 
   std::string Describe() const {
     std::ostringstream o;
@@ -579,7 +597,7 @@ struct Regime {
       << " granule=" << granule << " pause_weight=" << pause_weight
       << " watch_weight=" << watch_weight << " long_waits=" << long_waits
       << " detach_share=" << detach_share << " lease_seed=" << lease_seed
-      << (epoch_clock ? " epoch_clock" : "");
+      << " ticks_per_ms=" << ticks_per_ms << (epoch_clock ? " epoch_clock" : "");
     return o.str();
   }
 };
@@ -614,6 +632,7 @@ Regime MakeRegime(std::mt19937_64& rng) {
   r.lease_seed = s < 7    ? rng()
                  : s == 7 ? 0
                           : (0 - static_cast<uint64_t>(1 + pick(3))) * 0x9e3779b97f4a7c15ULL;
+  r.ticks_per_ms = pick(2) == 0 ? 1 : 1000;
   return r;
 }
 
@@ -642,8 +661,12 @@ class Instance {
     if (scripted) options.start_ms = 0;
     if (lease_seed.has_value()) regime_.lease_seed = *lease_seed;
     options.lease_seed = regime_.lease_seed;
-    eng_ = std::make_unique<Engine>(options);
     ref_ = std::make_unique<ReferenceEngine>(options, quirks);
+    options.ticks_per_ms = regime_.ticks_per_ms;
+    eng_ = std::make_unique<Engine>(options);
+    options.ticks_per_ms = kFineTicks;
+    options.record_mutations = false;
+    fine_ = std::make_unique<Engine>(options);
   }
 
   // Runs every op; returns "" or a description of the first difference.
@@ -684,8 +707,9 @@ class Instance {
 
  private:
   struct Slot {
-    SessionId eng = 0, ref = 0;
+    SessionId eng = 0, ref = 0, fine = 0;
     bool open = false;
+    bool fine_wait_detached = false;  // its last reserve on fine_ was detached
   };
 
   // ---- random helpers ----
@@ -758,6 +782,9 @@ class Instance {
   }
   SessionId EngSid(int slot) const {
     return slot < 0 || static_cast<size_t>(slot) >= slots_.size() ? 0 : slots_[slot].eng;
+  }
+  SessionId FineSid(int slot) const {
+    return slot < 0 || static_cast<size_t>(slot) >= slots_.size() ? 0 : slots_[slot].fine;
   }
 
   // A job id: mostly a live one (recently created or reserved by `slot`).
@@ -1107,11 +1134,14 @@ class Instance {
     Op op = op_in;
     if (op.kind == OpKind::kOpen) op.slot = static_cast<int>(slots_.size());
     std::string desc = Describe(op);
-    SessionId eng_opened = 0, ref_opened = 0;
-    std::string er = RunOn(*eng_, op, EngSid(op.slot), &eng_opened);
+    SessionId eng_opened = 0, ref_opened = 0, fine_opened = 0;
+    Op eop = op;  // in the engine's ticks
+    eop.now = op.now * regime_.ticks_per_ms;
+    std::string er = RunOn(*eng_, eop, EngSid(op.slot), &eng_opened);
     std::string rr = RunOn(*ref_, op, RefSid(op.slot), &ref_opened);
+    std::string fine_err = FineStep(op, &fine_opened);
     if (op.kind == OpKind::kOpen) {
-      slots_.push_back({eng_opened, ref_opened, true});
+      slots_.push_back({eng_opened, ref_opened, fine_opened, true});
     } else if (op.kind == OpKind::kClose && op.slot >= 0) {
       slots_[op.slot].open = false;
     }
@@ -1123,6 +1153,7 @@ class Instance {
     if (er != rr) return "result differs:\n    engine:    " + er + "\n    reference: " + rr;
     if (op.kind == OpKind::kReserveJob && er.find(" lease=") != std::string::npos)
       return "ReserveJob's view carries a lease: " + er;
+    if (!fine_err.empty()) return fine_err;
     return CompareEffects();
   }
 
@@ -1217,10 +1248,12 @@ class Instance {
       }
     }
 
-    if (eng_->now() != ref_->now())
+    const TimeMs tpm = regime_.ticks_per_ms;
+    if (eng_->now() != ref_->now() * tpm)
       return "now() differs: engine " + TimeStr(eng_->now()) + ", reference " +
-             TimeStr(ref_->now());
+             TimeStr(ref_->now()) + " (ticks per ms: " + std::to_string(tpm) + ")";
     TimeMs ew = eng_->NextWakeup(), rw = ref_->NextWakeup();
+    if (rw != kNever) rw *= tpm;
     if (ew > rw)
       return "NextWakeup() is later than the next instant: engine " + TimeStr(ew) + ", reference " +
              TimeStr(rw);
@@ -1241,6 +1274,7 @@ class Instance {
   // Compares everything observable without changing the state.
   std::string CompareState() {
     TimeMs now = Clock();
+    TimeMs en = now * regime_.ticks_per_ms;  // the engine's
     auto cmp = [](const std::string& what, const std::string& e,
                   const std::string& r) -> std::string {
       if (e == r) return "";
@@ -1248,48 +1282,48 @@ class Instance {
     };
     std::string err;
     for (JobId id = 1; id <= ref_->next_id() + 1; ++id) {
-      err = cmp("StatsJob(" + std::to_string(id) + ")", Fmt(eng_->StatsJob(now, id)),
+      err = cmp("StatsJob(" + std::to_string(id) + ")", Fmt(eng_->StatsJob(en, id)),
                 Fmt(ref_->StatsJob(now, id)));
       if (!err.empty()) return err;
-      auto peek = eng_->Peek(now, id);
+      auto peek = eng_->Peek(en, id);
       if (peek.ok() && !peek->lease.empty())
         return "Peek(" + std::to_string(id) + ") carries a lease: " + Fmt(peek);
       err = cmp("Peek(" + std::to_string(id) + ")", Fmt(peek), Fmt(ref_->Peek(now, id)));
       if (!err.empty()) return err;
-      err = cmp("PeekReservation(" + std::to_string(id) + ")", Fmt(eng_->PeekReservation(now, id)),
+      err = cmp("PeekReservation(" + std::to_string(id) + ")", Fmt(eng_->PeekReservation(en, id)),
                 Fmt(ref_->PeekReservation(now, id)));
       if (!err.empty()) return err;
     }
     std::vector<std::string> topics(kTopicNames.begin(), kTopicNames.end());
     topics.push_back("z");
     for (const std::string& t : topics) {
-      if (!(err = cmp("StatsTopic(" + t + ")", Fmt(eng_->StatsTopic(now, t)),
+      if (!(err = cmp("StatsTopic(" + t + ")", Fmt(eng_->StatsTopic(en, t)),
                       Fmt(ref_->StatsTopic(now, t))))
                .empty())
         return err;
-      if (!(err = cmp("PeekReady(" + t + ")", Fmt(eng_->PeekReady(now, t)),
+      if (!(err = cmp("PeekReady(" + t + ")", Fmt(eng_->PeekReady(en, t)),
                       Fmt(ref_->PeekReady(now, t))))
                .empty())
         return err;
-      if (!(err = cmp("PeekDelayed(" + t + ")", Fmt(eng_->PeekDelayed(now, t)),
+      if (!(err = cmp("PeekDelayed(" + t + ")", Fmt(eng_->PeekDelayed(en, t)),
                       Fmt(ref_->PeekDelayed(now, t))))
                .empty())
         return err;
-      if (!(err = cmp("PeekBuried(" + t + ")", Fmt(eng_->PeekBuried(now, t)),
+      if (!(err = cmp("PeekBuried(" + t + ")", Fmt(eng_->PeekBuried(en, t)),
                       Fmt(ref_->PeekBuried(now, t))))
                .empty())
         return err;
       for (const char* k : kKeys) {
-        if (!(err = cmp("PeekByKey(" + t + "," + k + ")", Fmt(eng_->PeekByKey(now, t, k)),
+        if (!(err = cmp("PeekByKey(" + t + "," + k + ")", Fmt(eng_->PeekByKey(en, t, k)),
                         Fmt(ref_->PeekByKey(now, t, k))))
                  .empty())
           return err;
       }
     }
-    if (!(err = cmp("Stats()", Fmt(eng_->Stats(now)), Fmt(ref_->Stats(now)))).empty()) return err;
+    if (!(err = cmp("Stats()", Fmt(eng_->Stats(en)), Fmt(ref_->Stats(now)))).empty()) return err;
     {
       std::string e, r;
-      for (const std::string& t : eng_->ListTopics(now)) e += t + " ";
+      for (const std::string& t : eng_->ListTopics(en)) e += t + " ";
       for (const std::string& t : ref_->ListTopics(now)) r += t + " ";
       if (!(err = cmp("ListTopics()", e, r)).empty()) return err;
     }
@@ -1308,6 +1342,191 @@ class Instance {
     // Queries change nothing, but the first one may deliver a wake-up that
     // came due during the last call (a touch within the margin): compare.
     return CompareEffects();
+  }
+
+  // ---- never early: fine_, at sub-millisecond instants ----
+
+  // What the rule lets fine_ do with a job (times in microseconds).
+  struct FineJob {
+    TimeMs not_before = 0;  // delayed by a put or release until then; 0: no delay in force
+    TimeMs held_until = 0;  // reserved until its TTR ends; 0: not reserved
+    int holder = -1;        // the slot holding it; -1: detached (or none)
+  };
+
+  // Runs `op` on fine_ at a random instant within its millisecond and
+  // checks every job it reserves; "" or a description of the violation.
+  std::string FineStep(const Op& op, SessionId* opened) {
+    // A pause of a topic that has gone (nothing referred to it) went with it.
+    for (auto it = fine_pauses_.begin(); it != fine_pauses_.end();)
+      it = fine_->StatsTopic(fine_->now(), it->first).ok() ? std::next(it) : fine_pauses_.erase(it);
+    if (std::string err = FineEvents(); !err.empty()) return err;
+
+    Op f = op;
+    f.now = op.now * kFineTicks + static_cast<TimeMs>(U(kFineTicks));
+    // Up to the op's instant wake-up by wake-up, so that each reserve served
+    // to a waiter is checked at the instant it happened.
+    for (TimeMs w = fine_->NextWakeup(); w <= f.now; w = fine_->NextWakeup()) {
+      if (w <= fine_->now()) w = fine_->now();
+      fine_->Advance(w);
+      if (std::string err = FineEvents(); !err.empty()) return err;
+      if (fine_->NextWakeup() <= w) break;  // nothing more it can do before the op
+    }
+    SessionId sid = FineSid(op.slot);
+    std::string err;
+    auto now = [&] { return fine_->now(); };  // the instant the call ran at (a clock held back)
+    auto ttr_of = [&](JobId id) {
+      auto st = fine_->StatsJob(now(), id);
+      return st.ok() ? st->ttr_ms : 0;
+    };
+    auto delayed_for = [&](JobId id) -> TimeMs {  // the delay a delayed job waits, or 0
+      auto st = fine_->StatsJob(now(), id);
+      return st.ok() && st->state == JobState::kDelayed ? st->delay_ms : 0;
+    };
+    switch (op.kind) {
+      case OpKind::kPut: {
+        auto r = fine_->Put(f.now, sid, ToPut(op));
+        if (r.ok() && r->created)
+          fine_jobs_[r->id] = FineJob{
+              op.run_at ? *op.run_at * kFineTicks : now() + op.delay_ms * kFineTicks, 0, -1};
+        break;
+      }
+      case OpKind::kReserve: {
+        if (op.slot >= 0 && static_cast<size_t>(op.slot) < slots_.size())
+          slots_[op.slot].fine_wait_detached = op.detach;
+        auto r = fine_->Reserve(f.now, ReserveRequest{sid, op.timeout_ms, op.count, op.detach});
+        if (r.ok())
+          for (JobId id : *r)
+            if (err.empty()) err = FineReserved(id, op.detach ? -1 : op.slot, "Reserve");
+        break;
+      }
+      case OpKind::kReserveJob: {  // names the job: no delay or pause holds it back
+        auto r = fine_->ReserveJob(f.now, sid, op.id);
+        if (r.ok()) fine_jobs_[op.id] = FineJob{0, now() + ttr_of(op.id) * kFineTicks, op.slot};
+        break;
+      }
+      case OpKind::kDelete:
+        if (fine_->Delete(f.now, sid, op.id).ok()) fine_jobs_.erase(op.id);
+        break;
+      case OpKind::kRelease: {
+        auto r = fine_->Release(f.now, sid, op.id, op.priority, op.release_delay);
+        if (r.ok())
+          fine_jobs_[op.id] = FineJob{
+              r->state == JobState::kDelayed ? now() + delayed_for(op.id) * kFineTicks : 0, 0, -1};
+        break;
+      }
+      case OpKind::kBury:
+        if (fine_->Bury(f.now, sid, op.id, op.priority).ok()) fine_jobs_[op.id] = FineJob{};
+        break;
+      case OpKind::kTouch:
+        if (fine_->Touch(f.now, sid, op.id).ok())
+          fine_jobs_[op.id].held_until = now() + ttr_of(op.id) * kFineTicks;
+        break;
+      case OpKind::kKickJob:
+        if (fine_->KickJob(f.now, op.id).ok()) fine_jobs_[op.id].not_before = 0;
+        break;
+      case OpKind::kPause:
+        if (fine_->PauseTopic(f.now, op.topic, op.delay_ms).ok())
+          fine_pauses_[op.topic] = op.delay_ms > 0 ? now() + op.delay_ms * kFineTicks : 0;
+        break;
+      case OpKind::kClose: {
+        std::vector<JobId> held;  // by the session still (not come back by TTR)
+        for (const auto& [id, j] : fine_jobs_) {
+          if (j.held_until == 0 || j.holder != op.slot || op.slot < 0) continue;
+          auto st = fine_->StatsJob(f.now, id);
+          if (st.ok() && st->state == JobState::kReserved) held.push_back(id);
+        }
+        if (std::string e = FineEvents(); !e.empty()) return e;
+        fine_->CloseSession(f.now, sid);
+        // They came back: ready, or delayed by their back-off from now.
+        for (JobId id : held) fine_jobs_[id] = FineJob{now() + delayed_for(id) * kFineTicks, 0, -1};
+        break;
+      }
+      default:
+        RunOn(*fine_, f, sid, opened);
+        break;
+    }
+    if (!err.empty()) return err;
+    // Jobs kicked (ready before their time, as asked; a waiter may have
+    // taken them already) or gone.
+    if (op.kind == OpKind::kKick || op.kind == OpKind::kClear || op.kind == OpKind::kDeleteByKey) {
+      for (auto it = fine_jobs_.begin(); it != fine_jobs_.end();) {
+        auto st = fine_->StatsJob(now(), it->first);
+        if (!st.ok()) {
+          it = fine_jobs_.erase(it);
+          continue;
+        }
+        if (op.kind == OpKind::kKick && st->state != JobState::kDelayed) it->second.not_before = 0;
+        ++it;
+      }
+    }
+    if (std::string e = FineEvents(); !e.empty()) return e;
+    // Now and then: every job still held back by a delay is delayed.
+    if (index_ % 64 == 0) {
+      for (auto it = fine_jobs_.begin(); it != fine_jobs_.end();) {
+        if (it->second.not_before <= now()) {
+          ++it;
+          continue;
+        }
+        auto st = fine_->StatsJob(now(), it->first);
+        if (!st.ok()) {
+          it = fine_jobs_.erase(it);
+          continue;
+        }
+        if (st->state != JobState::kDelayed || st->due_ms * kFineTicks < it->second.not_before)
+          return FineViolation(
+              "job " + std::to_string(it->first) + " is " + std::string(JobStateName(st->state)) +
+              " (due " + std::to_string(st->due_ms) + " ms) at " + TimeStr(now()) +
+              " us, before its delay runs out at " + TimeStr(it->second.not_before) + " us");
+        ++it;
+      }
+      return FineEvents();
+    }
+    return "";
+  }
+
+  // Checks the reserves served to waiting sessions of fine_, at fine_'s
+  // present (its last call served them then).
+  std::string FineEvents() {
+    std::vector<Event> events;
+    fine_->TakeEvents(&events);
+    for (const Event& ev : events) {
+      if (ev.kind != Event::Kind::kReserved) continue;
+      int slot = -1;
+      for (size_t i = 0; i < slots_.size(); ++i)
+        if (slots_[i].fine == ev.session) slot = static_cast<int>(i);
+      bool detached = slot >= 0 && slots_[slot].fine_wait_detached;
+      if (std::string err = FineReserved(ev.job, detached ? -1 : slot, "a waiting reserve");
+          !err.empty())
+        return err;
+    }
+    return "";
+  }
+
+  // Job `id` was just reserved by `how`, for `slot`: was it free to go?
+  std::string FineReserved(JobId id, int slot, const std::string& how) {
+    TimeMs at = fine_->now();
+    FineJob& j = fine_jobs_[id];
+    std::string job =
+        "job " + std::to_string(id) + " reserved by " + how + " at " + TimeStr(at) + " us";
+    if (j.not_before > at)
+      return FineViolation(job + ", before its delay runs out at " + TimeStr(j.not_before) + " us");
+    if (j.held_until > at)
+      return FineViolation(job + ", while another reservation's TTR runs to " +
+                           TimeStr(j.held_until) + " us");
+    auto v = fine_->Peek(at, id);
+    if (v.ok()) {
+      auto p = fine_pauses_.find(std::string(v->topic));
+      if (p != fine_pauses_.end() && p->second > at)
+        return FineViolation(job + ", from topic " + p->first + " paused until " +
+                             TimeStr(p->second) + " us");
+    }
+    auto st = fine_->StatsJob(at, id);
+    j = FineJob{0, at + (st.ok() ? st->ttr_ms : 0) * kFineTicks, slot};
+    return "";
+  }
+
+  std::string FineViolation(const std::string& what) const {
+    return "never early (microsecond ticks, sub-millisecond instants): " + what;
   }
 
   void PushHistory(std::string s) {
@@ -1338,6 +1557,9 @@ class Instance {
   std::string script_;  // RunScript: its name
   std::unique_ptr<Engine> eng_;
   std::unique_ptr<ReferenceEngine> ref_;
+  std::unique_ptr<Engine> fine_;  // never early, at sub-millisecond instants
+  std::map<JobId, FineJob> fine_jobs_;
+  std::map<std::string, TimeMs> fine_pauses_;  // topic -> paused until (us)
   std::vector<Slot> slots_;
   std::deque<std::string> history_;
   uint64_t index_ = 0;
@@ -1689,6 +1911,21 @@ TEST(ModelRepro, LeaseZeroIsSkipped) {
             {Open(0), PutJob(0, 0, "", 0, 0), Expect(ReserveDetached(0, 0), "ok [1]"),
              Expect(WithLease(OnJob(OpKind::kFinish, 1, 0, 1), l1), "ok change{id=1")},
             seed);
+}
+
+// A session holding a job whose TTR ends within 1000 ms of time 0 waits
+// (a paused topic's ready job defers DEADLINE_SOON): its wake time, the
+// deadline less the margin, is negative. The timing wheel took that time
+// as a huge unsigned one and fired everything at the next call: job 1's
+// TTR ended at 10 instead of 300, and the waiter got it back.
+TEST(ModelRepro, NegativeWakeTimeFiresNothingEarly) {
+  Op watch = OnTopic(OpKind::kWatch, 0, 0, "a");
+  Op a = PutJob(0, 0, "a", 0, 0);
+  a.ttr_ms = 300;
+  RunScript("NegativeWakeTimeFiresNothingEarly",
+            {Open(0), watch, a, PutJob(0, 0, "default", 0, 0), Pause(0, "default", 5000),
+             ReserveOp(0, 0, 0), ReserveOp(0, 0, 1000), At(OpKind::kAdvance, 10),
+             At(OpKind::kAdvance, 400)});
 }
 
 }  // namespace

@@ -61,11 +61,12 @@ constexpr JobId kNoJob = 1'000'000;
 
 class ManualClock : public Clock {
  public:
-  TimeMs Now() const override { return now_; }
-  void Set(TimeMs t) { now_ = t; }
+  TimeUs NowUs() const override { return now_us_; }
+  void Set(TimeMs t) { now_us_ = t * 1000; }
+  void SetUs(TimeUs t) { now_us_ = t; }
 
  private:
-  TimeMs now_ = kStart;
+  TimeUs now_us_ = kStart * 1000;
 };
 
 // A job as a reply carried it (the views die with the call).
@@ -756,6 +757,171 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
         << "job #" << n << " at the end\n"
         << trail();
   }
+}
+
+// Never early (docs/redis-backend.md, "Time"): the same backend at random
+// instants within milliseconds (the manual clock in microseconds, which each
+// call carries as Redis's TIME would), checked against the rule rather than
+// the reference: no job is reserved before the delay of the put or release
+// that delayed it has run since that call, before its TTR has run since its
+// reserve or last touch, or from a topic whose pause has not run since the
+// pause. Time often stops just before, at and just after such an end.
+TEST_F(RedisModelTest, NeverEarlyAtSubMillisecondInstants) {
+  uint64_t seed = 20261127;
+  if (const char* env = std::getenv("DELAYQ_REDIS_MODEL_SEED"))
+    seed = std::strtoull(env, nullptr, 10);
+  int ops = 1500;
+  if (const char* env = std::getenv("DELAYQ_REDIS_MODEL_OPS")) ops = std::atoi(env) / 2;
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+
+  auto redis = Make();
+  TimeUs now = kStart * 1000 + 123;  // microseconds
+  clock_.SetUs(now);
+  const std::vector<std::string> topics = {"t1", "t2"};
+  struct Tracked {
+    std::string topic;
+    TimeUs not_before = 0;  // delayed by a put or release until then
+    TimeUs held_until = 0;  // reserved until its TTR runs out; 0: not held
+    size_t holder = 0;
+    TimeMs ttr = 0;
+  };
+  std::map<JobId, Tracked> jobs;
+  std::map<std::string, TimeUs> paused_until;
+  constexpr size_t kSessions = 3;
+  std::vector<SessionId> sessions;
+  for (size_t i = 0; i < kSessions; ++i) {
+    sessions.push_back(redis->OpenSession());
+    for (const std::string& t : topics) ASSERT_TRUE(redis->Watch(sessions[i], t).ok());
+    ASSERT_TRUE(redis->Ignore(sessions[i], "default").ok());
+  }
+  size_t reserved = 0;
+  std::deque<std::string> history;
+  auto note = [&](std::string line) {
+    history.push_back("+" + std::to_string(now - kStart * 1000) + " us " + std::move(line));
+    if (history.size() > 30) history.pop_front();
+  };
+  auto trail = [&] {
+    std::string out = "seed " + std::to_string(seed) + "; last operations:";
+    for (const std::string& h : history) out += "\n  " + h;
+    return out;
+  };
+  // The instants at which something may end: the next one after now.
+  auto next_end = [&]() -> TimeUs {
+    TimeUs best = kNever;
+    for (const auto& [id, j] : jobs) {
+      if (j.not_before > now) best = std::min(best, j.not_before);
+      if (j.held_until > now) best = std::min(best, j.held_until);
+    }
+    for (const auto& [t, until] : paused_until)
+      if (until > now) best = std::min(best, until);
+    return best;
+  };
+
+  for (int i = 0; i < ops; ++i) {
+    // Time: a random step, or to just before, at or just after the next end.
+    TimeUs end = next_end();
+    if (end != kNever && pick(2) == 0) {
+      TimeUs off[] = {-1, 0, 1, -static_cast<TimeUs>(1 + pick(999)),
+                      static_cast<TimeUs>(pick(1000))};
+      now = std::max(now, end + off[pick(5)]);
+    } else {
+      now += pick(4) == 0 ? static_cast<TimeUs>(pick(3'000'000)) : static_cast<TimeUs>(pick(3000));
+    }
+    clock_.SetUs(now);
+
+    size_t slot = pick(kSessions);
+    SessionId s = sessions[slot];
+    const std::string& topic = topics[pick(topics.size())];
+    // A job the session holds, if any.
+    std::optional<JobId> mine;
+    for (const auto& [id, j] : jobs)
+      if (j.held_until > now && j.holder == slot) mine = id;
+    uint64_t op = pick(10);
+    if (op < 3) {
+      PutRequest r;
+      r.topic = topic;
+      std::string body = "b" + std::to_string(i);
+      r.body = body;
+      TimeMs delay = pick(3) == 0 ? 0 : static_cast<TimeMs>(pick(3) == 0 ? pick(5) : pick(2500));
+      r.delay_ms = delay;
+      if (pick(8) == 0) r.run_at = now / 1000 + static_cast<TimeMs>(pick(2000)) - 500;
+      r.ttr_ms = 1 + static_cast<TimeMs>(pick(4) == 0 ? pick(5) : pick(2000));
+      auto put = Get<PutResult>([&](Callback<PutResult> cb) { redis->Put(s, r, cb); });
+      ASSERT_TRUE(put.ok()) << put.status().ToString();
+      TimeUs nb = r.run_at ? *r.run_at * 1000 : now + delay * 1000;
+      jobs[put->id] = Tracked{topic, nb, 0, 0, r.ttr_ms};
+      note("put " + std::to_string(put->id) + " " + topic + " delay=" + std::to_string(delay) +
+           (r.run_at ? " run_at=" + std::to_string(*r.run_at) : "") +
+           " ttr=" + std::to_string(r.ttr_ms) + " -> " + std::string(JobStateName(put->state)));
+    } else if (op < 7) {
+      auto got = GetJobs([&](JobsDone cb) {
+        redis->Reserve(ReserveRequest{s, 0, 1 + static_cast<uint32_t>(pick(3)), false},
+                       std::move(cb));
+      });
+      std::string ids;
+      for (const Owned& o : got.second) ids += " " + std::to_string(o.id);
+      note("reserve s" + std::to_string(slot) + " -> " + Text(got.first) + ids);
+      reserved += got.second.size();
+      for (const Owned& o : got.second) {
+        auto it = jobs.find(o.id);
+        ASSERT_NE(it, jobs.end()) << "an unknown job " << o.id << "\n" << trail();
+        Tracked& j = it->second;
+        std::string at = "job " + std::to_string(o.id) + " reserved at +" +
+                         std::to_string(now - kStart * 1000) + " us";
+        ASSERT_LE(j.not_before, now)
+            << at << ", before its delay runs out at +" << j.not_before - kStart * 1000 << " us\n"
+            << trail();
+        ASSERT_LE(j.held_until, now) << at << ", while another reservation's TTR runs to +"
+                                     << j.held_until - kStart * 1000 << " us\n"
+                                     << trail();
+        ASSERT_LE(paused_until[j.topic], now) << at << ", from " << j.topic << " paused until +"
+                                              << paused_until[j.topic] - kStart * 1000 << " us\n"
+                                              << trail();
+        j.not_before = 0;
+        j.held_until = now + j.ttr * 1000;
+        j.holder = slot;
+      }
+    } else if (op < 8 && mine) {
+      std::optional<TimeMs> delay;
+      if (pick(3) != 0) delay = static_cast<TimeMs>(pick(3) == 0 ? pick(5) : pick(2000));
+      auto st = Get<JobChange>(
+          [&](Callback<JobChange> cb) { redis->Release(s, *mine, 1024, delay, cb); });
+      ASSERT_TRUE(st.ok()) << st.status().ToString() << "\n" << trail();
+      Tracked& j = jobs[*mine];
+      j.held_until = 0;
+      j.not_before = delay ? now + *delay * 1000 : 0;
+      note("release " + std::to_string(*mine) + " delay=" + (delay ? std::to_string(*delay) : "-"));
+    } else if (op < 9 && mine) {
+      if (pick(2) == 0) {
+        ASSERT_TRUE(Do([&](Done d) { redis->Touch(s, *mine, Ch(d)); }).ok()) << trail();
+        jobs[*mine].held_until = now + jobs[*mine].ttr * 1000;
+        note("touch " + std::to_string(*mine));
+      } else {
+        ASSERT_TRUE(Do([&](Done d) { redis->Delete(s, *mine, Ch(d)); }).ok()) << trail();
+        jobs.erase(*mine);
+        note("delete " + std::to_string(*mine));
+      }
+    } else {
+      TimeMs d = pick(4) == 0 ? 0 : static_cast<TimeMs>(pick(3) == 0 ? pick(5) : pick(1500));
+      Status st = Do([&](Done cb) { redis->PauseTopic(topic, d, cb); });
+      note("pause " + topic + " " + std::to_string(d) + " -> " + Text(st));
+      if (st.ok()) paused_until[topic] = d > 0 ? now + d * 1000 : 0;
+    }
+    // Now and then: every job a delay holds back reads as delayed.
+    if (i % 50 == 0) {
+      for (const auto& [id, j] : jobs) {
+        if (j.not_before <= now) continue;
+        auto st = Get<JobStats>([&](Callback<JobStats> cb) { redis->StatsJob(id, cb); });
+        ASSERT_TRUE(st.ok()) << st.status().ToString() << "\n" << trail();
+        ASSERT_EQ(st->state, JobState::kDelayed)
+            << "job " << id << " at +" << now - kStart * 1000 << " us, delayed until +"
+            << j.not_before - kStart * 1000 << " us\n"
+            << trail();
+      }
+    }
+  }
+  EXPECT_GT(reserved, static_cast<size_t>(ops) / 10);
 }
 
 }  // namespace
