@@ -116,7 +116,8 @@ JobId JobIdOf(int64_t topic_no, std::string_view member) {
 // A reserved job as the functions write it (reserve_one in
 // redis_scripts.cc): "<member><deadline>,<priority>,<index>,<key
 // length>,<key><body>", the member 13 digits; index: which owner of the
-// call it went to. False when s is not one.
+// call it went to; for a lease's job, 'L' and nine more figures before the
+// key length (Got::figures). False when s is not one.
 bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Got* g,
               size_t* index) {
   constexpr size_t kMemberDigits = 13;

@@ -951,7 +951,9 @@ topic_function('dq_stats_job', 's', function(c, args, o, n)
   local j = load(c, m)
   if not j then return {} end
   rare(j)
-  return {s(c.now), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
+  -- The time rounded up, as deadlines count from it: a TTR or delay just
+  -- asked for shows no more left than asked (beanstalkd's time-left).
+  return {s(c.up), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
           'c', s(j[CR]), 'dl', j[DL], 'ttr', j[TTR], 'rs', j[RS], 'to', j[TO], 'rl', j[RL],
           'bu', j[BU], 'ki', j[KI], 'mt', j[MT]}
 end)
@@ -960,7 +962,7 @@ topic_function('dq_stats_topic', 'S', function(c, args, o, n)
   flush_reserved(c)
   return {count_of(c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
     count_of(c.U), count_of(c.D), count_of(c.B),
-    s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.now)}
+    s(c.seq), s(c.cdel), s(c.cpause), s(c.pm), s(c.pu), s(c.touts), s(c.up)}
 end)
 
 -- Arguments: delay_ms, and '1' when the topic must hold a job already (it

@@ -588,8 +588,9 @@ struct HttpApiRoutes {
   static bool DecideKey(KeySearch& s);
   static void ReplyJobs(std::vector<OwnedJob> jobs, HttpApi::Reply done);
   static void ReplyJob(Status st, Jobs jobs, HttpApi::Reply done);
-  // An operation on one job that a lease holds ({"lease": ...} and the
-  // fields `more` names, read by `read`), then its reply.
+  // An operation on one job that a lease holds: the body's "lease" read
+  // here, `op` reads the rest of the body and makes the one backend call,
+  // and `reply` words its answer.
   static void LeaseOp(const HttpRequest& req, const Params& p, HttpApi::Reply&& done,
                       const std::function<void(const backend::Claim&, JobId, Fields&,
                                                backend::Callback<JobChange>)>& op,
