@@ -20,7 +20,7 @@ using namespace delayq;
 
 class ManualClock : public backend::Clock {
  public:
-  TimeMs Now() const override { return now; }
+  backend::TimeUs NowUs() const override { return now * 1000; }
   TimeMs now = 1'700'000'000'000;
 };
 
