@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   using delayq::backend::redis::Script;
   const std::string kPut = Code(Script::kPut) + std::string("4");
   const std::string kReserve = Code(Script::kReserve) + std::string("1");
-  const std::string kDelete = Code(Script::kDelete) + std::string("2");
+  const std::string kDelete = Code(Script::kDelete) + std::string("3");
   // One call: `puts` puts, `reserves` reserves, and the deletes of
   // `to_delete`; returns the members reserved.
   auto call = [&](int puts, int reserves, const std::vector<std::string>& to_delete) {
@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> a = head;
     for (int i = 0; i < puts; ++i) a.insert(a.end(), {kPut, body, "1024", "0", "60000"});
     for (int i = 0; i < reserves; ++i) a.insert(a.end(), {kReserve, "bench:1"});
-    for (const std::string& m : to_delete) a.insert(a.end(), {kDelete, m, "bench:1"});
+    // Delete: member, caller, lease (none: the caller reserved it).
+    for (const std::string& m : to_delete) a.insert(a.end(), {kDelete, m, "bench:1", ""});
     Reply r = Command(c, a);
     head.back() = "1";
     // {next_wake, {put results..., reserve results..., delete results...}};
