@@ -601,7 +601,7 @@ class Engine::Impl {
   }
 
   TimeMs NextWakeup() const {
-    TimeMs t = wheel_.NextEventBound();
+    TimeMs t = wheel_.NextEvent();
     if (!wakes_.empty()) t = std::min(t, wakes_.begin()->first);
     if (!pauses_.empty()) t = std::min(t, pauses_.begin()->first);
     return t;

@@ -48,12 +48,14 @@ class TimingWheel {
   void Insert(Job* j) {
     ++size_;
     Place(j);
+    if (next_known_ && static_cast<uint64_t>(j->due) < next_) next_ = static_cast<uint64_t>(j->due);
   }
 
   // REQUIRES: j is in this wheel (its `due` unchanged since Insert).
   void Remove(Job* j) {
     --size_;
     uint64_t due = static_cast<uint64_t>(j->due);
+    if (due == next_) next_known_ = false;
     Slot* slot;
     int level = -1, index = 0;
     if (due <= now_) {
@@ -86,6 +88,30 @@ class TimingWheel {
     return kNever;
   }
 
+  // The earliest due time in the wheel (now() when one is due already),
+  // exact unless the first occupied slot holds more than kMaxScan jobs (then
+  // the start of that slot, as NextEventBound). kNever when empty. The value
+  // is kept from call to call: an insert lowers it, and it is found again
+  // (a walk over that slot) only after its job left or fired.
+  TimeMs NextEvent() const {
+    if (!due_.empty()) return static_cast<TimeMs>(now_);
+    if (next_known_) return static_cast<TimeMs>(next_);
+    TimeMs bound = NextEventBound();
+    if (bound == kNever) return kNever;
+    int level = 0;
+    while (masks_[level] == 0) ++level;
+    if (level > 0) {  // (a slot of level 0 is one tick: its start is exact)
+      const Slot& first = slots_[level][__builtin_ctzll(masks_[level])];
+      if (first.size() > kMaxScan) return bound;
+      uint64_t min = ~uint64_t{0};
+      for (const Job* j : first) min = std::min(min, static_cast<uint64_t>(j->due));
+      bound = static_cast<TimeMs>(min);
+    }
+    next_ = static_cast<uint64_t>(bound);
+    next_known_ = true;
+    return bound;
+  }
+
   // Moves now() forward to `t` (no-op if t <= now()) and calls fire(Job*) for
   // every job whose due time is <= t, after taking it out; jobs are fired in
   // order of due time (ties in no particular order). `fire` may not touch
@@ -93,6 +119,7 @@ class TimingWheel {
   template <typename F>
   void AdvanceTo(TimeMs t, F&& fire) {
     uint64_t target = static_cast<uint64_t>(std::max<TimeMs>(t, 0));
+    if (target >= next_) next_known_ = false;  // it fires
     for (;;) {
       FireDue(fire);
       TimeMs bound = NextEventBound();
@@ -155,6 +182,8 @@ class TimingWheel {
   static constexpr size_t kPrefetchAhead = 8;
   // A slot emptied by a cascade keeps its array only up to this capacity.
   static constexpr size_t kKeepCapacity = 1024;
+  // NextEvent walks a first slot of at most this many jobs.
+  static constexpr size_t kMaxScan = 256;
 
   int LevelOf(uint64_t due) const { return (63 - __builtin_clzll(due ^ now_)) / kBits; }
   static int SlotOf(uint64_t due, int level) {
@@ -220,6 +249,9 @@ class TimingWheel {
 
   uint64_t now_;
   size_t size_ = 0;
+  // NextEvent's last answer, while it holds.
+  mutable uint64_t next_ = 0;
+  mutable bool next_known_ = false;
   Slot due_;
   std::array<uint64_t, kLevels> masks_{};
   std::array<std::array<Slot, kSlots>, kLevels> slots_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 namespace delayq::core {
@@ -155,6 +156,81 @@ TEST(TimingWheel, RandomAgainstOrderedMap) {
     }
     ASSERT_EQ(w.size(), live.size());
   }
+}
+
+// NextEvent is the earliest due time (now() for one due already), kept
+// from call to call through inserts, removes and advances; some of the
+// jobs share their slots with many others (more than it walks: then the
+// slot's start, never later than the earliest due time).
+TEST(TimingWheel, NextEventIsTheEarliestDueTime) {
+  std::mt19937_64 rng(7);
+  Jobs jobs;
+  TimingWheel w(1'000'000);
+  std::map<JobId, Job*> live;
+  std::multiset<TimeMs> dues;
+  JobId next = 1;
+  TimeMs now = 1'000'000;
+  uint64_t exact = 0, checked = 0;
+  for (int step = 0; step < 100000; ++step) {
+    int op = static_cast<int>(rng() % 10);
+    if (op < 5) {
+      // Often a burst of jobs due in one slot far ahead.
+      int n = rng() % 50 == 0 ? 300 : 1;
+      int scale = static_cast<int>(rng() % 30);
+      TimeMs base = now + static_cast<TimeMs>(rng() % (uint64_t{1} << scale)) + 1;
+      for (int i = 0; i < n; ++i) {
+        Job* j = jobs.Make(base + static_cast<TimeMs>(rng() % 64), next++);
+        w.Insert(j);
+        live[j->id] = j;
+        dues.insert(j->due);
+      }
+    } else if (op < 7 && !live.empty()) {
+      auto it = live.lower_bound(rng() % next);
+      if (it == live.end()) it = live.begin();
+      w.Remove(it->second);
+      dues.erase(dues.find(it->second->due));
+      live.erase(it);
+    } else {
+      TimeMs to = now + static_cast<TimeMs>(rng() % (op == 9 ? 100'000 : 100));
+      w.AdvanceTo(to, [&](Job* j) {
+        ASSERT_EQ(live.erase(j->id), 1u);
+        dues.erase(dues.find(j->due));
+      });
+      now = to;
+    }
+    TimeMs got = w.NextEvent();
+    if (dues.empty()) {
+      ASSERT_EQ(got, kNever) << "step " << step;
+    } else {
+      TimeMs first = std::max(*dues.begin(), now);
+      ASSERT_LE(got, first) << "step " << step;
+      ASSERT_LE(w.NextEventBound(), got) << "step " << step;
+      exact += got == first;
+      checked++;
+    }
+  }
+  EXPECT_GT(exact, checked * 9 / 10) << "mostly exact";
+}
+
+// NextEvent is exact where its first slot is small: due times inside one
+// slot of level 1 (64 ticks) and of level 2.
+TEST(TimingWheel, NextEventIsExactInsideASlot) {
+  Jobs jobs;
+  TimingWheel w(0);
+  w.Insert(jobs.Make(1000, 1));  // level 1 (1000 = 15 * 64 + 40)
+  EXPECT_EQ(w.NextEventBound(), 960);
+  EXPECT_EQ(w.NextEvent(), 1000);
+  w.Insert(jobs.Make(990, 2));
+  EXPECT_EQ(w.NextEvent(), 990);
+  Job* far = jobs.Make(200'000, 3);  // level 2
+  w.Insert(far);
+  EXPECT_EQ(w.NextEvent(), 990);
+  w.AdvanceTo(995, [](Job*) {});
+  EXPECT_EQ(w.NextEvent(), 1000);
+  w.AdvanceTo(1000, [](Job*) {});
+  EXPECT_EQ(w.NextEvent(), 200'000);
+  w.Remove(far);
+  EXPECT_EQ(w.NextEvent(), kNever);
 }
 
 }  // namespace
