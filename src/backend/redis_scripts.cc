@@ -945,19 +945,21 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
 end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
+-- The time left is counted from c.up (as the deadlines are): it reads
+-- rounded down, as beanstalkd's truncated seconds expect (right after a
+-- reserve with a TTR of 10 s, 9 s left).
 topic_function('dq_stats_job', 's', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
   if not m then return {} end
   local j = load(c, m)
   if not j then return {} end
   rare(j)
-  -- The time rounded up, as deadlines count from it: a TTR or delay just
-  -- asked for shows no more left than asked (beanstalkd's time-left).
   return {s(c.up), 'k', j[KEY], 'b', j[BODY], 's', j[ST], 'p', j[PRI], 'due', s(j[DUE]),
           'c', s(j[CR]), 'dl', j[DL], 'ttr', j[TTR], 'rs', j[RS], 'to', j[TO], 'rl', j[RL],
           'bu', j[BU], 'ki', j[KI], 'mt', j[MT]}
 end)
 
+-- The pause's time left is counted from c.up too (dq_stats_job).
 topic_function('dq_stats_topic', 'S', function(c, args, o, n)
   flush_reserved(c)
   return {count_of(c.R), redis.call('ZCOUNT', c.R, '-inf', '(1024'),
