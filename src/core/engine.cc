@@ -487,19 +487,11 @@ class Engine::Impl {
     st.key = std::string(j->key());
     st.state = j->state;
     st.priority = j->priority;
-    st.created_ms = FloorMs(j->created);
+    CopyFigures(j, &st);
     st.age_ms = FloorMs(now_ - j->created);
-    st.delay_ms = j->delay;
-    st.ttr_ms = j->ttr;
+    st.due_ms = DueOut(j);
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    st.due_ms = timed ? CeilMs(j->due) : 0;
     st.time_left_ms = timed ? CeilMs(std::max<TimeMs>(0, j->due - now_)) : 0;
-    st.reserves = j->reserves;
-    st.timeouts = j->timeouts;
-    st.releases = j->releases;
-    st.buries = j->buries;
-    st.kicks = j->kicks;
-    st.max_tries = j->max_tries;
     st.body_size = j->body_size;
     return st;
   }
@@ -827,8 +819,26 @@ class Engine::Impl {
                      j->state);
   }
   JobChange Change(const Job* j) const {
+    return JobChange{j->id, j->state, DueOut(j), j->priority};
+  }
+  // A job's due time (delayed) or TTR deadline (reserved) in milliseconds,
+  // rounded up; 0 in the other states.
+  TimeMs DueOut(const Job* j) const {
     bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    return JobChange{j->id, j->state, timed ? CeilMs(j->due) : 0, j->priority};
+    return timed ? CeilMs(j->due) : 0;
+  }
+  // The figures JobView, JobStats and JobRecord share, in milliseconds.
+  template <typename T>
+  void CopyFigures(const Job* j, T* out) const {
+    out->created_ms = FloorMs(j->created);
+    out->delay_ms = j->delay;
+    out->ttr_ms = j->ttr;
+    out->reserves = j->reserves;
+    out->timeouts = j->timeouts;
+    out->releases = j->releases;
+    out->buries = j->buries;
+    out->kicks = j->kicks;
+    out->max_tries = j->max_tries;
   }
   Topic* FindTopic(std::string_view name) const {
     auto it = topics_.find(name);
@@ -864,17 +874,8 @@ class Engine::Impl {
     v.body = j->body();
     v.state = j->state;
     v.priority = j->priority;
-    bool timed = j->state == JobState::kDelayed || j->state == JobState::kReserved;
-    v.due_ms = timed ? CeilMs(j->due) : 0;
-    v.created_ms = FloorMs(j->created);
-    v.delay_ms = j->delay;
-    v.ttr_ms = j->ttr;
-    v.reserves = j->reserves;
-    v.timeouts = j->timeouts;
-    v.releases = j->releases;
-    v.buries = j->buries;
-    v.kicks = j->kicks;
-    v.max_tries = j->max_tries;
+    v.due_ms = DueOut(j);
+    CopyFigures(j, &v);
     return v;
   }
 
@@ -1245,15 +1246,7 @@ class Engine::Impl {
     r.state = j->state == JobState::kReserved ? JobState::kReady : j->state;
     r.priority = j->priority;
     r.due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
-    r.created_ms = FloorMs(j->created);
-    r.delay_ms = j->delay;
-    r.ttr_ms = j->ttr;
-    r.reserves = j->reserves;
-    r.timeouts = j->timeouts;
-    r.releases = j->releases;
-    r.buries = j->buries;
-    r.kicks = j->kicks;
-    r.max_tries = j->max_tries;
+    CopyFigures(j, &r);
     if (j->backoff != 0) r.backoff = policies_[j->backoff].backoff;
     return r;
   }

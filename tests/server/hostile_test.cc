@@ -39,11 +39,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool AgainstRedis() {
-  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
-  return e != nullptr && std::string_view(e) == "redis";
-}
-
 // A string of the bytes of a literal, NULs included.
 template <size_t N>
 std::string Bytes(const char (&s)[N]) {

@@ -40,11 +40,6 @@ using namespace std::chrono_literals;
 // The error code of an error reply, or "<none>".
 // DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
 // backend, with a redis-server of its own for each test.
-bool AgainstRedis() {
-  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
-  return e != nullptr && std::string_view(e) == "redis";
-}
-
 class HttpFixture : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> args = {"--in-memory"}) {

@@ -38,11 +38,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool AgainstRedis() {
-  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
-  return e != nullptr && std::string_view(e) == "redis";
-}
-
 // Steady-clock microseconds (the same clock in every thread).
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(

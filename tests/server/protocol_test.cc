@@ -61,11 +61,6 @@ bool AgainstBeanstalkd() {
 
 // DELAYQ_TEST_AGAINST=redis: delayqd on the Redis backend, with a
 // redis-server of its own for each test.
-bool AgainstRedis() {
-  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
-  return e != nullptr && std::string_view(e) == "redis";
-}
-
 std::string TargetBinary() { return AgainstBeanstalkd() ? kBeanstalkdPath : DelayqdPath(); }
 
 std::string Ok(std::string_view yaml) {

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,13 @@ using std::chrono::milliseconds;
 // build/delayqd of the tree the tests were built in (DELAYQ_BINARY_DIR), or
 // the binary $DELAYQ_DELAYQD names.
 std::string DelayqdPath();
+
+// Whether the black-box fixtures run delayqd on the Redis backend
+// (DELAYQ_TEST_AGAINST=redis: the ctest entries *_on_redis).
+inline bool AgainstRedis() {
+  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
+  return e != nullptr && std::string_view(e) == "redis";
+}
 // Debian's beanstalkd 1.12, the reference for byte-exact replies.
 inline constexpr const char* kBeanstalkdPath = "/usr/bin/beanstalkd";
 bool BeanstalkdAvailable();
