@@ -63,6 +63,12 @@ struct PutRequest {
   std::string_view key;          // optional user key, unique in its topic while the job lives
   uint32_t max_tries = 0;        // 0: unlimited
   Backoff backoff;
+  // The key is also the job's name: unique across all topics while the job
+  // lives (the Youzan-style routes; docs/engine.md, "Names"). A put whose
+  // name a live job of the same topic holds returns that job; one held in
+  // another topic, or a key of the topic held by a job without a name, is
+  // refused (kConflict).
+  bool named = false;
 };
 
 struct PutResult {
@@ -92,6 +98,7 @@ struct JobView {
   // `detach`: docs/engine.md, "Leases"); empty in every other view, so that
   // looking at a job never hands out the right to finish it.
   std::string_view lease;
+  bool named = false;  // its key is its name (PutRequest::named)
 };
 
 // What an operation on one job did (delete, finish, release, bury, touch,
@@ -161,6 +168,7 @@ struct JobRecord {
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   uint32_t max_tries = 0;
   Backoff backoff;
+  bool named = false;  // the key is also the job's name (PutRequest::named)
   bool operator==(const JobRecord&) const = default;
 };
 

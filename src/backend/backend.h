@@ -96,11 +96,20 @@ class Backend {
   virtual void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                     Callback<JobChange> done) = 0;
   virtual void Touch(const Claim& c, JobId id, Callback<JobChange> done) = 0;
+  // By name (docs/engine.md, "Names"), as an operator: the live job whose
+  // name it is (PutRequest::named), or else, when `name` is a job id in
+  // decimal (no sign, no leading zero), that job if it has no name.
+  // FinishByName deletes it if it is reserved (by anyone), else refuses
+  // with kConflict and the state found; DeleteByName deletes it in any
+  // state. kNotFound when the name names no job. One atomic call.
+  virtual void FinishByName(std::string_view name, Callback<JobChange> done) = 0;
+  virtual void DeleteByName(std::string_view name, Callback<JobChange> done) = 0;
   virtual void Kick(SessionId s, std::string_view topic, uint64_t bound,
                     Callback<uint64_t> done) = 0;
   virtual void KickJob(SessionId s, JobId id, Callback<JobChange> done) = 0;
 
-  enum class PeekKind : uint8_t { kId, kKey, kReady, kDelayed, kBuried };
+  // kName: the job `key` names across topics (below); topic is not used.
+  enum class PeekKind : uint8_t { kId, kKey, kReady, kDelayed, kBuried, kName };
   // id for kId; topic (and key for kKey) otherwise.
   virtual void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
                     std::string_view key, JobsDone done) = 0;
