@@ -249,6 +249,12 @@ class Engine {
   void TakeEvicted(std::vector<ColdJob>* out);
   bool HasJob(JobId id) const;
   bool HasKey(std::string_view topic, std::string_view key) const;
+  // Names (PutRequest::named; docs/engine.md, "Names"): whether a job in
+  // memory holds `name`, and the job `name` names among the jobs in memory
+  // (its name's; else, for a job id in canonical decimal, that job if it
+  // has no name), or 0.
+  bool HasName(std::string_view name) const;
+  JobId ResolveName(std::string_view name) const;
 
   // Checks every internal invariant; for tests. Returns a description of the
   // first violation, or an empty string.

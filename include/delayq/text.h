@@ -1,5 +1,5 @@
 // Text helpers shared by the HTTP API and the CLI: whether a job body is
-// text, base64 for the bodies that are not, and RFC 3339 times.
+// text, base64 for the bodies that are not, RFC 3339 times, job ids.
 #ifndef DELAYQ_TEXT_H_
 #define DELAYQ_TEXT_H_
 
@@ -26,6 +26,11 @@ bool Base64Decode(std::string_view text, std::string* out);
 // Fractions beyond milliseconds are truncated; a leap second (:60) counts as
 // the last second of its minute. nullopt for anything else.
 std::optional<TimeMs> ParseRfc3339(std::string_view text);
+
+// A job id written in canonical decimal (digits only, no leading zero, no
+// more than fits a JobId), or 0 for anything else: how a job without a name
+// is named (docs/engine.md, "Names").
+JobId ParseDecimalId(std::string_view text);
 
 }  // namespace delayq
 

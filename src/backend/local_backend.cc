@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "delayq/text.h"
 #include "store/record_codec.h"
 
 namespace delayq::backend {
@@ -147,6 +148,7 @@ void LocalBackend::Collect() {
       JobId id = c.record.id;
       if (!c.record.key.empty())
         cold_pending_keys_[store::UserKey(c.record.topic, c.record.key)] = id;
+      if (c.record.named) cold_pending_keys_[store::NameKey(c.record.key)] = id;
       cold_pending_[id] = Pending{next_seq_, std::move(c)};
       pending_order_.emplace_back(next_seq_, id);
     }
@@ -307,6 +309,10 @@ void LocalBackend::ForgetWritten(uint64_t seq) {
     if (!r.key.empty()) {
       auto k = cold_pending_keys_.find(store::UserKey(r.topic, r.key));
       if (k != cold_pending_keys_.end() && k->second == id) cold_pending_keys_.erase(k);
+      if (r.named) {
+        k = cold_pending_keys_.find(store::NameKey(r.key));
+        if (k != cold_pending_keys_.end() && k->second == id) cold_pending_keys_.erase(k);
+      }
     }
     cold_pending_.erase(c);
   }
@@ -343,6 +349,24 @@ Status LocalBackend::WarmKey(std::string_view topic, std::string_view key) {
   if (st.code() == Code::kNotFound) return Status::Ok();
   if (!st.ok()) return st;
   return WarmId(id);
+}
+
+Status LocalBackend::WarmName(std::string_view name) {
+  if (!horizon_on() || name.empty() || engine_.ColdJobs() == 0) return Status::Ok();
+  if (!engine_.HasName(name)) {
+    JobId id = 0;
+    if (auto k = cold_pending_keys_.find(store::NameKey(name)); k != cold_pending_keys_.end()) {
+      id = k->second;
+    } else if (Status st = store_->FindKey({}, name, &id);
+               !st.ok() && st.code() != Code::kNotFound) {
+      return st;
+    }
+    if (id != 0)
+      if (Status st = WarmId(id); !st.ok()) return st;
+  }
+  // A job without a name is named by its id (Engine::ResolveName).
+  if (JobId id = ParseDecimalId(name); id != 0 && !engine_.HasName(name)) return WarmId(id);
+  return Status::Ok();
 }
 
 Result<LocalBackend::Loaded> LocalBackend::LoadTopic(const std::string& topic, TimeMs through,
@@ -487,6 +511,8 @@ void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> don
   // A key may name a cold job: the put then returns it, as for any job.
   if (Status w = WarmKey(r.topic.empty() ? engine_.UsedTopic(s) : r.topic, r.key); !w.ok())
     return done(std::move(w));
+  if (r.named)  // so may a name, in another topic
+    if (Status w = WarmName(r.key); !w.ok()) return done(std::move(w));
   FinishChange<PutResult>(s, engine_.Put(EngineNow(), s, r), std::move(done));
 }
 
@@ -632,6 +658,22 @@ void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
   FinishChange(c.session, engine_.Finish(EngineNow(), *h, id), std::move(done));
 }
 
+void LocalBackend::FinishByName(std::string_view name, Callback<JobChange> done) {
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
+  JobId id = engine_.ResolveName(name);
+  if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
+  FinishChange(SessionId{0}, engine_.Finish(EngineNow(), Holder(0), id), std::move(done));
+}
+
+void LocalBackend::DeleteByName(std::string_view name, Callback<JobChange> done) {
+  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
+  JobId id = engine_.ResolveName(name);
+  if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
+  FinishChange(SessionId{0}, engine_.Delete(EngineNow(), Holder(0), id), std::move(done));
+}
+
 void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                            std::optional<TimeMs> delay, Callback<JobChange> done) {
   auto h = HolderOf(c);
@@ -684,6 +726,7 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
   Status warm;
   if (kind == PeekKind::kId) warm = WarmId(id);
   if (kind == PeekKind::kKey) warm = WarmKey(topic, key);
+  if (kind == PeekKind::kName) warm = WarmName(key);
   if (kind == PeekKind::kDelayed && horizon_on() && engine_.ColdJobs(topic) > 0)
     warm = LoadNext(std::string(topic), 1);  // the soonest cold job, against those in memory
   if (!warm.ok()) return done(std::move(warm), {});
@@ -704,6 +747,9 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
       break;
     case PeekKind::kBuried:
       r = engine_.PeekBuried(now, topic);
+      break;
+    case PeekKind::kName:
+      if (JobId named = engine_.ResolveName(key); named != 0) r = engine_.Peek(now, named);
       break;
   }
   if (!r.ok()) {

@@ -94,6 +94,8 @@ class LocalBackend final : public Backend {
   void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
                    Callback<JobChange> done) override;
   void Finish(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void FinishByName(std::string_view name, Callback<JobChange> done) override;
+  void DeleteByName(std::string_view name, Callback<JobChange> done) override;
   void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                std::optional<TimeMs> delay, Callback<JobChange> done) override;
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
@@ -182,6 +184,9 @@ class LocalBackend final : public Backend {
   Status WarmId(JobId id);
   // If a cold job of `topic` has `key`, takes it into the engine.
   Status WarmKey(std::string_view topic, std::string_view key);
+  // Takes into memory the cold job `name` names (Engine::ResolveName): the
+  // job whose name it is, else the job of that id.
+  Status WarmName(std::string_view name);
   Status AdoptStored(JobId id);
   // Batches up to `seq` are durable: forgets what the store now holds.
   void ForgetWritten(uint64_t seq);

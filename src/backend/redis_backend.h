@@ -103,6 +103,13 @@ class RedisBackend final : public Backend {
   void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
                    Callback<JobChange> done) override;
   void Finish(const Claim& c, JobId id, Callback<JobChange> done) override;
+  // TEMP-NAMES
+  void FinishByName(std::string_view, Callback<JobChange> done) override {
+    done(Status::Internal("not yet"));
+  }
+  void DeleteByName(std::string_view, Callback<JobChange> done) override {
+    done(Status::Internal("not yet"));
+  }
   void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                std::optional<TimeMs> delay, Callback<JobChange> done) override;
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,

@@ -28,6 +28,7 @@
 #include "core/session.h"
 #include "core/timing_wheel.h"
 #include "core/topic.h"
+#include "delayq/text.h"
 
 namespace delayq {
 
@@ -216,6 +217,21 @@ class Engine::Impl {
       if (Status st = RoomForTopic(r.topic); !st.ok()) return st;
       t = GetOrCreateTopic(r.topic);
     }
+    if (r.named) {
+      if (r.key.empty()) return Status::InvalidArgument("a name is a key: the key is empty");
+      // (MaybeDrop: a topic made for this put goes again at the end of a
+      // call that refuses.)
+      if (auto n = names_.find(r.key); n != names_.end() && n->second->topic != t) {
+        MaybeDrop(t);
+        return Status::Conflict("id '" + std::string(r.key) + "' belongs to a job in topic '" +
+                                n->second->topic->name + "'");
+      }
+      if (auto it = t->keys.find(r.key); it != t->keys.end() && !it->second->named) {
+        MaybeDrop(t);
+        return Status::Conflict("topic '" + t->name + "' holds a job with key '" +
+                                std::string(r.key) + "' that was not put by /push");
+      }
+    }
     if (!r.key.empty()) {
       auto it = t->keys.find(r.key);
       if (it != t->keys.end()) {
@@ -226,6 +242,8 @@ class Engine::Impl {
     }
     Job* j = pool_.Create(r.key, r.body);
     j->id = next_id_++;
+    j->named = r.named;
+    if (r.named) names_.emplace(j->key(), j);
     j->topic = t;
     j->created = now_;
     j->priority = r.priority;
@@ -672,6 +690,15 @@ class Engine::Impl {
     return t != nullptr && !key.empty() && t->keys.count(key) > 0;
   }
 
+  bool HasName(std::string_view name) const { return names_.count(name) > 0; }
+
+  JobId ResolveName(std::string_view name) const {
+    if (auto n = names_.find(name); n != names_.end()) return n->second->id;
+    JobId id = ParseDecimalId(name);
+    const Job* j = id == 0 ? nullptr : ids_.Find(id);
+    return j != nullptr && !j->named ? id : 0;
+  }
+
  private:
   static constexpr JobId kMaxId = std::numeric_limits<JobId>::max();
   static constexpr TimeMs kMaxTicksPerMs = 1000;
@@ -707,6 +734,7 @@ class Engine::Impl {
       Unplace(j);
       Topic* t = j->topic;
       if (j->key_size > 0) t->keys.erase(j->key());
+      if (j->named) names_.erase(j->key());
       Free(j);
       t->cold++;
       n_cold_++;
@@ -740,6 +768,11 @@ class Engine::Impl {
       Finish();
       return Status::InvalidArgument("duplicate key");
     }
+    if (r.named && (r.key.empty() || names_.count(r.key) > 0)) {
+      MaybeDrop(t);
+      Finish();
+      return Status::InvalidArgument(r.key.empty() ? "a name without a key" : "duplicate name");
+    }
     Job* j = pool_.Create(r.key, body);
     j->id = r.id;
     j->topic = t;
@@ -758,6 +791,8 @@ class Engine::Impl {
     ids_.Insert(j);
     job_bytes_ += sizeof(Job) + j->key_size + j->body_size;
     if (!r.key.empty()) t->keys.emplace(j->key(), j);
+    j->named = r.named;
+    if (r.named) names_.emplace(j->key(), j);
     next_id_ = std::max(next_id_, r.id + 1);
     JobState st = r.state;
     if (st == JobState::kDelayed && j->due <= now_) st = JobState::kReady;
@@ -777,7 +812,7 @@ class Engine::Impl {
     for (const auto& [name, t] : topics_)
       n += sizeof(Topic) + t->name.size() + t->ready.MemoryUsage() +
            t->keys.size() * (sizeof(void*) * 4);
-    return n;
+    return n + names_.size() * (sizeof(void*) * 4);
   }
 
  private:
@@ -875,6 +910,7 @@ class Engine::Impl {
     v.state = j->state;
     v.priority = j->priority;
     v.due_ms = DueOut(j);
+    v.named = j->named;
     CopyFigures(j, &v);
     return v;
   }
@@ -1002,6 +1038,7 @@ class Engine::Impl {
     Unplace(j);
     Topic* t = j->topic;
     if (j->key_size > 0) t->keys.erase(j->key());
+    if (j->named) names_.erase(j->key());
     RecordDelete(j);
     Free(j);
     t->ready.ShrinkIfSparse();
@@ -1248,6 +1285,7 @@ class Engine::Impl {
     r.due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
     CopyFigures(j, &r);
     if (j->backoff != 0) r.backoff = policies_[j->backoff].backoff;
+    r.named = j->named;
     return r;
   }
   void RecordPut(const Job* j) {
@@ -1286,6 +1324,9 @@ class Engine::Impl {
   JobId next_id_ = 1;
   uint64_t topic_seq_ = 0;
   std::unordered_map<std::string_view, std::unique_ptr<Topic>> topics_;
+  // Names (PutRequest::named): one namespace across topics; views into the
+  // jobs' keys.
+  std::unordered_map<std::string_view, Job*> names_;
   Topic* default_topic_ = nullptr;
   std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
   SessionId next_session_ = 1;
@@ -1318,11 +1359,12 @@ class Engine::Impl {
 std::string Engine::Impl::CheckInvariants() const {
   auto fail = [](std::string what) { return what; };
   if (!wheel_.Valid()) return fail("timing wheel placement");
-  uint64_t ready = 0, urgent = 0, reserved = 0, delayed = 0, buried = 0;
+  uint64_t ready = 0, urgent = 0, reserved = 0, delayed = 0, buried = 0, named = 0;
   std::unordered_map<const Topic*, std::array<uint64_t, 5>> per;
   std::string err;
   ids_.ForEach([&](Job* j) {
     auto& c = per[j->topic];
+    if (j->named) named++;
     switch (j->state) {
       case JobState::kReady:
         ready++;
@@ -1352,9 +1394,14 @@ std::string Engine::Impl::CheckInvariants() const {
       auto it = j->topic->keys.find(j->key());
       if (it == j->topic->keys.end() || it->second != j) err = "key index out of step";
     }
+    if (j->named) {
+      auto it = names_.find(j->key());
+      if (it == names_.end() || it->second != j) err = "name index out of step";
+    }
     if (topics_.count(std::string_view(j->topic->name)) == 0) err = "job in a dropped topic";
   });
   if (!err.empty()) return err;
+  if (named != names_.size()) return fail("names of jobs that are gone");
   if (ready != n_ready_ || urgent != n_urgent_ || reserved != n_reserved_ ||
       delayed != n_delayed_ || buried != n_buried_)
     return fail("global counters");
@@ -1512,6 +1559,8 @@ Status Engine::Adopt(TimeMs now, const JobRecord& r, std::string_view body) {
 void Engine::TakeEvicted(std::vector<ColdJob>* out) { impl_->TakeEvicted(out); }
 bool Engine::HasJob(JobId id) const { return impl_->HasJob(id); }
 bool Engine::HasKey(std::string_view t, std::string_view k) const { return impl_->HasKey(t, k); }
+bool Engine::HasName(std::string_view name) const { return impl_->HasName(name); }
+JobId Engine::ResolveName(std::string_view name) const { return impl_->ResolveName(name); }
 std::string Engine::CheckInvariants() const { return impl_->CheckInvariants(); }
 size_t Engine::MemoryUsage() const { return impl_->MemoryUsage(); }
 

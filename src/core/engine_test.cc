@@ -414,6 +414,70 @@ TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
   EXPECT_TRUE(e_.Delete(now_, 0, (*got)[1]).ok());
 }
 
+// Names (PutRequest::named): one namespace across topics; a job without
+// one is named by its id in decimal, unless a name is that text.
+TEST_F(EngineTest, NamesAreUniqueAcrossTopics) {
+  auto put = [&](std::string_view topic, std::string_view key, bool named) {
+    PutRequest r;
+    r.topic = topic;
+    r.key = key;
+    r.named = named;
+    r.body = "b";
+    return e_.Put(now_, s_, r);
+  };
+  auto a = put("a", "n1", true);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->created);
+  auto again = put("a", "n1", true);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->id, a->id);
+  auto other = put("b", "n1", true);
+  EXPECT_EQ(other.code(), Code::kConflict);
+  EXPECT_EQ(other.status().message(), "id 'n1' belongs to a job in topic 'a'");
+  // A key of topic b with no name: b's own, not a name.
+  auto plain = put("b", "n1", false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(put("b", "n1", true).code(), Code::kConflict);
+  EXPECT_EQ(e_.ResolveName("n1"), a->id);
+  EXPECT_TRUE(e_.Peek(now_, a->id)->named);
+  EXPECT_FALSE(e_.Peek(now_, plain->id)->named);
+  // By number: a job without a name, in canonical decimal only.
+  const std::string num = std::to_string(plain->id);
+  EXPECT_EQ(e_.ResolveName(num), plain->id);
+  EXPECT_EQ(e_.ResolveName("0" + num), 0u);
+  EXPECT_EQ(e_.ResolveName("+" + num), 0u);
+  EXPECT_EQ(e_.ResolveName(std::to_string(a->id)), 0u) << "a named job is named by its name";
+  EXPECT_EQ(e_.ResolveName("18446744073709551616"), 0u);
+  // A name that is a number wins over the job of that number.
+  auto by_number = put("c", num, true);
+  ASSERT_TRUE(by_number.ok());
+  EXPECT_EQ(e_.ResolveName(num), by_number->id);
+  // The name goes with its job, and may then be taken in another topic.
+  ASSERT_TRUE(e_.Delete(now_, Holder(0), a->id).ok());
+  EXPECT_EQ(e_.ResolveName("n1"), 0u);
+  EXPECT_FALSE(e_.HasName("n1"));
+  auto moved = put("c", "n1", true);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_TRUE(moved->created);
+  EXPECT_EQ(put("c", "", true).code(), Code::kInvalidArgument);
+  // A stored named job is restored with its name.
+  Engine restored(EngineOptions{.start_ms = 1'000'000});
+  JobRecord r;
+  r.id = 500;
+  r.topic = "c";
+  r.key = "n1";
+  r.named = true;
+  r.ttr_ms = 1000;
+  ASSERT_TRUE(restored.Restore(now_, r, "b").ok());
+  EXPECT_EQ(restored.ResolveName("n1"), 500u);
+  EXPECT_TRUE(restored.Peek(now_, 500)->named);
+  r.id = 501;
+  r.topic = "d";
+  EXPECT_FALSE(restored.Restore(now_, r, "b").ok()) << "a name held twice";
+  EXPECT_EQ(restored.CheckInvariants(), "");
+}
+
 TEST_F(EngineTest, AStaleLeaseChangesNothing) {
   JobId id = Put("x", kDefaultPriority, 0, /*ttr=*/100);
   SessionId w1 = e_.OpenSession(now_), w2 = e_.OpenSession(now_);

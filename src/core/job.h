@@ -59,6 +59,7 @@ struct Job : Link {
   uint32_t body_size = 0;
   uint16_t key_size = 0;
   JobState state = JobState::kReady;
+  bool named = false;  // the key is also its name (Engine's names_)
 
   std::string_view key() const { return {data(), key_size}; }
   std::string_view body() const { return {data() + key_size, body_size}; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace delayq {
 namespace {
@@ -169,6 +170,18 @@ std::optional<TimeMs> ParseRfc3339(std::string_view s) {
   int64_t secs = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 +
                  h * 3600 + mi * 60 + std::min(se, 59) - offset_min * 60;
   return secs * 1000 + ms;
+}
+
+JobId ParseDecimalId(std::string_view text) {
+  if (text.empty() || text.size() > 20 || text[0] == '0') return 0;
+  JobId id = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return 0;
+    const auto d = static_cast<JobId>(c - '0');
+    if (id > (std::numeric_limits<JobId>::max() - d) / 10) return 0;
+    id = id * 10 + d;
+  }
+  return id;
 }
 
 }  // namespace delayq

@@ -548,6 +548,10 @@ std::string YouzanBody(int code, std::string_view message,
 HttpReply YouzanFail(std::string_view message) {
   return HttpReply{200, YouzanBody(1, message), {}};
 }
+// A backend's refusal: its message, or its code's name when it has none.
+HttpReply YouzanFail(const Status& st) {
+  return YouzanFail(st.message().empty() ? CodeName(st.code()) : std::string_view(st.message()));
+}
 
 }  // namespace
 
@@ -579,13 +583,6 @@ struct HttpApiRoutes {
   static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
                       uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,
                       HttpApi::CallId* call);
-  // The job with `key` in any topic (the first in creation order).
-  static void FindKey(HttpApi& api, std::string key,
-                      std::function<void(Status, std::optional<OwnedJob>)> done);
-  struct KeySearch;
-  static void SearchKey(HttpApi& api, std::shared_ptr<KeySearch> s);
-  // True when the window's answers settle the search (`done` was called).
-  static bool DecideKey(KeySearch& s);
   static void ReplyJobs(std::vector<OwnedJob> jobs, HttpApi::Reply done);
   static void ReplyJob(Status st, Jobs jobs, HttpApi::Reply done);
   // An operation on one job that a lease holds: the body's "lease" read
@@ -888,84 +885,6 @@ void HttpApiRoutes::ReplyJob(Status st, Jobs jobs, HttpApi::Reply done) {
   JsonWriter w(sb);
   JobObject(w, Own(jobs.front()), true);
   done(HttpReply{200, Done(sb), {}});
-}
-
-// A search for a key in every topic: the topics are asked kWindow at a
-// time, all of a window at once (on Redis, one round trip for the window
-// rather than one per topic), and the first hit in topic order wins. Peeks
-// that complete at once are looped over, never recursed into: a server with
-// 100,000 topics costs this search no stack.
-struct HttpApiRoutes::KeySearch {
-  static constexpr size_t kWindow = 64;
-  std::vector<std::string> topics;
-  std::string key;
-  std::function<void(Status, std::optional<OwnedJob>)> done;
-  size_t base = 0;  // the window's first topic
-  struct Answer {
-    Status status = Status::NotFound();
-    std::optional<OwnedJob> job;
-  };
-  std::vector<Answer> answers;
-  size_t outstanding = 0;
-  bool launching = false;
-};
-
-void HttpApiRoutes::FindKey(HttpApi& api, std::string key,
-                            std::function<void(Status, std::optional<OwnedJob>)> done) {
-  std::weak_ptr<bool> alive = api.alive_;
-  api.backend_.ListTopics([&api, alive, key = std::move(key), done = std::move(done)](
-                              Result<std::vector<std::string>> topics) mutable {
-    if (alive.expired()) return;
-    if (!topics.ok()) return done(topics.status(), std::nullopt);
-    auto s = std::make_shared<KeySearch>();
-    s->topics = std::move(topics).value();
-    s->key = std::move(key);
-    s->done = std::move(done);
-    SearchKey(api, std::move(s));
-  });
-}
-
-void HttpApiRoutes::SearchKey(HttpApi& api, std::shared_ptr<KeySearch> s) {
-  std::weak_ptr<bool> alive = api.alive_;
-  for (;;) {
-    if (s->base >= s->topics.size()) {
-      return s->done(Status::NotFound("no job with key '" + s->key + "' in any topic"),
-                     std::nullopt);
-    }
-    const size_t n = std::min(KeySearch::kWindow, s->topics.size() - s->base);
-    s->answers.assign(n, {});
-    s->outstanding = n;
-    s->launching = true;
-    for (size_t k = 0; k < n; ++k) {
-      api.backend_.Peek(SessionId{0}, Backend::PeekKind::kKey, 0, s->topics[s->base + k], s->key,
-                        [&api, alive, s, k](Status st, Jobs jobs) {
-                          if (alive.expired()) return;
-                          KeySearch::Answer& a = s->answers[k];
-                          a.status = st.ok() && jobs.empty() ? Status::NotFound() : st;
-                          if (st.ok() && !jobs.empty()) a.job = Own(jobs.front());
-                          if (--s->outstanding == 0 && !s->launching && !DecideKey(*s))
-                            SearchKey(api, s);
-                        });
-    }
-    s->launching = false;
-    if (s->outstanding > 0) return;  // the last answer goes on
-    if (DecideKey(*s)) return;
-  }
-}
-
-bool HttpApiRoutes::DecideKey(KeySearch& s) {
-  for (KeySearch::Answer& a : s.answers) {
-    if (a.job) {
-      s.done(Status::Ok(), std::move(a.job));
-      return true;
-    }
-    if (a.status.code() != Code::kNotFound) {
-      s.done(a.status, std::nullopt);
-      return true;
-    }
-  }
-  s.base += s.answers.size();
-  return false;
 }
 
 // ---- native routes ----------------------------------------------------------------
@@ -1437,6 +1356,16 @@ bool YouzanObject(const HttpRequest& req, rapidjson::Document* d, HttpApi::Reply
   return true;
 }
 
+// A Youzan id of the form "#<number>" (a job without a name, as /pop shows
+// it): the number; else 0.
+JobId NumberedId(std::string_view id) {
+  return id.size() > 1 && id[0] == '#' ? ParseDecimalId(id.substr(1)) : 0;
+}
+
+// A job's Youzan id: its name, or "#<number>" for a job put without one
+// (docs/http-api.md, "Youzan-style routes").
+std::string YouzanId(const OwnedJob& j) { return j.fig.named ? j.key : "#" + std::to_string(j.id); }
+
 // A trimmed string member, or empty.
 std::string_view YouzanString(const rapidjson::Value& d, const char* name) {
   auto it = d.FindMember(name);
@@ -1457,6 +1386,9 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (topic.empty()) return done(YouzanFail("topic must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
+  if (NumberedId(id) != 0)
+    return done(YouzanFail("id '" + std::string(id) +
+                           "' has the form #<number>, which names a job by its number"));
   if (!IsValidTopicName(topic)) return done(YouzanFail(CheckTopic(topic).message()));
   auto num = [&d](const char* name, int64_t lo, int64_t hi, int64_t* out) {
     auto it = d.FindMember(name);
@@ -1478,14 +1410,13 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
   PutRequest r;
   r.topic = topic;
   r.key = id;
+  r.named = true;
   r.delay_ms = delay * 1000;
   r.ttr_ms = ttr * 1000;
   if (body != d.MemberEnd())
     r.body = std::string_view(body->value.GetString(), body->value.GetStringLength());
   api.backend_.Put(SessionId{0}, r, [done = std::move(done)](Result<PutResult> res) {
-    if (!res.ok())
-      return done(YouzanFail(res.status().message().empty() ? std::string(CodeName(res.code()))
-                                                            : res.status().message()));
+    if (!res.ok()) return done(YouzanFail(res.status()));
     done(HttpReply{200, YouzanBody(0, res->created ? "added" : "exists"), {}});
   });
 }
@@ -1511,8 +1442,7 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
       api, std::move(topics), timeout, 1,
       [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
-          return done(
-              YouzanFail(st.message().empty() ? std::string(CodeName(st.code())) : st.message()));
+          return done(YouzanFail(st));
         if (jobs.empty()) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
         const OwnedJob& j = jobs.front();
         done(HttpReply{200,
@@ -1520,8 +1450,7 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
                                   [&j](JsonWriter& w) {
                                     w.StartObject();
                                     w.Key("id");
-                                    // A job put over another protocol may have no key: its id then.
-                                    Str(w, j.key.empty() ? std::to_string(j.id) : j.key);
+                                    Str(w, YouzanId(j));
                                     w.Key("topic");
                                     Str(w, j.topic);
                                     Body(w, j.body);
@@ -1542,6 +1471,8 @@ void HttpApiRoutes::YDelete(HttpApi& api, const HttpRequest& req, const Params& 
   YById(api, req, p, std::move(done), /*finish=*/false);
 }
 
+// One backend call: by number for "#<number>", else by name (which falls
+// back to a job without a name whose id the name is in decimal).
 void HttpApiRoutes::YById(HttpApi& api, const HttpRequest& req, const Params&,
                           HttpApi::Reply&& done, bool finish) {
   rapidjson::Document d;
@@ -1549,19 +1480,19 @@ void HttpApiRoutes::YById(HttpApi& api, const HttpRequest& req, const Params&,
   std::string id(YouzanString(d, "id"));
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
-  FindKey(api, id, [&api, finish, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
-    // As in the original, deleting an id that is not there succeeds.
-    if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
-    if (!st.ok()) return done(YouzanFail(st.message()));
-    auto reply = [done](Result<JobChange> r) {
-      if (!r.ok() && r.code() != Code::kNotFound)
-        return done(YouzanFail(r.status().message().empty() ? std::string(CodeName(r.code()))
-                                                            : r.status().message()));
-      done(HttpReply{200, YouzanBody(0, "ok"), {}});
-    };
-    if (finish) return api.backend_.Finish(SessionId{0}, job->id, reply);
-    api.backend_.Delete(SessionId{0}, job->id, reply);
-  });
+  auto reply = [finish, id, done = std::move(done)](Result<JobChange> r) {
+    // As in the original, deleting an id that is not there succeeds; a
+    // finish says that it finished nothing.
+    if (r.ok() || (!finish && r.code() == Code::kNotFound))
+      return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+    if (r.code() == Code::kNotFound) return done(YouzanFail("no job has id '" + id + "'"));
+    done(YouzanFail(r.status()));
+  };
+  const JobId number = NumberedId(id);
+  if (number != 0 && finish) return api.backend_.Finish(SessionId{0}, number, std::move(reply));
+  if (number != 0) return api.backend_.Delete(SessionId{0}, number, std::move(reply));
+  if (finish) return api.backend_.FinishByName(id, std::move(reply));
+  api.backend_.DeleteByName(id, std::move(reply));
 }
 
 void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
@@ -1571,10 +1502,12 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
   std::string id(YouzanString(d, "id"));
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
-  FindKey(api, id, [&api, done = std::move(done)](Status st, std::optional<OwnedJob> job) {
-    if (st.code() == Code::kNotFound) return done(HttpReply{200, YouzanBody(0, "ok"), {}});
-    if (!st.ok()) return done(YouzanFail(st.message()));
-    const OwnedJob& j = *job;
+  const JobId number = NumberedId(id);
+  auto reply = [&api, done = std::move(done)](Status st, Jobs jobs) {
+    if (st.code() == Code::kNotFound || (st.ok() && jobs.empty()))
+      return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+    if (!st.ok()) return done(YouzanFail(st));
+    const OwnedJob j = Own(jobs.front());
     const JobView& s = j.fig;
     TimeMs now = api.backend_.Now();
     done(HttpReply{200,
@@ -1584,7 +1517,7 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
                                 w.Key("topic");
                                 Str(w, j.topic);
                                 w.Key("id");
-                                Str(w, j.key);
+                                Str(w, YouzanId(j));
                                 w.Key("delay");
                                 w.Int64(s.state == JobState::kDelayed
                                             ? std::max<TimeMs>(s.due_ms - now, 0) / 1000
@@ -1597,7 +1530,11 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
                                 w.EndObject();
                               }),
                    {}});
-  });
+  };
+  if (number != 0)
+    return api.backend_.Peek(SessionId{0}, Backend::PeekKind::kId, number, {}, {},
+                             std::move(reply));
+  api.backend_.Peek(SessionId{0}, Backend::PeekKind::kName, 0, {}, id, std::move(reply));
 }
 
 }  // namespace delayq::server

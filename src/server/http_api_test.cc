@@ -270,6 +270,14 @@ class CountingBackend : public backend::Backend {
     ++calls;
     b_.Finish(c, id, std::move(d));
   }
+  void FinishByName(std::string_view n, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.FinishByName(n, std::move(d));
+  }
+  void DeleteByName(std::string_view n, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.DeleteByName(n, std::move(d));
+  }
   void Release(const backend::Claim& c, JobId id, std::optional<uint32_t> p,
                std::optional<TimeMs> delay, backend::Callback<JobChange> d) override {
     ++calls;
@@ -329,8 +337,7 @@ class CountingBackend : public backend::Backend {
 };
 
 // Each route is one backend call, with no read before its write (a batch
-// put: one per job); the Youzan-style /finish, /delete and /get still look
-// the id up in every topic first (docs/http-api.md).
+// put: one per job); the Youzan-style routes too, by name or by number.
 TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
   CountingBackend counting(backend_);
   ServerContext ctx(counting);
@@ -379,7 +386,21 @@ TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
   one("GET", "/topics/c");
   one("GET", "/topics");
   one("POST", "/push", R"({"topic":"y","id":"u1","delay":0,"ttr":5,"body":"x"})");
+  one("POST", "/push", R"({"topic":"z","id":"u1","delay":0,"ttr":5,"body":"x"})");  // refused
+  one("POST", "/get", R"({"id":"u1"})");
+  one("POST", "/finish", R"({"id":"u1"})");  // not reserved: refused
   one("POST", "/pop", R"({"topic":"y","timeout":0})");
+  one("POST", "/finish", R"({"id":"u1"})");
+  one("POST", "/push", R"({"topic":"y","id":"u2","delay":9,"ttr":5,"body":"x"})");
+  one("POST", "/delete", R"({"id":"u2"})");
+  one("POST", "/delete", R"({"id":"u2"})");  // gone
+  const std::string n = std::to_string(
+      Json(one("POST", "/topics/y/jobs", R"({"body":"keyless"})").body)["id"].GetUint64());
+  one("POST", "/get", R"({"id":"#)" + n + R"("})");
+  one("POST", "/get", R"({"id":")" + n + R"("})");
+  one("POST", "/pop", R"({"topic":"y","timeout":0})");
+  one("POST", "/finish", R"({"id":"#)" + n + R"("})");
+  one("POST", "/delete", R"({"id":"#)" + n + R"("})");
 }
 
 TEST_F(HttpApiTest, DrainingRefusesPuts) {

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "sanitized.h"
 #include "store/record_codec.h"
 #include "store/rocks_store.h"
-#include "sanitized.h"
 #include "temp_dir.h"
 
 namespace delayq::store {

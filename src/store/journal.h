@@ -79,9 +79,10 @@ class Journal {
   // A record torn at the very end of the last segment (a crash in the
   // middle of an append) ends the journal; any other damage, or a gap in
   // the numbers, is kCorruption.
-  static Status Replay(const std::string& dir, uint64_t after,
-                       const std::function<Status(uint64_t lsn, std::vector<Mutation>& batch)>& apply,
-                       uint64_t* last);
+  static Status Replay(
+      const std::string& dir, uint64_t after,
+      const std::function<Status(uint64_t lsn, std::vector<Mutation>& batch)>& apply,
+      uint64_t* last);
   // Deletes every segment in `dir`.
   static Status RemoveAll(const std::string& dir);
 
@@ -94,9 +95,9 @@ class Journal {
   Status OpenSegment(uint64_t first_lsn);  // mu_ held
 
   Options options_;
-  int fd_ = -1;            // the open segment; changed under mu_ by Append only
-  uint64_t size_ = 0;      // of the open segment (Append's thread)
-  uint64_t next_lsn_ = 1;  // Append's thread
+  int fd_ = -1;               // the open segment; changed under mu_ by Append only
+  uint64_t size_ = 0;         // of the open segment (Append's thread)
+  uint64_t next_lsn_ = 1;     // Append's thread
   bool cut_pending_ = false;  // a failed append is still to be cut off
   std::string buf_;
   std::atomic<uint64_t> bytes_{0};

@@ -69,7 +69,8 @@ Status MemStore::GetJob(JobId id, JobRecord* record, std::string* body) {
 Status MemStore::FindKey(std::string_view topic, std::string_view key, JobId* id) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [job_id, stored] : jobs_) {
-    if (!key.empty() && stored.record.topic == topic && stored.record.key == key) {
+    const bool place = topic.empty() ? stored.record.named : stored.record.topic == topic;
+    if (!key.empty() && place && stored.record.key == key) {
       *id = job_id;
       return Status::Ok();
     }

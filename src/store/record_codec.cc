@@ -76,7 +76,10 @@ class Reader {
 }  // namespace
 
 void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out) {
-  out->push_back(static_cast<char>(kRecordVersion));
+  // Version 1 while a job has no flag: a job without a name reads the same
+  // to a delayqd that knows version 1 only.
+  const uint8_t flags = r.named ? kRecordNamed : 0;
+  out->push_back(static_cast<char>(flags != 0 ? kRecordVersion : 1));
   PutVarint(out, r.id);
   PutBytes(out, r.topic);
   PutBytes(out, r.key);
@@ -101,6 +104,7 @@ void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out)
       PutSigned(out, r.backoff.cap_ms);
       break;
   }
+  if (flags != 0) out->push_back(static_cast<char>(flags));
   PutBytes(out, body);
 }
 
@@ -154,6 +158,15 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
       break;
     default:
       return Status::Corruption("job record with back-off kind " + std::to_string(kind));
+  }
+  r->named = false;
+  if (version >= 2) {
+    uint8_t flags = in.Byte();
+    if (!in.ok()) return Status::Corruption("truncated job record");
+    if ((flags & ~kRecordNamed) != 0)
+      return Status::Corruption("job record with flags " + std::to_string(flags));
+    r->named = (flags & kRecordNamed) != 0;
+    if (r->named && r->key.empty()) return Status::Corruption("a named job record without a key");
   }
   *body = in.Bytes();
   if (!in.ok()) return Status::Corruption("truncated job record");

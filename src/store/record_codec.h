@@ -12,9 +12,12 @@
 
 namespace delayq::store {
 
-// The version written by this build. Readers accept every version up to it
-// (docs/storage.md says how to bump it).
-inline constexpr uint8_t kRecordVersion = 1;
+// The newest version this build writes. Readers accept every version up to
+// it (docs/storage.md says how to bump it). Version 2 adds a flags byte
+// before the body; a job with no flag set is still written as version 1.
+inline constexpr uint8_t kRecordVersion = 2;
+// Flags of version 2.
+inline constexpr uint8_t kRecordNamed = 1;  // JobRecord::named
 
 // Appends the value of a job record: version, fields, body.
 void EncodeJobValue(const JobRecord& record, std::string_view body, std::string* out);
@@ -26,10 +29,13 @@ Status DecodeJobValue(std::string_view value, JobRecord* record, std::string_vie
 
 // Keys: a job by id (8 bytes, big-endian, so ids sort numerically); the due
 // index (topic, NUL, then due and id big-endian: a scan of a topic's prefix
-// yields its soonest jobs first); the user-key index (topic, NUL, key).
+// yields its soonest jobs first); the user-key index (topic, NUL, key), which
+// also holds the names of named jobs under the topic "" (NUL, name): no
+// topic is empty.
 std::string JobKey(JobId id);
 std::string DueKey(std::string_view topic, TimeMs due, JobId id);
 std::string UserKey(std::string_view topic, std::string_view key);
+inline std::string NameKey(std::string_view name) { return UserKey({}, name); }
 // Return false when the key has the wrong size.
 bool ParseJobKey(std::string_view key, JobId* id);
 bool ParseDueKey(std::string_view key, std::string_view* topic, TimeMs* due, JobId* id);

@@ -15,6 +15,7 @@ JobRecord RandomRecord(std::mt19937_64& rng) {
   r.id = rng() % 5 == 0 ? UINT64_MAX - rng() % 3 : 1 + rng() % 1'000'000;
   r.topic = std::string(1 + rng() % 200, static_cast<char>('a' + rng() % 26));
   if (rng() % 2) r.key = std::string(rng() % 201, static_cast<char>('!' + rng() % 90));
+  r.named = !r.key.empty() && rng() % 2 == 0;
   JobState states[] = {JobState::kReady, JobState::kDelayed, JobState::kBuried};
   r.state = states[rng() % 3];
   r.priority = static_cast<uint32_t>(rng());
@@ -105,6 +106,37 @@ TEST(RecordCodec, AVersionFromTheFutureIsRefusedClearly) {
   Status st = DecodeJobValue(value, &back, &body);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("newer"), std::string::npos) << st.message();
+}
+
+// A job without a flag is written as version 1, which every delayqd reads;
+// a named one as version 2, with its flags byte before the body.
+TEST(RecordCodec, OnlyANamedJobNeedsVersionTwo) {
+  JobRecord r;
+  r.id = 7;
+  r.topic = "t";
+  r.key = "order-1";
+  r.ttr_ms = 1000;
+  std::string plain, named;
+  EncodeJobValue(r, "b", &plain);
+  r.named = true;
+  EncodeJobValue(r, "b", &named);
+  EXPECT_EQ(plain[0], 1);
+  EXPECT_EQ(named[0], 2);
+  EXPECT_EQ(named.size(), plain.size() + 1);
+  JobRecord back;
+  std::string_view body;
+  ASSERT_TRUE(DecodeJobValue(named, &back, &body).ok());
+  EXPECT_TRUE(back.named);
+  ASSERT_TRUE(DecodeJobValue(plain, &back, &body).ok());
+  EXPECT_FALSE(back.named) << "decoding into a record clears the flag";
+  // Unknown flags, and a name without a key, are damage.
+  std::string bad = named;
+  bad[bad.size() - 3] = 4;  // the flags byte: before the body's length and byte
+  EXPECT_EQ(DecodeJobValue(bad, &back, &body).code(), Code::kCorruption);
+  r.key.clear();
+  std::string keyless;
+  EncodeJobValue(r, "b", &keyless);
+  EXPECT_EQ(DecodeJobValue(keyless, &back, &body).code(), Code::kCorruption);
 }
 
 TEST(RecordCodec, KeysSortAsTheirNumbers) {

@@ -368,8 +368,9 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   }
 
   rocksdb::WriteBatch wb;
-  std::vector<const JobRecord*> key_puts;  // after every key delete: a key
-                                           // may pass from a deleted job to a new one
+  std::vector<const JobRecord*> key_puts;   // after every key delete: a key
+                                            // may pass from a deleted job to a new one
+  std::vector<const JobRecord*> name_puts;  // likewise
   std::string value;
   for (const auto& [id, c] : changes) {
     if (!c.before && !c.after) continue;  // born and gone in this batch
@@ -384,6 +385,11 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     bool same_key = b != nullptr && a != nullptr && a->key == b->key && a->topic == b->topic;
     if (b != nullptr && !b->key.empty() && !same_key) wb.Delete(keys_, UserKey(b->topic, b->key));
     if (a != nullptr && !a->key.empty() && !same_key) key_puts.push_back(a);
+    // A name (JobRecord::named) is a key of the topic "" (store.h, FindKey).
+    bool b_named = b != nullptr && b->named, a_named = a != nullptr && a->named;
+    bool same_name = b_named && a_named && a->key == b->key;
+    if (b_named && !same_name) wb.Delete(keys_, NameKey(b->key));
+    if (a_named && !same_name) name_puts.push_back(a);
     if (a == nullptr) {
       wb.Delete(jobs_, JobKey(id));
     } else {
@@ -393,6 +399,7 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     }
   }
   for (const JobRecord* a : key_puts) wb.Put(keys_, UserKey(a->topic, a->key), JobKey(a->id));
+  for (const JobRecord* a : name_puts) wb.Put(keys_, NameKey(a->key), JobKey(a->id));
   if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
   if (journal_lsn > journal_lsn_) wb.Put(meta_, kJournalLsnKey, BigEndian(journal_lsn));
   if (wb.Count() == 0) return Status::Ok();

@@ -127,6 +127,33 @@ TEST_F(RocksStoreTest, AJobPutAndDeletedInOneBatchLeavesNothingButItsId) {
   EXPECT_EQ(max_id, 5u);
 }
 
+// A name (JobRecord::named) is found across topics, under the topic "",
+// passes from a deleted job to a new one in one batch, and survives a
+// reopen; a job without a name leaves none.
+TEST_F(RocksStoreTest, NamesAreFoundAcrossTopics) {
+  {
+    auto s = Open(FsyncPolicy::kEverySec);
+    ASSERT_TRUE(s);
+    Mutation a = Put(1, "n", JobState::kReady, 0, "a");
+    a.record.named = true;
+    Mutation plain = Put(2, "p", JobState::kReady, 0, "p");
+    ASSERT_TRUE(s->Apply({a, plain}).ok());
+    Mutation b = Put(3, "n", JobState::kDelayed, 5, "b");
+    b.record.topic = "mail";
+    b.record.named = true;
+    ASSERT_TRUE(s->Apply({Delete(a.record), b}).ok());
+  }
+  auto s = Open(FsyncPolicy::kEverySec);
+  ASSERT_TRUE(s);
+  JobId id = 0;
+  ASSERT_TRUE(s->FindKey("", "n", &id).ok());
+  EXPECT_EQ(id, 3u);
+  EXPECT_EQ(s->FindKey("", "p", &id).code(), Code::kNotFound);
+  JobRecord r;
+  ASSERT_TRUE(s->GetJob(3, &r, nullptr).ok());
+  EXPECT_TRUE(r.named);
+}
+
 TEST_F(RocksStoreTest, AKeyPassesFromADeletedJobToANewOneInOneBatch) {
   auto s = Open(FsyncPolicy::kEverySec);
   ASSERT_TRUE(s);
@@ -151,6 +178,7 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
   MemStore mem;
   std::map<JobId, Mutation> live;  // as generated: the image a change replaces
   std::set<std::pair<std::string, std::string>> used_keys;
+  std::set<std::string> used_names;
   JobId next = 1;
   for (int round = 0; round < 40; ++round) {
     auto s = Open(FsyncPolicy::kNo, pick(3) == 0 ? 0 : 1 + pick(6));
@@ -167,6 +195,10 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
           JobId id = next++;
           Mutation m = Put(id, key, st, 1 + pick(50), "body" + std::to_string(id));
           m.record.topic = topic;
+          if (!key.empty() && used_names.count(key) == 0 && pick(2) == 0) {
+            m.record.named = true;
+            used_names.insert(key);
+          }
           if (!key.empty()) used_keys.insert({topic, key});
           live[m.record.id] = m;
           batch.push_back(m);
@@ -184,6 +216,7 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
           batch.push_back(Update(r));
         } else {  // delete
           if (!r.key.empty()) used_keys.erase({r.topic, r.key});
+          if (r.named) used_names.erase(r.key);
           live.erase(it);
           batch.push_back(Delete(r));
         }
@@ -200,6 +233,13 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
           EXPECT_EQ(got, want) << "job " << id;
           EXPECT_EQ(got_body, want_body) << "job " << id;
         }
+      }
+      for (const std::string& key : keys) {  // names: the topic ""
+        if (key.empty()) continue;
+        JobId want = 0, got = 0;
+        Status ws = mem.FindKey("", key, &want);
+        ASSERT_EQ(s->FindKey("", key, &got).code(), ws.code()) << "name " << key;
+        EXPECT_EQ(got, want) << "name " << key;
       }
       for (const std::string& topic : topics) {
         for (const std::string& key : keys) {

@@ -56,7 +56,8 @@ class Store {
 
   // kNotFound when the store holds no job `id`.
   virtual Status GetJob(JobId id, JobRecord* record, std::string* body) = 0;
-  // kNotFound when no stored job of `topic` has `key`.
+  // kNotFound when no stored job of `topic` has `key`. The topic "" (no
+  // topic is empty) holds the names of named jobs (JobRecord::named).
   virtual Status FindKey(std::string_view topic, std::string_view key, JobId* id) = 0;
   // Visits the stored delayed jobs of `topic` after `after` in (due, id)
   // order, while their due time is at most `through`, until `visit`
