@@ -751,6 +751,7 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
       r.delay_ms = delays[pick(6)];
       r.ttr_ms = 1'000 + static_cast<TimeMs>(pick(4'000));
       if (pick(4) == 0) r.backoff = Backoff::Exponential(1'500, 8'000);
+      r.named = !key.empty() && pick(2) == 0;
       r.body = body;
       run = [&, r](LocalBackend& x) { return Put(x, s, r); };
     } else if (op < 45) {
@@ -807,6 +808,17 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
       run = [&](LocalBackend& x) {
         return Await([&](auto reply) {
           x.ReserveJob(s, id, [reply](Status st, Jobs jobs) { reply(Show(st, jobs)); });
+        });
+      };
+    } else if (op < 94) {
+      // By name: a name of the puts above, or a job's number in decimal.
+      std::string name = pick(2) ? "k" + std::to_string(pick(8)) : std::to_string(id);
+      uint64_t how = pick(3);
+      run = [&, name, how](LocalBackend& x) {
+        if (how == 2) return Peek(x, Backend::PeekKind::kName, 0, {}, name);
+        return Change(x, [&](LocalBackend& y, Done d) {
+          if (how == 0) return y.FinishByName(name, Ch(d));
+          y.DeleteByName(name, Ch(d));
         });
       };
     } else {

@@ -150,7 +150,8 @@ TEST_F(RocksStoreTest, NamesAreFoundAcrossTopics) {
   EXPECT_EQ(id, 3u);
   EXPECT_EQ(s->FindKey("", "p", &id).code(), Code::kNotFound);
   JobRecord r;
-  ASSERT_TRUE(s->GetJob(3, &r, nullptr).ok());
+  std::string body;
+  ASSERT_TRUE(s->GetJob(3, &r, &body).ok());
   EXPECT_TRUE(r.named);
 }
 
