@@ -5,13 +5,14 @@
 //
 // Replies are turned into the HTTP API's JSON documents. A job's metadata
 // comes from `stats-job`, which reports times in whole seconds: those go in
-// `*_s` fields. Operations on a reserved job check its state first, so that
-// their errors match the HTTP API's (a job that is not reserved is a
-// conflict, not "not found").
+// `*_s` fields. Each command is one write with no read before it; a
+// refusal may be looked into after it, to say why.
 //
 // A reservation belongs to the connection that made it: jobs this client
 // reserves come back to their topic when it closes (when delayq exits),
-// unless they are finished on the same connection first.
+// unless they are finished on the same connection first (reserve
+// --finish). So finish, release, bury and touch, which act for a
+// reservation's holder, are refused here before anything is sent.
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -293,6 +294,7 @@ class BeanstalkClient final : public Client {
     for (const auto& [id, body] : jobs) {
       auto s = StatsJob(id);
       if (!s.ok()) return s.failure();
+      held_[id] = std::string(Find(*s, "pri"));
       JobDoc(*s, "", body).Accept(w);
     }
     w.EndArray();
@@ -300,15 +302,20 @@ class BeanstalkClient final : public Client {
     return Parsed(sb);
   }
 
+  // Finish, release, bury and touch act for the reservation's holder,
+  // which over the beanstalkd protocol is the connection that reserved the
+  // job: this one only for the jobs it reserved itself (reserve --finish),
+  // whose priority it saw then. Any other job is refused before anything
+  // is sent: reading it first to word a refusal, or to find the priority a
+  // release must name, would be a read before the write (docs/cli.md).
   Reply Finish(JobId id, const std::string& /*lease*/) override {
-    auto s = Reserved(id);
-    if (!s.ok()) return s.failure();
+    if (!held_.contains(id)) return NotHolder("finish", id);
     auto reply = Command("delete " + Id(id));
     if (!reply.ok()) return reply.failure();
-    if (*reply != "DELETED") return HeldElsewhere(*reply, id, "delete");
+    if (*reply != "DELETED") return ReplyFailure(*reply, "delete", "no job " + Id(id));
+    held_.erase(id);
     return Deleted(id);
   }
-
   Reply Delete(JobId id) override {
     auto reply = Command("delete " + Id(id));
     if (!reply.ok()) return reply.failure();
@@ -337,49 +344,48 @@ class BeanstalkClient final : public Client {
       return Failure{Exit::kUsage,
                      "the beanstalkd protocol counts a release's delay in whole seconds (not " +
                          std::to_string(*delay_ms) + "ms): use --server http://... for less"};
-    auto s = Reserved(id);
-    if (!s.ok()) return s.failure();
-    const std::string pri = priority ? std::to_string(*priority) : std::string(Find(*s, "pri"));
+    auto it = held_.find(id);
+    if (it == held_.end()) return NotHolder("release", id);
+    const std::string pri = priority ? std::to_string(*priority) : it->second;
     auto reply = Command("release " + Id(id) + " " + pri + " " +
                          std::to_string(delay_ms.value_or(0) / 1000));
     if (!reply.ok()) return reply.failure();
+    if (*reply != "RELEASED" && *reply != "BURIED")
+      return ReplyFailure(*reply, "release", "no job " + Id(id));
+    held_.erase(id);
     if (*reply == "BURIED") return IdState(id, "buried");
-    if (*reply != "RELEASED") return HeldElsewhere(*reply, id, "release");
-    auto after = StatsJob(id);
-    if (!after.ok()) return after.failure();
-    return IdState(id, Find(*after, "state"));
+    return IdState(id, delay_ms.value_or(0) > 0 ? "delayed" : "ready");
   }
-
   Reply Bury(JobId id, const std::string& /*lease*/, std::optional<uint32_t> priority) override {
-    auto s = Reserved(id);
-    if (!s.ok()) return s.failure();
-    const std::string pri = priority ? std::to_string(*priority) : std::string(Find(*s, "pri"));
+    auto it = held_.find(id);
+    if (it == held_.end()) return NotHolder("bury", id);
+    const std::string pri = priority ? std::to_string(*priority) : it->second;
     auto reply = Command("bury " + Id(id) + " " + pri);
     if (!reply.ok()) return reply.failure();
-    if (*reply != "BURIED") return HeldElsewhere(*reply, id, "bury");
+    if (*reply != "BURIED") return ReplyFailure(*reply, "bury", "no job " + Id(id));
+    held_.erase(id);
     return IdState(id, "buried");
   }
-
   Reply Touch(JobId id, const std::string& /*lease*/) override {
-    auto s = Reserved(id);
-    if (!s.ok()) return s.failure();
+    if (!held_.contains(id)) return NotHolder("touch", id);
     auto reply = Command("touch " + Id(id));
     if (!reply.ok()) return reply.failure();
-    if (*reply != "TOUCHED") return HeldElsewhere(*reply, id, "touch");
+    if (*reply != "TOUCHED") return ReplyFailure(*reply, "touch", "no job " + Id(id));
     return IdState(id, "reserved");
   }
 
+  // One command; only a refusal is looked into, after it, to say why.
   Reply KickJob(JobId id) override {
-    auto s = StatsJob(id);
-    if (!s.ok()) return s.failure();
-    std::string_view state = Find(*s, "state");
-    if (state != "buried" && state != "delayed")
-      return Failure{Exit::kServer,
-                     "job " + Id(id) + " is " + std::string(state) + ", not buried or delayed"};
     auto reply = Command("kick-job " + Id(id));
     if (!reply.ok()) return reply.failure();
-    if (*reply != "KICKED") return ReplyFailure(*reply, "kick-job", "no job " + Id(id));
-    return IdState(id, "ready");
+    if (*reply == "KICKED") return IdState(id, "ready");
+    if (*reply == "NOT_FOUND") {
+      auto s = StatsJob(id);
+      if (!s.ok()) return s.failure();
+      return Failure{Exit::kServer, "job " + Id(id) + " is " + std::string(Find(*s, "state")) +
+                                        ", not buried or delayed"};
+    }
+    return ReplyFailure(*reply, "kick-job", "no job " + Id(id));
   }
 
   Reply Kick(const std::string& topic, uint64_t bound) override {
@@ -560,13 +566,23 @@ class BeanstalkClient final : public Client {
                                   std::string(command) + ": '" + word + "'"};
   }
 
-  // NOT_FOUND for an operation on a job that stats-job showed reserved: a
-  // beanstalkd connection other than this one holds it.
+  // NOT_FOUND for a delete of a job a peek just found: a beanstalkd
+  // connection other than this one holds it.
   Failure HeldElsewhere(std::string_view reply, JobId id, std::string_view command) {
     if (reply == "NOT_FOUND")
       return Failure{Exit::kServer,
                      "job " + Id(id) + " is reserved by another beanstalkd connection (NOT_FOUND)"};
     return ReplyFailure(reply, command, "no job " + Id(id));
+  }
+
+  static Failure NotHolder(std::string_view command, JobId id) {
+    return Failure{Exit::kUsage,
+                   std::string(command) + " " + Id(id) +
+                       ": over the beanstalkd protocol only the connection that reserved a job "
+                       "may " +
+                       std::string(command) +
+                       " it, and each delayq command opens its own (reserve --finish finishes "
+                       "what it reserves; over --server http://... a job's lease may)"};
   }
 
   // The data block of an "OK <bytes>" reply.
@@ -613,17 +629,6 @@ class BeanstalkClient final : public Client {
   }
 
   Expected<YamlMap> StatsJob(JobId id) { return Yaml("stats-job " + Id(id), "no job " + Id(id)); }
-
-  // The job's stats, when it is reserved; its error otherwise, worded as
-  // the HTTP API's.
-  Expected<YamlMap> Reserved(JobId id) {
-    auto s = StatsJob(id);
-    if (!s.ok()) return s;
-    if (std::string_view state = Find(*s, "state"); state != "reserved")
-      return Failure{Exit::kServer,
-                     "job " + Id(id) + " is " + std::string(state) + ", not reserved"};
-    return s;
-  }
 
   // The id and body of the job a peek names.
   Expected<std::pair<JobId, std::string>> PeekJob(const PeekArgs& a) {
@@ -689,6 +694,8 @@ class BeanstalkClient final : public Client {
   }
 
   Connection conn_;
+  // The jobs this connection reserved and holds, with their priority.
+  std::map<JobId, std::string> held_;
   // A new connection uses and watches `default`.
   std::string used_ = "default";
   std::vector<std::string> watched_ = {"default"};

@@ -670,25 +670,33 @@ TEST_P(CliBoth, ReserveAndFinish) {
   EXPECT_EQ(r.out, "came later");
 }
 
+// Over HTTP an operation on a reserved job carries its lease. Over the
+// beanstalkd protocol only the connection that reserved a job holds it, and
+// each delayq command has its own: finish, release, bury and touch are
+// refused before anything is sent (exit 2), whatever the job's state.
 TEST_P(CliBoth, FinishReleaseBuryTouchKick) {
+  auto not_holder = [](std::string_view op, const std::string& id) {
+    return "delayq: " + std::string(op) + " " + id +
+           ": over the beanstalkd protocol only the connection that reserved a job may " +
+           std::string(op) +
+           " it, and each delayq command opens its own (reserve --finish finishes what it "
+           "reserves; over --server http://... a job's lease may)\n";
+  };
   const uint64_t id = PutJob("work", "job");
   const std::string s = std::to_string(id);
-  // A job held by a lease (reserved over HTTP) is the lease's alone: no
-  // beanstalkd connection may act on it; over HTTP, an id needs its lease.
+  // A job held by a lease (reserved over HTTP) is the lease's alone.
   ASSERT_EQ(ReserveOverHttp("work"), id);
   CliRun r = Run({"touch", s + (beanstalk() ? "" : "@0123456789abcdef")});
-  EXPECT_EQ(r.exit, 1) << r;
-  EXPECT_EQ(r.err, beanstalk()
-                       ? "delayq: job 1 is reserved by another beanstalkd connection (NOT_FOUND)\n"
-                       : "delayq: job 1 is reserved under another lease: the lease no longer holds "
-                         "it (lease_lost)\n");
+  EXPECT_EQ(r.exit, beanstalk() ? 2 : 1) << r;
+  EXPECT_EQ(r.err, beanstalk() ? not_holder("touch", s)
+                               : "delayq: job 1 is reserved under another lease: the lease no "
+                                 "longer holds it (lease_lost)\n");
   EXPECT_EQ(StateOf(id), "reserved");
   EXPECT_EQ(Run({"delete", s}).exit, beanstalk() ? 3 : 0) << "an operator's delete over HTTP";
   if (beanstalk()) EXPECT_EQ(Http({"delete", s}).exit, 0);
   EXPECT_EQ(StateOf(id), "gone");
 
-  // Not reserved: a conflict (exit 1) over the beanstalkd protocol, whatever
-  // the operation; over HTTP the lease named does not hold it.
+  // Not reserved: over HTTP the lease named does not hold it.
   const uint64_t buried = PutJob("work", "b");
   const std::string bs = std::to_string(buried);
   ASSERT_EQ(ReserveOverHttp("work"), buried);
@@ -697,22 +705,30 @@ TEST_P(CliBoth, FinishReleaseBuryTouchKick) {
   const std::string os = std::to_string(other);
   for (const char* op : {"finish", "release", "bury", "touch"}) {
     r = Run({op, os + (beanstalk() ? "" : "@0123456789abcdef")});
-    EXPECT_EQ(r.exit, 1) << op << r;
-    EXPECT_EQ(r.err, beanstalk() ? "delayq: job " + os + " is ready, not reserved\n"
+    EXPECT_EQ(r.exit, beanstalk() ? 2 : 1) << op << r;
+    EXPECT_EQ(r.err, beanstalk() ? not_holder(op, os)
                                  : "delayq: job " + os +
                                        " is ready now: the lease no longer holds it (lease_lost)\n")
         << op;
     EXPECT_EQ(r.out, "");
   }
+  EXPECT_EQ(StateOf(other), "ready");
 
-  // No such job: exit 3.
+  // No such job: exit 3 over HTTP.
   for (const char* op : {"finish", "release", "bury", "touch"}) {
     r = Run({op, std::string("999") + (beanstalk() ? "" : "@0123456789abcdef")});
-    EXPECT_EQ(r.exit, 3) << op << r;
-    EXPECT_EQ(r.err, "delayq: no job 999 " + Code("(not_found)", "(NOT_FOUND)") + "\n") << op;
+    EXPECT_EQ(r.exit, beanstalk() ? 2 : 3) << op << r;
+    EXPECT_EQ(r.err, beanstalk() ? not_holder(op, "999") : "delayq: no job 999 (not_found)\n")
+        << op;
   }
   r = Run({"kick", "--job", "999"});
   EXPECT_EQ(r.exit, 3) << r;
+  EXPECT_EQ(r.err, "delayq: no job 999 " + Code("(not_found)", "(NOT_FOUND)") + "\n");
+  // kick --job is one command; a refusal says why.
+  r = Run({"kick", "--job", os});
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.err, "delayq: job " + os + " is ready, not buried or delayed" +
+                       (beanstalk() ? "" : " (conflict)") + "\n");
 
   // A job a beanstalkd connection holds is that connection's.
   const uint64_t held = PutJob("held", "mine");
@@ -721,9 +737,8 @@ TEST_P(CliBoth, FinishReleaseBuryTouchKick) {
   const std::string hs = std::to_string(held);
   ASSERT_EQ(worker.Call("reserve-with-timeout 0\r\n"), "RESERVED " + hs + " 4\r\nmine\r\n");
   r = Run({"finish", hs + (beanstalk() ? "" : "@0123456789abcdef")});
-  EXPECT_EQ(r.exit, 1) << r;
-  EXPECT_EQ(r.err, beanstalk() ? "delayq: job " + hs +
-                                     " is reserved by another beanstalkd connection (NOT_FOUND)\n"
+  EXPECT_EQ(r.exit, beanstalk() ? 2 : 1) << r;
+  EXPECT_EQ(r.err, beanstalk() ? not_holder("finish", hs)
                                : "delayq: job " + hs +
                                      " is reserved under another lease: the lease no longer holds "
                                      "it (lease_lost)\n");
@@ -1058,9 +1073,6 @@ TEST_F(CliBeanstalk, WholeSecondsOnly) {
       {{"reserve", "-t", "t", "--timeout", "500ms"},
        "delayq: the beanstalkd protocol counts a reserve's timeout in whole seconds (not 500ms): "
        "use --server http://... for less\n"},
-      {{"release", "1", "--delay", "1500ms"},
-       "delayq: the beanstalkd protocol counts a release's delay in whole seconds (not 1500ms): "
-       "use --server http://... for less\n"},
       {{"pause", "-t", "t", "1500ms"},
        "delayq: the beanstalkd protocol counts a pause in whole seconds (not 1500ms): use "
        "--server http://... for less\n"},
@@ -1133,7 +1145,7 @@ TEST_F(CliCross, PutOverOneTransportTakenOverTheOther) {
   PutJob("cross", "z");
   ASSERT_EQ(ReserveOverHttp("cross"), 3u);
   r = Bean({"finish", "3"});
-  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.exit, 2) << r;
   EXPECT_EQ(StateOf(3), "reserved");
 }
 
