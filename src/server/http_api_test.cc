@@ -284,6 +284,14 @@ class CountingBackend : public backend::Backend {
     ++calls;
     b_.Touch(c, id, std::move(d));
   }
+  void FinishByName(std::string_view n, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.FinishByName(n, std::move(d));
+  }
+  void DeleteByName(std::string_view n, backend::Callback<JobChange> d) override {
+    ++calls;
+    b_.DeleteByName(n, std::move(d));
+  }
   void Kick(SessionId s, std::string_view t, uint64_t n, backend::Callback<uint64_t> d) override {
     ++calls;
     b_.Kick(s, t, n, std::move(d));
