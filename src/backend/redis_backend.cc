@@ -29,6 +29,11 @@ constexpr int kMaxInFlight = 2;
 constexpr int kClearChunk = 1000;
 // How long calls carry a number registered for their topic (FlushBatch).
 constexpr TimeMs kFreshMs = 30'000;
+// Names are unique across topics, which takes one hash that every
+// topic's call may reach (docs/redis-backend.md, "Names").
+constexpr std::string_view kNamesNeedOneServer =
+    "the Youzan-style routes need a single Redis server: on a cluster an id cannot be kept "
+    "unique across topics in one call";
 
 std::string_view Str(const redisReply* r) {
   if (r == nullptr || r->str == nullptr) return {};
@@ -105,7 +110,19 @@ struct Got {
   bool full = false;
   int64_t figures[9] = {};
   std::string lease;
+  bool named = false;
 };
+
+// A name that is a job id in canonical decimal (digits only, no leading
+// zero, within 64 bits): that id; else 0.
+JobId DecimalId(std::string_view name) {
+  if (name.empty() || name.size() > 20 || name[0] == '0') return 0;
+  for (char ch : name)
+    if (ch < '0' || ch > '9') return 0;
+  JobId id = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), id);
+  return ec == std::errc() && end == name.data() + name.size() ? id : 0;
+}
 
 JobId JobIdOf(int64_t topic_no, std::string_view member) {
   JobId seq = 0;
@@ -117,7 +134,8 @@ JobId JobIdOf(int64_t topic_no, std::string_view member) {
 // redis_scripts.cc): "<member><deadline>,<priority>,<index>,<key
 // length>,<key><body>", the member 13 digits; index: which owner of the
 // call it went to; for a lease's job, 'L' and nine more figures before the
-// key length (Got::figures). False when s is not one.
+// key length (Got::figures); for a named job, 'N' just before the key
+// length. False when s is not one.
 bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Got* g,
               size_t* index) {
   constexpr size_t kMemberDigits = 13;
@@ -139,6 +157,8 @@ bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Go
     for (int64_t& x : g->figures)
       if (!number(&x)) return false;
   }
+  g->named = !s.empty() && s.front() == 'N';
+  if (g->named) s.remove_prefix(1);
   if (!number(&v[3]) || static_cast<uint64_t>(v[3]) > s.size()) return false;
   g->id = JobIdOf(topic_no, member);
   g->topic = topic;
@@ -204,6 +224,7 @@ std::vector<JobView> Views(const std::vector<Got>& got) {
     v.priority = g.priority;
     v.due_ms = g.deadline;
     v.lease = g.lease;
+    v.named = g.named;
     if (g.full) {
       const int64_t* f = g.figures;
       v.created_ms = f[0];
@@ -312,7 +333,8 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
       wake_timer_(io),
       sweep_timer_(io),
       registry_names_("dq:{dq}:topics"),
-      registry_numbers_("dq:{dq}:topic-names") {
+      registry_numbers_("dq:{dq}:topic-names"),
+      names_("dq:{dq}:names") {
   info_.name = "redis";
   GetTopic("default");  // number 0, known without the registry
   info_.max_job_size = options_.max_job_size;
@@ -733,10 +755,7 @@ void RedisBackend::FlushBatch(Topic& t) {
     if (r != nullptr && (Size(r) == 2 || Size(r) == 3)) {
       // The topic's number: the one the call carried, or, when it is not,
       // the one the answer tells.
-      SetNumber(*tp, Size(r) == 3 ? Int(At(r, 2)) : no);
-      int64_t w = Int(At(r, 0));  // ms from now, as Redis's clock sees it; -2: idle
-      tp->live = w != -2 || tp->name == "default";
-      NoteWake(*tp, w < 0 ? kNever : Now() + w);
+      NoteAnswer(*tp, Size(r) == 3 ? Int(At(r, 2)) : no, Int(At(r, 0)));
     }
     if (!tp->batch.empty() && !tp->flush_posted) {
       tp->flush_posted = true;
@@ -811,6 +830,49 @@ void RedisBackend::FlushBatch(Topic& t) {
          }
          if (!again.empty()) RegisterFor(*tp, std::move(again), fresh);
        });
+}
+
+void RedisBackend::NoteAnswer(Topic& t, int64_t no, int64_t next_wake) {
+  SetNumber(t, no);
+  // (ms from now, as Redis's clock sees it; -2: idle)
+  t.live = next_wake != -2 || t.name == "default";
+  NoteWake(t, next_wake < 0 ? kNever : Now() + next_wake);
+}
+
+void RedisBackend::ByName(char op, std::string_view name, NamedFn then) {
+  if (options_.address.cluster)
+    return then(Status::InvalidArgument(kNamesNeedOneServer), nullptr, 0, nullptr);
+  if (name.empty()) return then(Status::Ok(), nullptr, 0, nullptr);
+  // The name is looked up in the function. A name that is an id in
+  // decimal may also name the job of that id: the call carries that job's
+  // topic (found here, as for any id), for the function to fall back on.
+  auto send = [this, op, name = std::string(name), then](Topic* t, JobId id) {
+    std::string prefix = t != nullptr ? t->prefix : std::string("dq:");
+    std::string header =
+        options_.time_from_clock ? std::to_string(clock_.NowUs()) + "|" + prefix : prefix;
+    std::string no = t != nullptr ? std::to_string(NoOf(id)) : std::string("-1");
+    std::string member = t != nullptr ? Member(id) : std::string();
+    RunRaw(Script::kNamed, {names_}, {header, no, std::string(1, op), name, member},
+           [this, then](Status st, const redisReply* r) {
+             if (!st.ok()) return then(st, nullptr, 0, nullptr);
+             if (r->type == REDIS_REPLY_STRING && Str(r) == "!n")
+               return then(Status::Ok(), nullptr, 0, nullptr);
+             if (Size(r) != 5) return then(Unexpected("a call by name"), nullptr, 0, nullptr);
+             // {next_wake, result, number, topic, member}: the call ran as one
+             // of that topic's, and the instance notes its answer as theirs.
+             int64_t no = Int(At(r, 2));
+             Topic& t = GetTopic(std::string(Str(At(r, 3))));
+             NoteAnswer(t, no, Int(At(r, 0)));
+             then(Status::Ok(), &t, no >= 0 ? JobIdOf(no, Str(At(r, 4))) : 0, At(r, 1));
+           });
+  };
+  JobId id = DecimalId(name);
+  if (id == 0) return send(nullptr, 0);
+  ForJob(id,
+         [send = std::move(send), then = std::move(then), id](Status st, Topic* t, std::string) {
+           if (!st.ok()) return then(st, nullptr, 0, nullptr);
+           send(t, id);
+         });
 }
 
 // ---- timing ----------------------------------------------------------------
@@ -991,6 +1053,10 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     return done(Status::InvalidArgument("delay out of range"));
   }
   if (Status st = ValidateBackoff(r.backoff); !st.ok()) return done(st);
+  if (r.named && r.key.empty())
+    return done(Status::InvalidArgument("a name is a key: the key is empty"));
+  if (r.named && options_.address.cluster)
+    return done(Status::InvalidArgument(kNamesNeedOneServer));
   std::string name;
   if (!r.topic.empty()) {
     if (!IsValidTopicName(r.topic)) return done(Status::InvalidArgument("bad topic name"));
@@ -1005,7 +1071,8 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
   // The call is written now (its arguments point into `r`), and queued
   // once the topic has its number.
   std::string backoff = EncodeBackoff(r.backoff);
-  size_t optional = !backoff.empty()   ? 4
+  size_t optional = r.named            ? 5
+                    : !backoff.empty() ? 4
                     : r.max_tries != 0 ? 3
                     : !r.key.empty()   ? 2
                     : r.run_at         ? 1
@@ -1014,16 +1081,24 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
               ttr = std::to_string(r.ttr_ms);
   std::string run_at = r.run_at ? std::to_string(*r.run_at) : std::string();
   std::string max_tries = std::to_string(r.max_tries);
-  const std::string_view all[] = {r.body, pri, delay, ttr, run_at, r.key, max_tries, backoff};
+  const std::string_view all[] = {r.body, pri, delay, ttr, run_at, r.key, max_tries, backoff, "1"};
   std::span<const std::string_view> args(all, 4 + optional);
   Topic::Call call{Script::kPut, args.size(), RespArgs(args), nullptr};
   Topic& t = GetTopic(name);
   Topic* tp = &t;
-  call.done = [this, tp, done = std::move(done)](Status st, const redisReply* r) {
+  call.done = [this, tp, done = std::move(done), name = r.named ? std::string(r.key) : ""](
+                  Status st, const redisReply* r) {
     if (!st.ok()) return done(st);
     // Created: "<state><member>"; a job with that key already: {0,
-    // member, state}.
+    // member, state}; a named put refused: "!u" or "!o<topic>".
     PutResult res;
+    if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1 && r->str[0] == '!') {
+      if (r->str[1] == 'u')
+        return done(Status::Conflict("topic '" + tp->name + "' holds a job with key '" + name +
+                                     "' that was not put by /push"));
+      return done(Status::Conflict("id '" + name + "' belongs to a job in topic '" +
+                                   std::string(Str(r).substr(2)) + "'"));
+    }
     if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1) {
       res.created = true;
       res.id = IdOf(*tp, Str(r).substr(1, 13));
@@ -1411,6 +1486,26 @@ void RedisBackend::DeleteByKey(const Claim& c, std::string_view topic, std::stri
       });
 }
 
+RedisBackend::NamedFn RedisBackend::ChangeByName(std::string_view name, Callback<JobChange> done) {
+  return [this, name = std::string(name), done = std::move(done)](Status st, Topic* t, JobId id,
+                                                                  const redisReply* r) {
+    if (!st.ok()) return done(st);
+    if (t == nullptr || Str(r) == "!n")
+      return done(Status::NotFound("no job has id '" + name + "'"));
+    auto c = ChangeOf(id, r, "an operation by name");
+    if (c.ok()) AfterChange(*t, *c);
+    done(std::move(c));
+  };
+}
+
+void RedisBackend::FinishByName(std::string_view name, Callback<JobChange> done) {
+  ByName('f', name, ChangeByName(name, std::move(done)));
+}
+
+void RedisBackend::DeleteByName(std::string_view name, Callback<JobChange> done) {
+  ByName('x', name, ChangeByName(name, std::move(done)));
+}
+
 void RedisBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                            std::optional<TimeMs> delay, Callback<JobChange> done) {
   if (delay && (*delay < 0 || *delay > kMaxDelayMs))
@@ -1470,29 +1565,37 @@ void RedisBackend::KickJob(SessionId sid, JobId id, Callback<JobChange> done) {
 void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view topic,
                         std::string_view key, JobsDone done) {
   done = Guard(sid, std::move(done));
+  // dq_peek's answer: {member, key, body, state, priority, due, created,
+  // delay, ttr, reserves, timeouts, releases, buries, kicks, max_tries[,
+  // 1: named]}, or {} (no such job).
+  auto answer = [this, done](Status st, Topic* t, const redisReply* r) {
+    if (!st.ok()) return done(st, {});
+    if (t == nullptr || Size(r) < 15) return done(Status::NotFound(), {});
+    JobView v;
+    v.id = IdOf(*t, Str(At(r, 0)));
+    v.topic = t->name;
+    v.key = Str(At(r, 1));
+    v.body = Str(At(r, 2));
+    v.state = StateOf(Str(At(r, 3)));
+    v.priority = static_cast<uint32_t>(Int(At(r, 4)));
+    v.due_ms = Int(At(r, 5));
+    v.created_ms = Int(At(r, 6));
+    v.delay_ms = Int(At(r, 7));
+    v.ttr_ms = Int(At(r, 8));
+    uint32_t* counts[] = {&v.reserves, &v.timeouts, &v.releases, &v.buries, &v.kicks, &v.max_tries};
+    for (size_t i = 0; i < std::size(counts); ++i)
+      *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
+    v.named = Size(r) >= 16 && Int(At(r, 15)) == 1;
+    done(Status::Ok(), std::span<const JobView>(&v, 1));
+  };
+  if (kind == PeekKind::kName) {
+    return ByName('e', key,
+                  [answer](Status st, Topic* t, JobId, const redisReply* r) { answer(st, t, r); });
+  }
   // (job_no: of the job named by id; -1 otherwise.)
-  auto peek = [this, done](Topic* t, int64_t job_no, std::string what, std::string arg) {
-    Run(Script::kPeek, *t, job_no, {what, arg}, [this, t, done](Status st, const redisReply* r) {
-      if (!st.ok()) return done(st, {});
-      if (Size(r) < 15) return done(Status::NotFound(), {});
-      std::string k(Str(At(r, 1))), b(Str(At(r, 2)));
-      JobView v;
-      v.id = IdOf(*t, Str(At(r, 0)));
-      v.topic = t->name;
-      v.key = k;
-      v.body = b;
-      v.state = StateOf(Str(At(r, 3)));
-      v.priority = static_cast<uint32_t>(Int(At(r, 4)));
-      v.due_ms = Int(At(r, 5));
-      v.created_ms = Int(At(r, 6));
-      v.delay_ms = Int(At(r, 7));
-      v.ttr_ms = Int(At(r, 8));
-      uint32_t* counts[] = {&v.reserves, &v.timeouts, &v.releases,
-                            &v.buries,   &v.kicks,    &v.max_tries};
-      for (size_t i = 0; i < std::size(counts); ++i)
-        *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
-      done(Status::Ok(), std::span<const JobView>(&v, 1));
-    });
+  auto peek = [this, answer](Topic* t, int64_t job_no, std::string what, std::string arg) {
+    Run(Script::kPeek, *t, job_no, {what, arg},
+        [t, answer](Status st, const redisReply* r) { answer(st, t, r); });
   };
   if (kind == PeekKind::kId) {
     return ForJob(id, [peek, id, done](Status st, Topic* t, std::string member) {

@@ -103,18 +103,13 @@ class RedisBackend final : public Backend {
   void DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
                    Callback<JobChange> done) override;
   void Finish(const Claim& c, JobId id, Callback<JobChange> done) override;
-  // TEMP-NAMES
-  void FinishByName(std::string_view, Callback<JobChange> done) override {
-    done(Status::Internal("not yet"));
-  }
-  void DeleteByName(std::string_view, Callback<JobChange> done) override {
-    done(Status::Internal("not yet"));
-  }
   void Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                std::optional<TimeMs> delay, Callback<JobChange> done) override;
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
             Callback<JobChange> done) override;
   void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void FinishByName(std::string_view name, Callback<JobChange> done) override;
+  void DeleteByName(std::string_view name, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
@@ -250,6 +245,18 @@ class RedisBackend final : public Backend {
   // caller and lease, then `more`.
   void JobCall(redis::Script sc, const Claim& c, JobId id, std::vector<std::string> more,
                Callback<JobChange> done);
+  // A call by name (dq_named): the operation `op` ('f' finish, 'x' delete,
+  // 'e' peek) on the job `name` names, in one FCALL. `then` gets the job's
+  // topic (nullptr: the name names no job), its id, and the operation's
+  // result as the function answered it.
+  using NamedFn = std::function<void(Status, Topic*, JobId, const redisReply*)>;
+  void ByName(char op, std::string_view name, NamedFn then);
+  // FinishByName's and DeleteByName's `then`: the change, or the refusal.
+  NamedFn ChangeByName(std::string_view name, Callback<JobChange> done);
+  // Notes what a topic's call answered: its number, and, from next_wake
+  // (ms from now; -2: no job and no pause), whether it is live and when it
+  // next needs a tick.
+  void NoteAnswer(Topic& t, int64_t no, int64_t next_wake);
   // What this instance notes of a change: a reserved job's new deadline
   // for its holder; any other state: no longer held here, and a ready job
   // may go to a waiter.
@@ -337,6 +344,8 @@ class RedisBackend final : public Backend {
   boost::asio::steady_timer wake_timer_, sweep_timer_;
   TimeMs wake_timer_at_ = kNever;
   std::string registry_names_, registry_numbers_;
+  // The names of named jobs, across topics (docs/redis-backend.md, "Names").
+  std::string names_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -16,6 +16,7 @@ namespace {
 //   K  P.."keys"      hash    user key -> member
 //   M  P.."topic"     string  the topic's counters, MessagePack (see load_topic)
 //   P.."j:"..member   string  the job, MessagePack (see load; docs/redis-backend.md)
+//   NAMES             hash    a named job's name -> its member and its topic's prefix
 // A member is the job's sequence number in its topic, 13 digits, zero-padded.
 // Each set also holds the sentinel member SENT at +inf (see SENT below).
 // Time is Redis's own clock (TIME), the same for every instance (a test may
@@ -57,6 +58,22 @@ local codes, ops = {}, nil
 local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, RS, BODY, MT, BO, TO, RL, BU, KI =
   3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
 local DIRTY, FRESH, LAST = 1, 2, 18
+-- A named job (PutRequest::named: its key is also its name, unique across
+-- topics) has NM = {key} in its array, and its string packs that array in
+-- the key's place: a delete reads only a job's first five values
+-- (head_of), and they tell it whether there is a name to free. A job's
+-- array holds the key itself as KEY in either case (load), and an
+-- ordinary job packs as before.
+local NM = 19
+-- The names of named jobs, across topics: name -> the job's member (13
+-- digits) and its topic's key prefix ('0000000000042dq:{orders}:'). One
+-- hash for every topic, so that a put can tell in the same call whether
+-- another topic's job holds the name: on one Redis server only (a Redis
+-- Cluster has no slot that every topic's call may reach). An entry may
+-- outlive its job only if something else took the job away (a FLUSHDB of
+-- the topic's keys, say): a name is held only by a live named job
+-- (name_holder), so such an entry is free and is overwritten.
+local NAMES = 'dq:{dq}:names'
 -- How many jobs one MSET or DEL of flush names at most.
 local FLUSH_CHUNK = 500
 -- Each of a topic's four sets holds this member at +inf from the topic's
@@ -93,19 +110,27 @@ local function now_s(c)
 end
 local function jk(c, m) return c.P .. 'j:' .. m end
 
--- The job m as this call knows it, or nil when there is none.
-local function load(c, m)
-  local j = c.jobs[m]
-  if j ~= nil then return j or nil end  -- false: deleted by this call
-  local v = redis.call('GET', jk(c, m))
-  if not v then return nil end
-  j = {false, false, unpack_mp(v)}
+-- A job's array from its string.
+local function decode(v)
+  local j = {false, false, unpack_mp(v)}
   if j[MT] ~= nil and type(j[LAST]) == 'string' then
     -- Sixteen values with the body last: written before the rare fields
     -- moved behind the body (docs/redis-backend.md, "Layout").
     j = {false, false, j[3], j[4], j[5], j[6], j[7], j[8], j[9], j[10], j[13], j[18],
          j[11], j[12], j[14], j[15], j[16], j[17]}
   end
+  local k = j[KEY]
+  if k ~= '' and type(k) == 'table' then j[KEY], j[NM] = k[1], k end
+  return j
+end
+
+-- The job m as this call knows it, or nil when there is none.
+local function load(c, m)
+  local j = c.jobs[m]
+  if j ~= nil then return j or nil end  -- false: deleted by this call
+  local v = redis.call('GET', jk(c, m))
+  if not v then return nil end
+  j = decode(v)
   c.jobs[m] = j
   return j
 end
@@ -116,24 +141,33 @@ local function rare(j)
 end
 
 -- Job j's string: ten values while its rare fields are at their defaults.
+-- A named job's key goes as its array {name} (NM).
 local function pack_job(j)
+  local nm = j[NM]
+  if nm then j[KEY] = nm end
+  local v
   if j[MT] == nil or (j[MT] == 0 and j[BO] == '' and j[TO] == 0 and j[RL] == 0 and j[BU] == 0
                       and j[KI] == 0) then
-    return pack(unpack(j, ST, BODY))
+    v = pack(unpack(j, ST, BODY))
+  else
+    v = pack(unpack(j, ST, LAST))
   end
-  return pack(unpack(j, ST, LAST))
+  if nm then j[KEY] = nm[1] end
+  return v
 end
 
--- The state, owner and key of job m (nil when there is none), without
--- reading the rest of a job this call has not loaded: for a delete, which
--- needs no more (the job's first five values, cmsgpack.unpack_limit).
+-- The state, owner and key of job m (nil when there is none), and
+-- whether the key is its name, without reading the rest of a job this call
+-- has not loaded: for a delete, which needs no more (the job's first five
+-- values, cmsgpack.unpack_limit).
 local function head_of(c, m)
   local j = c.jobs[m]
-  if j then return j[ST], j[OWN], j[KEY] end
+  if j then return j[ST], j[OWN], j[KEY], j[NM] end
   if j == false then return nil end
   local v = redis.call('GET', jk(c, m))
   if not v then return nil end
   local _, st, _, _, own, key = unpack_limit(v, KEY - ST + 1, 0)
+  if key ~= '' and type(key) == 'table' then return st, own, key[1], true end
   return st, own, key
 end
 
@@ -456,6 +490,7 @@ end
 -- by the lease owner .. '.' .. n, and its answer has the job's other
 -- figures after the index: 'L<created>,<delay>,<ttr>,<reserves>,<timeouts>,
 -- <releases>,<buries>,<kicks>,<max_tries>,' (the HTTP reply shows them).
+-- A named job's answer has 'N' before the key length.
 local function reserve_one(c, m, j, owner, index, n)
   local dl = c.up + j[TTR]
   local dls = s(dl)
@@ -473,15 +508,35 @@ local function reserve_one(c, m, j, owner, index, n)
     head = head .. 'L' .. s(j[CR]) .. ',' .. s(j[DL]) .. ',' .. s(j[TTR]) .. ',' .. s(j[RS]) .. ','
       .. s(j[TO]) .. ',' .. s(j[RL]) .. ',' .. s(j[BU]) .. ',' .. s(j[KI]) .. ',' .. s(j[MT]) .. ','
   end
+  if j[NM] then head = head .. 'N' end
   return head .. small(#key) .. ',' .. key .. j[BODY]
 end
 
-local function destroy(c, m, key, st)
+-- Job m ends. A named job's name is free from now on: the entry goes
+-- with it, in the same call.
+local function destroy(c, m, key, st, named)
   unplace(c, m, st)
-  if key ~= '' then redis.call('HDEL', c.K, key) end
+  if key ~= '' then
+    redis.call('HDEL', c.K, key)
+    if named then redis.call('HDEL', NAMES, key) end
+  end
   drop(c, m)
   c.njobs = c.njobs - 1
   c.tdirty = true
+end
+
+-- The live named job that holds `name`: its topic's prefix, its member and
+-- its string; nil when none does (no entry, or one whose job is gone or
+-- is no longer that name's: such an entry is free, and a put overwrites it).
+local function name_holder(name)
+  local v = redis.call('HGET', NAMES, name)
+  if not v then return nil end
+  local m, p = string.sub(v, 1, 13), string.sub(v, 14)
+  local js = redis.call('GET', p .. 'j:' .. m)
+  if not js then return nil end
+  local _, _, _, _, _, key = unpack_limit(js, KEY - ST + 1, 0)
+  if key == '' or type(key) ~= 'table' or key[1] ~= name then return nil end
+  return p, m, js
 end
 
 -- Everything due up to c.now: delayed jobs become ready, TTRs expire, a
@@ -611,6 +666,16 @@ local call_state = {
   retire = false, jobs = false, gone = false,
 }
 
+-- What the library takes on its first call (a library being loaded cannot
+-- see cmsgpack or `string` yet).
+local function setup()
+  pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
+  ops = {}
+  for code, body in pairs(codes) do ops[string.byte(code)] = body end
+  SMALL = {}
+  for i = 0, 255 do SMALL[i] = s(i) end
+end
+
 -- The state of one call of a topic function. args[1] is the topic's prefix
 -- (it starts with 'd'), or, for tests that drive the backend in virtual
 -- time (RedisBackend::Options::time_from_clock), '<microseconds>|' and the
@@ -620,14 +685,13 @@ local call_state = {
 -- and a number the caller registered for it. The jobs the call names by
 -- member are of the incarnation of that number: when it is not the
 -- topic's, they are not found (c.eok).
-local function context(keys, args)
-  if pack == nil then
-    pack, unpack_mp, unpack_limit = cmsgpack.pack, cmsgpack.unpack, cmsgpack.unpack_limit
-    ops = {}
-    for code, body in pairs(codes) do ops[string.byte(code)] = body end
-    SMALL = {}
-    for i = 0, 255 do SMALL[i] = s(i) end
-  end
+-- keys are the topic's six keys. A call that learns its topic only as it
+-- runs (dq_named) passes none: they are made from the prefix, that of
+-- args[1] or, when given, `prefix` (the time still comes from args[1]);
+-- with `own`, the jobs it names are of whatever incarnation the topic
+-- has (the call found the job there itself).
+local function context(keys, args, prefix, own)
+  if pack == nil then setup() end
   local p, now, us = args[1], nil, nil
   if string.byte(p) == 100 then
     local tm = redis.call('TIME')
@@ -652,12 +716,19 @@ local function context(keys, args)
     end
   end
   c.E, c.fresh = last_E, last_fresh
-  c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  if keys then
+    c.R, c.D, c.U, c.B, c.K, c.M = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  else
+    p = prefix or p
+    c.R, c.D, c.U, c.B, c.K, c.M = p .. 'ready', p .. 'delayed', p .. 'reserved', p .. 'buried',
+      p .. 'keys', p .. 'topic'
+  end
   c.P, c.now, c.ns, c.woke, c.tdirty, c.retire = p, now, false, false, false, false
   c.up = now
   if sub > 0 then c.up = now + 1 end
   c.jobs, c.gone, c.uadd, c.urem = {}, {}, false, false
   load_topic(c)
+  if own then c.E = c.no end
   c.eok = c.no >= 0 and c.no == c.E
   return c
 end
@@ -676,20 +747,29 @@ local function topic_function(name, code, body)
   end)
 end
 
--- Arguments: body, priority, delay, ttr, then run_at, key, max_tries and
--- backoff, which the caller leaves out from the last one not at its default
--- ('', '', 0, ''): a plain put sends four. Answers the new job's state and
--- member in one string ('r0000000000042'; delayed: its due time after the
--- member, 'd00000000000421700000000000'), or, when its key names a job
--- already, {0, member, state, due time or 0}: a table costs Redis several
--- times what a string does to turn into a reply.
+-- Arguments: body, priority, delay, ttr, then run_at, key, max_tries,
+-- backoff and named ('1': the key is also the job's name, NM), which the
+-- caller leaves out from the last one not at its default ('', '', 0, '',
+-- ''): a plain put sends four. Answers the new job's state and member in
+-- one string ('r0000000000042'; delayed: its due time after the member,
+-- 'd00000000000421700000000000'), or, when its key names a job already,
+-- {0, member, state, due time or 0}: a table costs Redis several times what
+-- a string does to turn into a reply. A named put the name's rules refuse
+-- answers '!u' (a job without a name holds the key in this topic) or '!o'
+-- and the topic of the job that holds the name.
 topic_function('dq_put', 'p', function(c, args, o, n)
   local key = n >= 6 and args[o + 7] or ''
+  local named = n >= 9 and args[o + 10] == '1' and key ~= ''
   if key ~= '' then
+    if named then
+      local p = name_holder(key)
+      if p and p ~= c.P then return '!o' .. string.sub(p, 5, -3) end
+    end
     local ex = redis.call('HGET', c.K, key)
     if ex then
       local j = load(c, ex)
       if not j then return {0, ex, ''} end
+      if named and not j[NM] then return '!u' end
       local due = 0
       if j[ST] == 'd' then due = j[DUE] end
       return {0, ex, j[ST], s(due)}
@@ -722,6 +802,10 @@ topic_function('dq_put', 'p', function(c, args, o, n)
   end
   save(c, m, j)
   if key ~= '' then redis.call('HSET', c.K, key, m) end
+  if named then
+    j[NM] = {key}
+    redis.call('HSET', NAMES, key, m .. c.P)
+  end
   if st == 'd' then
     zadd_timed(c, c.D, due, m)
   else
@@ -797,13 +881,13 @@ topic_function('dq_delete', 'x', function(c, args, o, n)
     m = (c.eok and args[o + 2] or nil)
   end
   if not m then return '!n' end
-  local st, own, key = head_of(c, m)
+  local st, own, key, named = head_of(c, m)
   if not st then return '!n' end
   local no = refusal(st, own, args[a], args[a + 1], true)
   if no then return no end
   local j = c.jobs[m]
   local what = j and change(j) or (st .. '0,0')
-  destroy(c, m, key, st)
+  destroy(c, m, key, st, named)
   c.cdel = c.cdel + 1
   c.tdirty = true
   -- By key, the member too: the instance then knows which job went.
@@ -828,7 +912,7 @@ topic_function('dq_finish', 'f', function(c, args, o, n)
   local j, no = held(c, m, args[o + 3], args[o + 4])
   if not j then return no end
   local what = change(j)
-  destroy(c, m, j[KEY], 'u')
+  destroy(c, m, j[KEY], 'u', j[NM])
   c.cdel = c.cdel + 1
   c.tdirty = true
   return what
@@ -940,8 +1024,9 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
   rare(j)
   local due = 0
   if j[ST] == 'd' or j[ST] == 'u' then due = j[DUE] end
+  -- A named job's answer has a 16th value, 1.
   return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
-          j[RL], j[BU], j[KI], j[MT]}
+          j[RL], j[BU], j[KI], j[MT], j[NM] and 1 or nil}
 end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
@@ -994,7 +1079,7 @@ topic_function('dq_clear', 'c', function(c, args, o, n)
     if n >= limit then break end
     for _, m in ipairs(members(redis.call('ZRANGE', set[1], 0, limit - n - 1))) do
       local j = load(c, m)
-      destroy(c, m, j and j[KEY] or '', set[2])
+      destroy(c, m, j and j[KEY] or '', set[2], j and j[NM])
       n = n + 1
     end
   end
@@ -1042,6 +1127,53 @@ redis.register_function('dq_batch', function(keys, args)
   return finish(c, results)
 end)
 
+-- An operation on the job a name names, from any topic, in one call (the
+-- Youzan-style routes: docs/redis-backend.md, "Names"). keys: NAMES.
+-- args: the time and prefix as a topic function's args[1], where the
+-- prefix is that of the topic of the job whose id the name is in decimal
+-- ('dq:' when it is none); that job's number, as args[2]; the operation
+-- ('f' dq_finish, 'x' dq_delete or 'e' dq_peek, run by the operator); the
+-- name; that job's member ('': the name is no id).
+-- The job is the live named job that holds the name (name_holder), else
+-- the job of that id if it has no name. The call then runs as one of its
+-- topic (context, advance, the operation's body, finish) and answers
+-- {next_wake, result, number, topic, member}; '!n' when neither job is
+-- there (the job of that id missing or named: result '!n' or {}).
+redis.register_function('dq_named', function(keys, args)
+  if pack == nil then setup() end
+  local code, name, m = args[3], args[4], args[5]
+  local p, held, js = name_holder(name)
+  local c
+  if p then
+    m = held
+    c = context(nil, args, p, true)
+    -- Read by name_holder already: the call keeps it (as load would).
+    c.jobs[m] = decode(js)
+  elseif m ~= '' then
+    c = context(nil, args)
+  else
+    return '!n'
+  end
+  advance(c)
+  local result
+  if not p then
+    -- The id's job, if it is still there and has no name.
+    local j = c.eok and load(c, m)
+    if not j or j[NM] then
+      result = '!n'
+      if code == 'e' then result = {} end
+    end
+  end
+  if not result then
+    local a = {false, false, m, '*', ''}
+    if code == 'e' then a[3], a[4], a[5] = 'id', m, nil end
+    result = ops[string.byte(code)](c, a, 1, code == 'e' and 2 or 3)
+  end
+  local out = finish(c, result)
+  out[3], out[4], out[5] = c.no, string.sub(c.P, 5, -3), m
+  return out
+end)
+
 -- The topic registry (keys: the counter of numbers, number -> name; their
 -- own slot): a new number for the topic args[1], never given before. A
 -- number goes when its topic's incarnation ends (dq_retire), and is never
@@ -1073,7 +1205,7 @@ constexpr ScriptInfo kScripts[] = {
     {"dq_kick", 'k'},      {"dq_kick_job", 'K'},    {"dq_return", 'n'}, {"dq_peek", 'e'},
     {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},  {"dq_clear", 'c'},
     {"dq_tick", 'i'},      {"dq_retire", 'q'},      {"dq_batch", '\0'}, {"dq_register", '\0'},
-    {"dq_finish", 'f'},
+    {"dq_finish", 'f'},    {"dq_named", '\0'},
 };
 static_assert(std::size(kScripts) == kScriptCount, "one entry per Script");
 

@@ -22,8 +22,9 @@ namespace delayq::backend::redis {
 // job and no pause. A job is named by its member (13 digits); one of an
 // incarnation whose number is not the topic's is not found.
 enum class Script : size_t {
-  kPut,         // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff]]]]
-                //     -> ... | 'N': no incarnation and no number to give it
+  kPut,         // body, priority, delay_ms, ttr_ms[, run_at|''[, key[, max_tries[, backoff[,
+                //     named]]]]] -> ... | 'N': no incarnation and no number to give it | '!u' |
+                //     '!o<topic>': a named put refused
   kReserve,     // (owner, count)..., the last count left out for 1 -> {'ok', member, key, body,
                 //     priority, deadline, owner-index...}
   kTop,         // -> {} or {priority, member} of the next job to reserve; {'paused'} if paused
@@ -39,7 +40,7 @@ enum class Script : size_t {
   kReturn,      // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
                 //     reservation is taken back uncounted)
   kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
-                // priority}
+                // priority, ..., max_tries[, 1: named]}
   kStatsJob,    // member -> {} or {now, field, value, ...}
   kStatsTopic,  // -> {ready, urgent, reserved, delayed, buried, total, cmd_delete, cmd_pause,
                 //     pause_ms, pause_until, timeouts, now}
@@ -50,6 +51,10 @@ enum class Script : size_t {
   kBatch,       // (code+argc, args...)... -> {result, ...}: several operations at once
   kRegister,    // (registry keys) name -> a new topic number
   kFinish,      // member, caller, lease -> change | refusal (a reserved job's delete)
+  kNamed,       // (keys: the names hash) header, number, 'f'|'x'|'e', name, member|'' ->
+                //     {next_wake, result, number, topic, member} | '!n': kFinish, kDelete or
+                //     kPeek, by the operator, on the job a name names (docs/redis-backend.md,
+                //     "Names"); member and number: of the job whose id the name is
   kCount
 };
 
@@ -60,7 +65,8 @@ std::string_view Library();
 // The function's name, for FCALL.
 std::string_view Name(Script s);
 // A topic function's code in a dq_batch (its first argument there is the
-// code followed by the argument count: "p4"); '\0' for kBatch and kRegister.
+// code followed by the argument count: "p4"); '\0' for kBatch, kRegister and
+// kNamed.
 char Code(Script s);
 
 }  // namespace delayq::backend::redis

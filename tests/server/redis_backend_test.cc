@@ -34,6 +34,7 @@ struct Job {
   JobState state = JobState::kReady;
   uint32_t priority = 0;
   std::string lease;
+  bool named = false;
 };
 
 struct Jobs {
@@ -105,11 +106,30 @@ class RedisBackendTest : public ::testing::Test {
     return out ? *out : Result<PutResult>(Status::Internal("no reply"));
   }
 
+  // A named put (PutRequest::named): the key is also the job's name.
+  Result<PutResult> PutNamed(Backend& b, std::string_view topic, std::string_view name,
+                             std::string body = "body", TimeMs delay = 0, TimeMs ttr = 60'000) {
+    PutRequest r;
+    r.topic = topic;
+    r.body = body;
+    r.key = name;
+    r.named = true;
+    r.delay_ms = delay;
+    r.ttr_ms = ttr;
+    return Get<PutResult>([&](Callback<PutResult> cb) { b.Put(0, r, cb); });
+  }
+  Result<JobChange> FinishByName(Backend& b, std::string_view name) {
+    return Get<JobChange>([&](Callback<JobChange> cb) { b.FinishByName(name, cb); });
+  }
+  Result<JobChange> DeleteByName(Backend& b, std::string_view name) {
+    return Get<JobChange>([&](Callback<JobChange> cb) { b.DeleteByName(name, cb); });
+  }
+
   static Jobs Own(Status st, backend::Jobs views) {
     Jobs j{st, {}};
     for (const JobView& v : views)
       j.jobs.push_back(Job{v.id, std::string(v.topic), std::string(v.key), std::string(v.body),
-                           v.state, v.priority, std::string(v.lease)});
+                           v.state, v.priority, std::string(v.lease), v.named});
     return j;
   }
 
@@ -976,6 +996,307 @@ TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
   EXPECT_EQ(ts->reserved + ts->ready + ts->delayed + ts->buried, 0u);
 }
 
+// Names (PutRequest::named; docs/redis-backend.md, "Names"): a named job's
+// key is unique across topics while it lives. A named put, and each
+// operation by name, is one FCALL.
+TEST_F(RedisBackendTest, NamedPutsKeepANameUniqueAcrossTopics) {
+  auto b = Make(3'600'000);  // no sweep's ticks among the calls counted
+  SessionId s = b->OpenSession();
+  // The topics have their numbers before the calls are counted (a
+  // topic's first put registers one, dq_register, and calls again).
+  ASSERT_TRUE(Put(*b, s, "plain", 0, "orders", "plain").ok());
+  ASSERT_TRUE(Put(*b, s, "x", 0, "other").ok());
+
+  int calls = Calls("fcall");
+  auto a = PutNamed(*b, "orders", "n1", "first");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->created);
+  EXPECT_EQ(Cli("hget 'dq:{dq}:names' n1"), MemberOf(a->id) + "dq:{orders}:");
+  // Its string: ten values, as an ordinary job's, the key packed as {name}.
+  auto packed = [&](JobId id) {
+    return Cli(
+        "eval \"local v = {cmsgpack.unpack(redis.call('GET', KEYS[1]))}"
+        " return #v .. ' ' .. type(v[5])\" 1 'dq:{orders}:j:" +
+        MemberOf(id) + "'");
+  };
+  EXPECT_EQ(packed(a->id), "10 table");
+  EXPECT_EQ(packed(a->id - 1), "10 string");
+
+  // The same topic: the job already there, as an idempotent keyed put.
+  auto again = PutNamed(*b, "orders", "n1", "second");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->id, a->id);
+  // Another topic: refused, whoever asks.
+  calls = Calls("fcall");
+  auto other = PutNamed(*b, "other", "n1");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  EXPECT_EQ(other.code(), Code::kConflict);
+  EXPECT_EQ(other.status().message(), "id 'n1' belongs to a job in topic 'orders'");
+  // A key of the topic that a job without a name holds.
+  auto unnamed = PutNamed(*b, "orders", "plain");
+  EXPECT_EQ(unnamed.code(), Code::kConflict);
+  EXPECT_EQ(unnamed.status().message(),
+            "topic 'orders' holds a job with key 'plain' that was not put by /push");
+  EXPECT_EQ(PutNamed(*b, "orders", "").code(), Code::kInvalidArgument);
+  // An ordinary keyed put of the name's key finds the named job.
+  auto keyed = Put(*b, s, "y", 0, "orders", "n1");
+  ASSERT_TRUE(keyed.ok());
+  EXPECT_FALSE(keyed->created);
+  EXPECT_EQ(keyed->id, a->id);
+
+  // The job says it is named where it is seen.
+  calls = Calls("fcall");
+  Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n1");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
+  EXPECT_EQ(p.jobs[0].id, a->id);
+  EXPECT_EQ(p.jobs[0].topic, "orders");
+  EXPECT_EQ(p.jobs[0].body, "first");
+  EXPECT_TRUE(p.jobs[0].named);
+  p = Peek(*b, Backend::PeekKind::kKey, 0, "orders", "plain");
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_FALSE(p.jobs[0].named);
+  SessionId w = SessionOn(*b, "named-only");
+  auto r = PutNamed(*b, "named-only", "n2", std::string("a,\0b", 4));
+  ASSERT_TRUE(r.ok());
+  Jobs got = Reserve(*b, w);
+  ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
+  EXPECT_EQ(got.jobs[0].key, "n2");
+  EXPECT_EQ(got.jobs[0].body, std::string("a,\0b", 4));
+  EXPECT_TRUE(got.jobs[0].named);
+  ASSERT_TRUE(Put(*b, w, "plain", 0, "named-only", "k2").ok());
+  got = Reserve(*b, w, 0, 1, true);  // detached: a lease's answer carries the figures too
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_FALSE(got.jobs[0].named);
+  // The name lives in the job's string (its key packed as {name}): it
+  // outlives what the call keeps, a release and a second reserve.
+  ASSERT_TRUE(Get<JobChange>([&](Callback<JobChange> cb) {
+                b->Release(w, r->id, std::nullopt, TimeMs{0}, cb);
+              }).ok());
+  got = Reserve(*b, w);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, r->id);
+  EXPECT_TRUE(got.jobs[0].named);
+}
+
+TEST_F(RedisBackendTest, FinishAndDeleteByName) {
+  auto b = Make(3'600'000);
+  SessionId s = SessionOn(*b, "fin");
+  ASSERT_TRUE(Put(*b, s, "x", 0, "fin").ok());
+  ASSERT_TRUE(Reserve(*b, s).jobs.size() == 1);
+  auto a = PutNamed(*b, "fin", "job-a");
+  ASSERT_TRUE(a.ok());
+  // Not reserved: refused as an operator's finish of the job would be, and
+  // the job stays as it was.
+  auto by_id = Get<JobChange>([&](Callback<JobChange> cb) { b->Finish(Claim{0}, a->id, cb); });
+  int calls = Calls("fcall");
+  auto refused = FinishByName(*b, "job-a");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  EXPECT_EQ(refused.code(), Code::kConflict);
+  EXPECT_EQ(refused.status().message(), by_id.status().message());
+  EXPECT_NE(refused.status().message().find("ready"), std::string::npos);
+  Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "job-a");
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].state, JobState::kReady);
+  // Reserved (by anyone): finished.
+  Jobs got = Reserve(*b, s);
+  ASSERT_EQ(got.jobs.size(), 1u);
+  EXPECT_EQ(got.jobs[0].id, a->id);
+  calls = Calls("fcall");
+  auto done = FinishByName(*b, "job-a");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->id, a->id);
+  EXPECT_EQ(done->state, JobState::kReserved);
+  EXPECT_EQ(StatsJob(*b, a->id).code(), Code::kNotFound);
+  EXPECT_EQ(Cli("hexists 'dq:{dq}:names' job-a"), "0");
+  EXPECT_EQ(FinishByName(*b, "job-a").code(), Code::kNotFound);
+  EXPECT_EQ(FinishByName(*b, "job-a").status().message(), "no job has id 'job-a'");
+
+  // Delete by name takes a job in any state.
+  auto d = PutNamed(*b, "fin", "job-d", "later", 60'000);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->state, JobState::kDelayed);
+  calls = Calls("fcall");
+  auto gone = DeleteByName(*b, "job-d");
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_EQ(gone->id, d->id);
+  EXPECT_EQ(gone->state, JobState::kDelayed);
+  EXPECT_EQ(DeleteByName(*b, "job-d").code(), Code::kNotFound);
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", "job-d").status.code(), Code::kNotFound);
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", "").status.code(), Code::kNotFound);
+}
+
+// A name is free again as soon as its job ends, however it ends.
+TEST_F(RedisBackendTest, ANameIsFreedWithItsJob) {
+  auto b = Make(3'600'000);
+  SessionId s = SessionOn(*b, "one");
+  auto put_then_end = [&](const std::string& how, auto end) {
+    auto a = PutNamed(*b, "one", "n-" + how);
+    ASSERT_TRUE(a.ok()) << how << ": " << a.status().ToString();
+    EXPECT_EQ(PutNamed(*b, "two", "n-" + how).code(), Code::kConflict) << how;
+    end(a->id);
+    EXPECT_EQ(Cli("hexists 'dq:{dq}:names' n-" + how), "0") << how;
+    auto moved = PutNamed(*b, "two", "n-" + how);
+    ASSERT_TRUE(moved.ok()) << how << ": " << moved.status().ToString();
+    EXPECT_TRUE(moved->created) << how;
+    Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n-" + how);
+    ASSERT_EQ(p.jobs.size(), 1u) << how;
+    EXPECT_EQ(p.jobs[0].topic, "two") << how;
+  };
+  put_then_end("delete",
+               [&](JobId id) { EXPECT_TRUE(Do([&](Done d) { b->Delete(s, id, Ch(d)); }).ok()); });
+  put_then_end("delete-by-key", [&](JobId) {
+    EXPECT_TRUE(Do([&](Done d) { b->DeleteByKey(s, "one", "n-delete-by-key", Ch(d)); }).ok());
+  });
+  put_then_end("finish", [&](JobId id) {
+    ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+    EXPECT_TRUE(Do([&](Done d) { b->Finish(s, id, Ch(d)); }).ok());
+  });
+  put_then_end("finish-by-name", [&](JobId) {
+    ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+    EXPECT_TRUE(FinishByName(*b, "n-finish-by-name").ok());
+  });
+  put_then_end("delete-by-name",
+               [&](JobId) { EXPECT_TRUE(DeleteByName(*b, "n-delete-by-name").ok()); });
+  put_then_end("clear", [&](JobId) {
+    auto n = Get<uint64_t>([&](Callback<uint64_t> cb) { b->ClearTopic(s, "one", kClearAll, cb); });
+    ASSERT_TRUE(n.ok());
+    EXPECT_EQ(*n, 1u);
+  });
+  // Ended by a batch of the topic's calls: each of them sees the one before.
+  auto a = PutNamed(*b, "one", "n-batch");
+  ASSERT_TRUE(a.ok());
+  std::optional<Status> deleted;
+  std::optional<Result<PutResult>> again;
+  int calls = Calls("fcall");
+  b->Delete(s, a->id, Ch([&](Status st) { deleted = st; }));
+  PutRequest r;
+  r.topic = "one";
+  r.body = "again";
+  r.key = "n-batch";
+  r.named = true;
+  b->Put(0, r, [&](Result<PutResult> x) { again = std::move(x); });
+  ASSERT_TRUE(RunUntil([&] { return deleted && again; }));
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  EXPECT_TRUE(deleted->ok());
+  ASSERT_TRUE(again->ok()) << again->status().ToString();
+  EXPECT_TRUE((*again)->created);
+  EXPECT_NE((*again)->id, a->id);
+  EXPECT_EQ(Cli("hget 'dq:{dq}:names' n-batch"), MemberOf((*again)->id) + "dq:{one}:");
+}
+
+// A name that is a job id in decimal names that job when it has no name,
+// and no named job holds the name.
+TEST_F(RedisBackendTest, ANameInDecimalNamesTheJobOfThatId) {
+  auto b = Make(3'600'000);
+  SessionId s = SessionOn(*b, "dec");
+  auto plain = Put(*b, s, "plain", 0, "dec");
+  ASSERT_TRUE(plain.ok());
+  std::string id = std::to_string(plain->id);
+  int calls = Calls("fcall");
+  Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", id);
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
+  EXPECT_EQ(p.jobs[0].id, plain->id);
+  EXPECT_FALSE(p.jobs[0].named);
+  EXPECT_EQ(FinishByName(*b, id).code(), Code::kConflict);
+  // Not in canonical decimal: no job.
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", "0" + id).status.code(), Code::kNotFound);
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", "+" + id).status.code(), Code::kNotFound);
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", "99999999999999999999999").status.code(),
+            Code::kNotFound);
+  // A named job whose name is that id wins over the job of that id.
+  auto named = PutNamed(*b, "dec-2", id, "named");
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  p = Peek(*b, Backend::PeekKind::kName, 0, "", id);
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].id, named->id);
+  EXPECT_TRUE(p.jobs[0].named);
+  auto gone = DeleteByName(*b, id);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(gone->id, named->id);
+  // Then the name is the id's again.
+  p = Peek(*b, Backend::PeekKind::kName, 0, "", id);
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].id, plain->id);
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  calls = Calls("fcall");
+  auto done = FinishByName(*b, id);
+  EXPECT_EQ(Calls("fcall") - calls, 1);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->id, plain->id);
+  EXPECT_EQ(DeleteByName(*b, id).code(), Code::kNotFound);
+  // A named job's id is not a name of it.
+  auto n = PutNamed(*b, "dec", "not-a-number");
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", std::to_string(n->id)).status.code(),
+            Code::kNotFound);
+  EXPECT_EQ(DeleteByName(*b, std::to_string(n->id)).code(), Code::kNotFound);
+  EXPECT_TRUE(DeleteByName(*b, "not-a-number").ok());
+}
+
+// An entry of the names hash whose job is gone (or is not that name's)
+// holds nothing: it neither blocks a put nor names a job.
+TEST_F(RedisBackendTest, AStaleNameEntryIsFree) {
+  auto b = Make(3'600'000);
+  SessionId s = SessionOn(*b, "st");
+  auto plain = Put(*b, s, "plain", 0, "st", "k");
+  ASSERT_TRUE(plain.ok());
+  Cli("hset 'dq:{dq}:names' ghost 0000000000099dq:{st}:");
+  Cli("hset 'dq:{dq}:names' borrowed " + MemberOf(plain->id) + "dq:{st}:");
+  Cli("hset 'dq:{dq}:names' nowhere 0000000000001dq:{no-such-topic}:");
+  for (const char* name : {"ghost", "borrowed", "nowhere"}) {
+    EXPECT_EQ(Peek(*b, Backend::PeekKind::kName, 0, "", name).status.code(), Code::kNotFound)
+        << name;
+    EXPECT_EQ(FinishByName(*b, name).code(), Code::kNotFound) << name;
+    EXPECT_EQ(DeleteByName(*b, name).code(), Code::kNotFound) << name;
+    auto put = PutNamed(*b, "st-2", name);
+    ASSERT_TRUE(put.ok()) << name << ": " << put.status().ToString();
+    EXPECT_TRUE(put->created);
+    EXPECT_EQ(Cli(std::string("hget 'dq:{dq}:names' ") + name), MemberOf(put->id) + "dq:{st-2}:");
+    Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", name);
+    ASSERT_EQ(p.jobs.size(), 1u) << name;
+    EXPECT_EQ(p.jobs[0].id, put->id);
+  }
+  // The job the entry pointed at is untouched.
+  EXPECT_EQ(Peek(*b, Backend::PeekKind::kId, plain->id).jobs.size(), 1u);
+}
+
+// The call by name takes its time from the instance's clock under
+// Options::time_from_clock, as every topic function does: a TTR that ran
+// out in virtual time is applied before the finish looks at the job.
+TEST_F(RedisBackendTest, CallsByNameRunOnTheTestsClock) {
+  struct ManualClock : Clock {
+    TimeUs NowUs() const override { return us; }
+    TimeUs us = TimeUs{4'000'000'000'000} * 1000;
+  } clock;
+  RedisBackend::Options o;
+  o.sweep_ms = 3'600'000;
+  o.time_from_clock = true;
+  auto b = testing::StartRedisBackend(io_, redis_.url(), o, clock, milliseconds(5000));
+  SessionId s = SessionOn(*b, "vt");
+  auto a = PutNamed(*b, "vt", "v", "body", 0, 1000);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
+  clock.us += 500'000;
+  Jobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "v");
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].state, JobState::kReserved);
+  clock.us += 600'000;  // past its TTR
+  auto f = FinishByName(*b, "v");
+  EXPECT_EQ(f.code(), Code::kConflict) << f.status().ToString();
+  p = Peek(*b, Backend::PeekKind::kName, 0, "", "v");
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].state, JobState::kReady);
+  auto js = StatsJob(*b, a->id);
+  ASSERT_TRUE(js.ok());
+  EXPECT_EQ(js->timeouts, 1u);
+}
+
 TEST_F(RedisBackendTest, ReloadsItsFunctionsWhenRedisLostThem) {
   auto b = Make();
   SessionId s = b->OpenSession();
@@ -1431,6 +1752,25 @@ TEST_F(RedisClusterTest, TopicsSpreadOverTheMastersAndWorkAcrossInstances) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->total_jobs, 13u);
   EXPECT_EQ(all->reserved, 1u);
+}
+
+// Names are unique across topics, which a cluster cannot keep in one call:
+// a named put and the operations by name are refused there.
+TEST_F(RedisClusterTest, TheRoutesByNameNeedOneServer) {
+  auto a = MakeOnCluster();
+  const std::string why =
+      "the Youzan-style routes need a single Redis server: on a cluster an id cannot be kept "
+      "unique across topics in one call";
+  auto put = PutNamed(*a, "t", "n");
+  EXPECT_EQ(put.code(), Code::kInvalidArgument);
+  EXPECT_EQ(put.status().message(), why);
+  EXPECT_EQ(FinishByName(*a, "n").status().message(), why);
+  EXPECT_EQ(DeleteByName(*a, "n").code(), Code::kInvalidArgument);
+  Jobs p = Peek(*a, Backend::PeekKind::kName, 0, "", "n");
+  EXPECT_EQ(p.status.code(), Code::kInvalidArgument);
+  EXPECT_EQ(p.status.message(), why);
+  // An ordinary keyed put is as before.
+  EXPECT_TRUE(Put(*a, 0, "x", 0, "t", "n").ok());
 }
 
 }  // namespace

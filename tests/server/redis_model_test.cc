@@ -662,7 +662,7 @@ TEST_F(RedisModelTest, RandomOperationsMatchTheReference) {
         case Backend::PeekKind::kBuried:
           a = ref.PeekBuried(now, topic);
           break;
-        case Backend::PeekKind::kName:  // not picked: the model has no names
+        case Backend::PeekKind::kName:  // not picked (pick(5)): names are tested on their own
           break;
       }
       what += "peek " + std::to_string(static_cast<int>(kind)) + " " + std::to_string(job) + " " +
