@@ -202,6 +202,33 @@ TEST_F(Youzan, DeleteInAnyStateAndALateFinish) {
   EXPECT_EQ(StateOf(buried), "");
 }
 
+// Two instances on one Redis share the names: an id pushed through one is
+// refused in another topic through the other, and finished there.
+TEST_F(Youzan, TwoInstancesShareTheNames) {
+  if (!AgainstRedis()) GTEST_SKIP() << "one Local backend is one instance";
+  ServerProcess second;
+  std::string error;
+  ASSERT_TRUE(second.Start(DelayqdPath(), {"--backend", redis_.url()}, &error)) << error;
+  const uint16_t port2 = HttpPortOf(second);
+  ASSERT_NE(port2, 0);
+  auto y2 = [&](std::string_view route, std::string body) {
+    HttpClient c(port2);
+    return Json(c.Call("POST", route, body).body);
+  };
+  EXPECT_EQ(Message(Push("a", "shared")), "added");
+  auto dup = y2("/push", R"({"topic":"b","id":"shared","delay":0,"ttr":60})");
+  EXPECT_EQ(Code(dup), 1);
+  EXPECT_EQ(Message(dup), "id 'shared' belongs to a job in topic 'a'");
+  auto pop = y2("/pop", R"({"topic":"a","timeout":0})");
+  ASSERT_TRUE(pop["data"].IsObject());
+  EXPECT_EQ(std::string(pop["data"]["id"].GetString()), "shared");
+  EXPECT_EQ(Code(y2("/finish", Id("shared"))), 0);
+  EXPECT_TRUE(Y("/get", Id("shared"))["data"].IsNull());
+  EXPECT_EQ(Message(Push("b", "shared")), "added");
+  int st = second.Stop();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 // Names survive a crash: a named job far beyond the horizon (on disk only)
 // still holds its name after kill -9 and a restart.
 TEST(YouzanDurable, NameOfAColdJobSurvivesKill9) {
