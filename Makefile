@@ -142,7 +142,7 @@ bench: SHELL := /bin/bash
 bench: .SHELLFLAGS := -o pipefail -c
 bench: build
 	@test -x $(BUILD_DIR)/engine_bench || \
-	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (no bench/engine_bench.cc yet)" >&2; exit 1; }
+	  { echo "bench: $(BUILD_DIR)/engine_bench was not built (CMake builds it only when bench/engine_bench.cc exists)" >&2; exit 1; }
 	@mkdir -p $(BENCH_OUT)
 	$(BUILD_DIR)/engine_bench | tee $(BENCH_OUT)/engine.txt
 	bash bench/server_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/server.txt

@@ -30,7 +30,7 @@
 #
 # Environment knobs: HORIZON_BENCH_JOBS (delayed jobs, default 10000000),
 # HORIZON_BENCH_READY (ready jobs added for the restart, default 1000000),
-# HORIZON_BENCH_DELAY_S (86400), HORIZON_BENCH_CONNECTIONS (4) and
+# HORIZON_BENCH_DELAY_S (86400), HORIZON_BENCH_CONNECTIONS (16) and
 # HORIZON_BENCH_DEPTH (256): the fill's connections and puts in flight per
 # connection (delayqd's durable puts gain from more connections: about 60k/s
 # at 4, 95k/s at 16 on 2 cores; beanstalkd does ~200k/s either way), HORIZON_BENCH_ONLY=memory (no ready jobs, no restarts) or

@@ -1,5 +1,5 @@
 // beanstalkd 1.12 framing and command parsing; see beanstalk_decoder.h and
-// the semantics notes (§9). The 1.12 sources this mirrors are named beside
+// docs/protocol.md. The 1.12 sources this mirrors are named beside
 // each rule: prot.c scan_line_end, which_cmd, read_u64/read_u32,
 // read_tube_name, is_valid_tube, dispatch_cmd, conn_process_io.
 //

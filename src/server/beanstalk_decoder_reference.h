@@ -3,7 +3,8 @@
 // and dispatch_cmd's put path), with its fixed 224-byte command buffer and
 // reads of arbitrary sizes. It shares only ParseBeanLine() with BeanDecoder,
 // so comparing the two checks BeanDecoder's framing against the original's
-// buffer mechanics. Written from the semantics notes (§9), not copied.
+// buffer mechanics. Written from beanstalkd 1.12's behaviour as
+// beanstalk_decoder.h and docs/protocol.md describe it, not copied.
 #ifndef DELAYQ_SERVER_BEANSTALK_DECODER_REFERENCE_H_
 #define DELAYQ_SERVER_BEANSTALK_DECODER_REFERENCE_H_
 
