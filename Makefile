@@ -28,7 +28,8 @@ UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 CMAKE_GENERATOR_FLAGS := -G Ninja
 
 .DEFAULT_GOAL := build
-.PHONY: setup build build-asan test test-release test-asan fuzz bench run format clean
+.PHONY: setup build build-asan test test-release test-asan test-long fuzz fuzz-replay run-fuzzers \
+	bench run format format-check clean
 
 setup:
 	bash scripts/setup.sh
@@ -42,7 +43,7 @@ endef
 
 define configure_and_build_asan
 	$(CMAKE) -S . -B $(ASAN_BUILD_DIR) $(CMAKE_GENERATOR_FLAGS) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON -DDELAYQ_BENCH=OFF
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS)
 endef
 
@@ -63,12 +64,15 @@ build: setup
 build-asan: setup
 	$(configure_and_build_asan)
 
-# Release pass first; the sanitizer build and pass only if it succeeded.
-test: build
+# Release pass first; the sanitizer build and pass only if it succeeded;
+# then every fuzz target replays its corpus (long fuzzing: make fuzz).
+test: format-check build
 	$(ctest_release)
 	$(configure_and_build_asan)
 	$(ctest_asan)
-	$(run_fuzzers)
+	$(build_fuzzers)
+	$(replay_fuzzers)
+	$(MAKE) --no-print-directory run-fuzzers FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
 
 # libFuzzer targets (clang), run on scratch copies of their seed corpora for
 # FUZZ_SECONDS in all (split between the targets); a crash or a failed check
@@ -77,6 +81,8 @@ test: build
 # decoder (well past its 64 KiB job and 224-byte line limits); the seeds
 # include the hostile suite's inputs (JSON nested 300,000 deep, ...).
 FUZZ_SECONDS ?= 60
+# make test fuzzes this long in all, after the replay (make fuzz: FUZZ_SECONDS).
+TEST_FUZZ_SECONDS ?= 40
 FUZZ_DIR ?= build-fuzz
 FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
 FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 4 + 1)
@@ -89,30 +95,63 @@ FUZZ_MAX_LEN_BEANSTALK ?= 1048576
 FUZZ_HTTP_SOURCES = src/server/http_api.cc src/server/json_input.cc src/backend/local_backend.cc src/store/writer.cc \
 	src/store/journal.cc src/store/record_codec.cc \
 	$(filter-out %_test.cc,$(wildcard src/core/*.cc))
-define run_fuzzers
+define build_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
 	  $(FUZZ_DIR)/corpus-http-request
 	clang++ $(FUZZ_FLAGS) fuzz/beanstalk_decoder_fuzz.cc src/server/beanstalk_decoder.cc \
 	  -o $(FUZZ_DIR)/beanstalk_decoder_fuzz
+	clang++ $(FUZZ_FLAGS) fuzz/http_api_fuzz.cc $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_api_fuzz
+	clang++ $(FUZZ_FLAGS) fuzz/http_request_fuzz.cc src/server/http_request_reader.cc \
+	  $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_request_fuzz
+	clang++ $(FUZZ_FLAGS) fuzz/json_input_fuzz.cc src/server/json_input.cc \
+	  $(filter-out %_test.cc,$(wildcard src/core/*.cc)) -o $(FUZZ_DIR)/json_input_fuzz
+endef
+
+# Each target for FUZZ_SECONDS in all, on scratch copies of its corpus.
+define run_fuzzers
 	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_BEANSTALK) -dict=fuzz/beanstalk_decoder.dict \
 	  $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
-	clang++ $(FUZZ_FLAGS) fuzz/http_api_fuzz.cc $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_api_fuzz
 	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict $(FUZZ_DIR)/corpus-http fuzz/corpus/http
-	clang++ $(FUZZ_FLAGS) fuzz/http_request_fuzz.cc src/server/http_request_reader.cc \
-	  $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_request_fuzz
 	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_request.dict \
 	  $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request
-	clang++ $(FUZZ_FLAGS) fuzz/json_input_fuzz.cc src/server/json_input.cc \
-	  $(filter-out %_test.cc,$(wildcard src/core/*.cc)) -o $(FUZZ_DIR)/json_input_fuzz
 	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict $(FUZZ_DIR)/corpus-json fuzz/corpus/json
 endef
 
+# Each target once over its seed corpus (libFuzzer's -runs=0: every input
+# is run, nothing new is tried): what CI runs, in seconds.
+define replay_fuzzers
+	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
+	  fuzz/corpus/beanstalk
+	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/http
+	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) \
+	  fuzz/corpus/http-request
+	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/json
+endef
+
 fuzz: setup
+	$(build_fuzzers)
 	$(run_fuzzers)
+
+fuzz-replay: setup
+	$(build_fuzzers)
+	$(replay_fuzzers)
+
+# (make test's short fuzzing, on the targets it built.)
+run-fuzzers:
+	$(run_fuzzers)
+
+# The randomized model tests at sizes too large for every run: the engine
+# against its reference, the Redis backend against it, the horizon against
+# a backend without one, and the crash test's rounds.
+LONG_MODEL_OPS ?= 20000000
+test-long: build
+	DELAYQ_MODEL_OPS=$(LONG_MODEL_OPS) DELAYQ_REDIS_MODEL_OPS=400000 DELAYQ_HORIZON_OPS=100000 \
+	  DELAYQ_CRASH_ROUNDS=40 $(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) \
+	  -R 'Model|Random|Crash'
 
 test-release: build
 	$(ctest_release)
@@ -171,6 +210,14 @@ format:
 	  find include src tests bench \( -name '*.h' -o -name '*.hh' -o -name '*.hpp' \
 	    -o -name '*.cc' -o -name '*.cpp' \) -print0 2>/dev/null; \
 	fi | xargs -0 -r $(CLANG_FORMAT) -i
+
+# Fails, naming the files, when a tracked C++ source is not as make format
+# would leave it (make test runs it first: seconds).
+format-check:
+	@command -v $(CLANG_FORMAT) >/dev/null || { echo "format-check: $(CLANG_FORMAT) not found; run make setup" >&2; exit 1; }
+	@git ls-files -z -- '*.h' '*.hh' '*.hpp' '*.cc' '*.cpp' | \
+	  xargs -0 -r $(CLANG_FORMAT) --dry-run -Werror || \
+	  { echo "format-check: run make format" >&2; exit 1; }
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_DIR)

@@ -25,10 +25,9 @@ class ManualClock : public backend::Clock {
 };
 
 const std::set<int> kStatuses = {200, 201, 400, 404, 405, 409, 413, 503};
-const std::set<std::string> kCodes = {"bad_json",    "invalid_argument",   "bad_request",
-                                      "not_found",   "method_not_allowed", "conflict",
-                                      "job_too_big", "draining",           "unavailable",
-                                      "lease_lost"};
+const std::set<std::string> kCodes = {
+    "bad_json", "invalid_argument", "bad_request", "not_found",   "method_not_allowed",
+    "conflict", "job_too_big",      "draining",    "unavailable", "lease_lost"};
 
 void CheckReply(const server::HttpReply& r) {
   FUZZ_CHECK(kStatuses.count(r.status) == 1, r.body.c_str());

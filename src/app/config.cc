@@ -386,7 +386,8 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
       "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
       "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS, DELAYQ_MAX_CONNECTIONS,\n"
-      "DELAYQ_MAX_REPLY_MEMORY, DELAYQ_MAX_WAITING. Documentation: docs/configuration.md, docs/limits.md.");
+      "DELAYQ_MAX_REPLY_MEMORY, DELAYQ_MAX_WAITING. Documentation: docs/configuration.md, "
+      "docs/limits.md.");
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // program name

@@ -94,9 +94,9 @@ class BeanstalkHandler {
   std::string out_;
   size_t out_limit_ = kMaxOutput;
   bool blocked_ = false;
-  bool reserving_ = false;   // the blocking command is a reserve
+  bool reserving_ = false;        // the blocking command is a reserve
   bool counted_waiting_ = false;  // in ServerContext::waiting
-  bool in_command_ = false;  // inside Execute: completions are synchronous
+  bool in_command_ = false;       // inside Execute: completions are synchronous
   bool close_ = false;
   bool producer_ = false;
   bool worker_ = false;

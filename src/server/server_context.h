@@ -78,9 +78,9 @@ struct ServerContext {
   // --max-waiting; logged once per 10 s).
   TimeMs WaitFor(TimeMs timeout_ms, std::string_view protocol) {
     if (timeout_ms == 0 || max_waiting == 0 || waiting < max_waiting) return timeout_ms;
-    warn.Warn("max_waiting",
-              "protocol=" + std::string(protocol) + " max_waiting=" + std::to_string(max_waiting) +
-                  " note=\"a reserve takes a ready job or is answered at once\"");
+    warn.Warn("max_waiting", "protocol=" + std::string(protocol) +
+                                 " max_waiting=" + std::to_string(max_waiting) +
+                                 " note=\"a reserve takes a ready job or is answered at once\"");
     return 0;
   }
 
