@@ -15,6 +15,7 @@
 
 #include "store/journal.h"
 #include "store/mem_store.h"
+#include "test_seed.h"
 
 namespace delayq::backend {
 namespace {
@@ -717,9 +718,7 @@ TEST_F(HorizonTest, RandomOperationsMatchABackendWithoutHorizon) {
   store::MemStore mem_a, mem_b;
   auto a = MakeWithHorizon(&mem_a, /*horizon=*/2'000, /*batch=*/3);
   auto b = MakeWithHorizon(&mem_b, /*horizon=*/0);
-  uint64_t seed = 20261121;
-  if (const char* env = std::getenv("DELAYQ_HORIZON_SEED")) seed = std::strtoull(env, nullptr, 10);
-  std::mt19937_64 rng(seed);
+  std::mt19937_64 rng(delayq::testing::TestSeed(20261121, "DELAYQ_HORIZON_SEED"));
   auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
   std::vector<SessionId> sessions;
   for (int i = 0; i < 3; ++i) {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "test_seed.h"
+
 namespace delayq::backend::resp {
 namespace {
 
@@ -36,7 +38,7 @@ std::string Mine(const std::vector<std::string>& args) {
 TEST(RespTest, FormatsAsHiredisDoes) {
   EXPECT_EQ(Mine({"PING"}), "*1\r\n$4\r\nPING\r\n");
   EXPECT_EQ(Mine({"SET", "k", ""}), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
-  std::mt19937 rng(7);
+  std::mt19937 rng(static_cast<uint32_t>(delayq::testing::TestSeed(7)));
   for (int round = 0; round < 300; ++round) {
     std::vector<std::string> args;
     size_t count = 1 + rng() % (round % 10 == 0 ? 1200 : 12);

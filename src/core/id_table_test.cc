@@ -6,12 +6,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "test_seed.h"
+
 namespace delayq::core {
 namespace {
 
 TEST(IdTable, InsertFindEraseAgainstUnorderedMap) {
   JobPool pool;
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(delayq::testing::TestSeed(7));
   IdTable t;
   std::unordered_map<JobId, Job*> ref;
   JobId next = 1;

@@ -6,12 +6,14 @@
 #include <set>
 #include <vector>
 
+#include "test_seed.h"
+
 namespace delayq::core {
 namespace {
 
 TEST(ReadyQueue, PriorityThenIdWithArbitraryRemoval) {
   JobPool pool;
-  std::mt19937 rng(3);
+  std::mt19937 rng(static_cast<uint32_t>(delayq::testing::TestSeed(3)));
   ReadyQueue q;
   auto less = [](const Job* a, const Job* b) { return ReadyBefore(a, b); };
   std::set<Job*, decltype(less)> ref(less);

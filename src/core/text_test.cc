@@ -5,6 +5,8 @@
 #include <random>
 #include <string>
 
+#include "test_seed.h"
+
 namespace delayq {
 namespace {
 
@@ -54,7 +56,7 @@ TEST(Text, BodiesAndBase64) {
   for (const char* bad : {"Z===", "Zg=a", "Zm9v!A==", "=Zm9", "====", "Zg", "Zm8",
                           "Zg=", "Zm9v=", "Zh==", "Zm9=", "Zm 9v", "Zm9v\n", "Zg==Zg=="})
     EXPECT_FALSE(Base64Decode(bad, &out)) << bad;
-  std::mt19937 rng(7);
+  std::mt19937 rng(static_cast<uint32_t>(delayq::testing::TestSeed(7)));
   for (size_t n = 0; n < 300; ++n) {
     std::string bytes(n, '\0');
     for (char& c : bytes) c = static_cast<char>(rng());

@@ -8,6 +8,8 @@
 #include <set>
 #include <vector>
 
+#include "test_seed.h"
+
 namespace delayq::core {
 namespace {
 
@@ -120,7 +122,7 @@ TEST(TimingWheel, VisitInTimeOrderVisitsEarlierSlotsFirst) {
 
 // Random inserts, removes and advances against a std::multimap of due times.
 TEST(TimingWheel, RandomAgainstOrderedMap) {
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(delayq::testing::TestSeed(42));
   Jobs jobs;
   TimingWheel w(123456);
   std::map<JobId, Job*> live;
@@ -163,7 +165,7 @@ TEST(TimingWheel, RandomAgainstOrderedMap) {
 // jobs share their slots with many others (more than it walks: then the
 // slot's start, never later than the earliest due time).
 TEST(TimingWheel, NextEventIsTheEarliestDueTime) {
-  std::mt19937_64 rng(7);
+  std::mt19937_64 rng(delayq::testing::TestSeed(7));
   Jobs jobs;
   TimingWheel w(1'000'000);
   std::map<JobId, Job*> live;

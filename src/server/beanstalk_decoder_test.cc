@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/beanstalk_decoder_reference.h"
+#include "test_seed.h"
 
 namespace delayq::server {
 namespace {
@@ -1028,7 +1029,7 @@ TEST(BeanDecoderSplit, RandomInputsAtEveryByte) {
 }
 
 TEST(BeanDecoderSplit, RandomInputsInRandomChunks) {
-  std::mt19937 rng(99);
+  std::mt19937 rng(static_cast<uint32_t>(delayq::testing::TestSeed(99)));
   for (uint32_t seed = 100; seed < 300; ++seed) {
     std::string input = RandomInput(seed);
     size_t max = seed % 3 == 0 ? 0 : 64;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "test_seed.h"
+
 namespace delayq::store {
 namespace {
 
@@ -45,7 +47,7 @@ JobRecord RandomRecord(std::mt19937_64& rng) {
 }
 
 TEST(RecordCodec, RoundTripsEveryField) {
-  std::mt19937_64 rng(11);
+  std::mt19937_64 rng(delayq::testing::TestSeed(11));
   for (int i = 0; i < 2000; ++i) {
     JobRecord r = RandomRecord(rng);
     std::string body(rng() % 3 == 0 ? 0 : rng() % 70000, '\0');
@@ -61,7 +63,7 @@ TEST(RecordCodec, RoundTripsEveryField) {
 }
 
 TEST(RecordCodec, EveryTruncationAndDamageIsAnErrorNotACrash) {
-  std::mt19937_64 rng(12);
+  std::mt19937_64 rng(delayq::testing::TestSeed(12));
   JobRecord r = RandomRecord(rng);
   std::string value;
   EncodeJobValue(r, "some body bytes", &value);

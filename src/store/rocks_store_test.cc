@@ -15,6 +15,7 @@
 #include "store/mem_store.h"
 #include "store/record_codec.h"
 #include "temp_dir.h"
+#include "test_seed.h"
 
 namespace delayq::store {
 namespace {
@@ -172,7 +173,7 @@ TEST_F(RocksStoreTest, AKeyPassesFromADeletedJobToANewOneInOneBatch) {
 // change): after every batch, every job, key and due entry must agree, also
 // across reopens.
 TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
-  std::mt19937_64 rng(20261122);
+  std::mt19937_64 rng(delayq::testing::TestSeed(20261122));
   auto pick = [&](uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng); };
   const std::vector<std::string> topics = {"orders", "mail"};
   const std::vector<std::string> keys = {"", "", "a", "b", "c", "d"};
