@@ -13,8 +13,11 @@
 //
 // Build and run by hand:
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I src -I include \
-//     fuzz/http_api_fuzz.cc src/server/http_api.cc src/backend/local_backend.cc \
-//     src/store/writer.cc src/store/record_codec.cc src/core/*.cc (minus *_test.cc) \
+//     fuzz/http_api_fuzz.cc src/server/http_api.cc src/server/http_json.cc \
+//     src/server/http_input.cc src/server/http_native.cc src/server/http_youzan.cc \
+//     src/server/json_input.cc src/backend/local_backend.cc \
+//     src/store/writer.cc src/store/journal.cc src/store/record_codec.cc \
+//     src/core/*.cc (minus *_test.cc) \
 //     -o /tmp/http_api_fuzz
 //   /tmp/http_api_fuzz -max_total_time=60 -dict=fuzz/http_api.dict /tmp/corpus fuzz/corpus/http
 #include <rapidjson/document.h>

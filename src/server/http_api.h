@@ -1,7 +1,8 @@
 // The HTTP/JSON API's logic, free of sockets and of Beast: a request
 // (method, target, body) in, a status and a JSON body out, through the
 // backend. docs/http-api.md describes every route; this file is its one
-// implementation, and the routing table in http_api.cc is its one list.
+// implementation, and the routing table in http_api.cc is its one list
+// (the handlers: http_native.cc and http_youzan.cc).
 //
 // Two faces share it: delayq's own REST-style routes (/topics/..., /jobs/...,
 // /reserve, /stats, /healthz) and the Youzan-style routes of the widely used

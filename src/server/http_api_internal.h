@@ -1,0 +1,104 @@
+// What the HTTP API's sources share besides JSON in and out: HttpApiRoutes,
+// HttpApi's friend that holds the route table and every route's handler.
+// http_api.cc defines the table, the dispatch and the reserve both faces
+// use; http_native.cc the native routes and their shared steps;
+// http_youzan.cc the Youzan-style routes.
+//
+// Private to those three files. Thread: the loop thread, as HttpApi.
+#ifndef DELAYQ_SERVER_HTTP_API_INTERNAL_H_
+#define DELAYQ_SERVER_HTTP_API_INTERNAL_H_
+
+#include <rapidjson/document.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "server/http_api.h"
+#include "server/http_input.h"
+#include "server/http_json.h"
+
+namespace delayq::server {
+
+// The route handlers, with access to the API's state.
+struct HttpApiRoutes {
+  using Params = std::vector<std::string>;
+  using Handler = void (*)(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                           HttpApi::CallId*);
+  struct Route {
+    std::string_view method;
+    std::vector<std::string_view> path;  // ":x" segments capture
+    Handler handler;
+  };
+  static const std::vector<Route>& Table();
+
+  // ---- shared steps ----
+  static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
+                      uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,
+                      HttpApi::CallId* call);
+  static void ReplyJobs(std::vector<OwnedJob> jobs, HttpApi::Reply done);
+  static void ReplyJob(Status st, backend::Jobs jobs, HttpApi::Reply done);
+  // An operation on one job that a lease holds: the body's "lease" read
+  // here, `op` reads the rest of the body and makes the one backend call,
+  // and `reply` words its answer.
+  static void LeaseOp(const HttpRequest& req, const Params& p, HttpApi::Reply&& done,
+                      const std::function<void(const backend::Claim&, JobId, Fields&,
+                                               backend::Callback<JobChange>)>& op,
+                      HttpReply (*reply)(const Result<JobChange>&) = ChangeReply);
+  static void PutMany(HttpApi& api, std::string topic, std::shared_ptr<std::vector<PutSpec>> specs,
+                      bool batch, std::shared_ptr<rapidjson::Document> doc, HttpApi::Reply done);
+
+  // ---- native routes ----
+  static void Healthz(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void ServerStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                         HttpApi::CallId*);
+  static void TopicStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                         HttpApi::CallId*);
+  static void Put(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void ReserveRoute(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                           HttpApi::CallId*);
+  static void GetJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                     HttpApi::CallId*);
+  static void GetByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                       HttpApi::CallId*);
+  static void DeleteJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                        HttpApi::CallId*);
+  static void DeleteByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  static void Finish(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                     HttpApi::CallId*);
+  static void Release(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void Bury(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void Touch(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void KickJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void KickTopic(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                        HttpApi::CallId*);
+  static void Pause(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void Clear(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  // ---- Youzan-style routes ----
+  static void YPush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                    HttpApi::CallId*);
+  static void YPop(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void YFinish(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void YDelete(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void YById(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, bool finish);
+  static void YGet(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_HTTP_API_INTERNAL_H_
