@@ -28,7 +28,7 @@ UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 CMAKE_GENERATOR_FLAGS := -G Ninja
 
 .DEFAULT_GOAL := build
-.PHONY: setup build build-asan test test-release test-asan test-long fuzz fuzz-replay run-fuzzers \
+.PHONY: setup build build-asan test test-release test-asan test-tsan test-long fuzz fuzz-replay \
 	bench run format format-check clean
 
 setup:
@@ -72,7 +72,7 @@ test: format-check build
 	$(ctest_asan)
 	$(build_fuzzers)
 	$(replay_fuzzers)
-	$(MAKE) --no-print-directory run-fuzzers FUZZ_SECONDS=$(TEST_FUZZ_SECONDS)
+	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 4 + 1))
 
 # libFuzzer targets (clang), run on scratch copies of their seed corpora for
 # FUZZ_SECONDS in all (split between the targets); a crash or a failed check
@@ -109,17 +109,17 @@ define build_fuzzers
 	  $(filter-out %_test.cc,$(wildcard src/core/*.cc)) -o $(FUZZ_DIR)/json_input_fuzz
 endef
 
-# Each target for FUZZ_SECONDS in all, on scratch copies of its corpus.
+# Each target for $(1) seconds, on scratch copies of its corpus.
 define run_fuzzers
-	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
+	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_BEANSTALK) -dict=fuzz/beanstalk_decoder.dict \
 	  $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
+	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict $(FUZZ_DIR)/corpus-http fuzz/corpus/http
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
+	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_request.dict \
 	  $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request
-	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -max_total_time=$(FUZZ_EACH) -print_final_stats=1 \
+	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict $(FUZZ_DIR)/corpus-json fuzz/corpus/json
 endef
 
@@ -136,15 +136,11 @@ endef
 
 fuzz: setup
 	$(build_fuzzers)
-	$(run_fuzzers)
+	$(call run_fuzzers,$(FUZZ_EACH))
 
 fuzz-replay: setup
 	$(build_fuzzers)
 	$(replay_fuzzers)
-
-# (make test's short fuzzing, on the targets it built.)
-run-fuzzers:
-	$(run_fuzzers)
 
 # The randomized model tests at sizes too large for every run: the engine
 # against its reference, the Redis backend against it, the horizon against
@@ -157,6 +153,20 @@ test-long: build
 
 test-release: build
 	$(ctest_release)
+
+# ThreadSanitizer over the tests whose code crosses threads: the store's
+# writer thread and its callbacks, the journal's syncer, the loop's
+# polling, the Local backend's durability pipeline, the crash test's
+# clients (docs/architecture.md, "Threads"). Its own build (build-tsan/):
+# not part of make test, which it would lengthen by a whole compilation.
+TSAN_BUILD_DIR ?= build-tsan
+TSAN_TESTS ?= Writer|Journal|LocalBackend|Horizon|RunEventLoop|EventLoop|HttpApiStore|Compaction|DiskFull|RocksStore|Crash
+test-tsan: setup
+	$(CMAKE) -S . -B $(TSAN_BUILD_DIR) $(CMAKE_GENERATOR_FLAGS) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_WERROR=ON -DDELAYQ_BENCH=OFF
+	$(CMAKE) --build $(TSAN_BUILD_DIR) -j $(JOBS) --target delayq_server_tests delayq_core_tests
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 DELAYQ_CRASH_ROUNDS=3 \
+	  $(CTEST) --test-dir $(TSAN_BUILD_DIR) --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 test-asan: build-asan
 	$(ctest_asan)
@@ -222,4 +232,4 @@ format-check:
 	  { echo "format-check: run make format" >&2; exit 1; }
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_BUILD_DIR) $(TSAN_BUILD_DIR) $(FUZZ_DIR)
