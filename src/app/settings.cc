@@ -128,12 +128,12 @@ const Setting kSettings[] = {
     {.flags = "--busy-poll-us",
      .env = "DELAYQ_BUSY_POLL_US",
      .toml = "busy_poll_us",
-     .metavar = "MICROSECONDS",
+     .metavar = "N",
      .kind = K::kCount,
      .field = &Config::busy_poll_us,
      .lo = 0,
      .hi = 1'000'000,
-     .help = "Poll up to this long for more work before sleeping, while polls pay (default 200; "
+     .help = "Poll up to N µs for more work before sleeping, while polls pay (default 200;\n"
              "0: never poll)",
      .doc = "when the loop runs out of work, poll the sockets for up to N µs before sleeping in "
             "the kernel, but only while recent polls found work in time (adaptive: an idle "
