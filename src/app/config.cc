@@ -6,79 +6,73 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <map>
 #include <sstream>
 
-#include "backend/redis_backend.h"
+#include "app/settings.h"
 #include "delayq/duration.h"
 #include "server/server_context.h"
 
+// Every setting is a row of the table in settings.cc; this file reads the
+// rows' values from each source by the row's kind.
 namespace delayq::app {
 namespace {
 
-constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+using K = SettingKind;
 
-Status CheckFsync(const std::string& fsync) {
-  if (fsync == "always" || fsync == "everysec" || fsync == "no") return Status::Ok();
-  return Status::InvalidArgument("fsync must be one of always, everysec, no (not '" + fsync + "')");
+// Writes `v` into `s`'s integer member (port, count, memory, duration).
+void SetNumber(const Setting& s, Config* c, int64_t v) {
+  std::visit(
+      [&](auto field) {
+        using F = decltype(field);
+        if constexpr (std::is_same_v<F, uint16_t Config::*> ||
+                      std::is_same_v<F, uint32_t Config::*> ||
+                      std::is_same_v<F, uint64_t Config::*> ||
+                      std::is_same_v<F, TimeMs Config::*>) {
+          c->*field = static_cast<std::remove_reference_t<decltype(c->*field)>>(v);
+        }
+      },
+      s.field);
 }
 
-// "5m", "90s", ... at least a second, or "0" / "off": every job in memory.
-Status ParseHorizon(const std::string& text, TimeMs* out) {
-  if (text == "off") return *out = 0, Status::Ok();
+void SetText(const Setting& s, Config* c, const std::string& v) {
+  c->*std::get<std::string Config::*>(s.field) = v;
+}
+
+uint64_t GetNumber(const Setting& s, const Config& c) {
+  uint64_t out = 0;
+  std::visit(
+      [&](auto field) {
+        using F = decltype(field);
+        if constexpr (std::is_same_v<F, uint16_t Config::*> ||
+                      std::is_same_v<F, uint32_t Config::*> ||
+                      std::is_same_v<F, uint64_t Config::*>) {
+          out = c.*field;
+        }
+      },
+      s.field);
+  return out;
+}
+
+// kDuration: "5m", "90s", ... (at least s.lo ms unless 0), or "off": 0.
+Status ParseDurationText(const Setting& s, const std::string& text, Config* c) {
+  if (text == "off") return SetNumber(s, c, 0), Status::Ok();
   auto d = ParseDuration(text);
-  if (!d.ok() || (*d > 0 && *d < 1'000))
-    return Status::InvalidArgument(
-        "horizon must be a duration of at least 1s (like 5m), or off (not '" + text + "')");
-  *out = *d;
+  if (!d.ok() || (s.lo > 0 && *d > 0 && *d < s.lo)) {
+    std::string least = s.lo > 0 ? " of at least " + FormatDuration(s.lo) : "";
+    return Status::InvalidArgument(SettingWhat(s) + " must be a duration" + least + " (like " +
+                                   s.example + "), or off (not '" + text + "')");
+  }
+  SetNumber(s, c, *d);
   return Status::Ok();
 }
 
-// The HTTP connection's timeouts: each a duration ("60s", "5m", ...), or
-// "0" / "off" for none. One row each: its TOML key, flag, variable, name in
-// errors, help and field.
-struct HttpTimeout {
-  const char* key;
-  const char* flag;
-  const char* env;
-  const char* what;
-  const char* help;
-  TimeMs Config::*field;
-};
-constexpr HttpTimeout kHttpTimeouts[] = {
-    {"http_idle_timeout", "--http-idle-timeout", "DELAYQ_HTTP_IDLE_TIMEOUT", "http idle timeout",
-     "Close an HTTP connection idle this long (default 60s; off: never)",
-     &Config::http_idle_timeout_ms},
-    {"http_header_timeout", "--http-header-timeout", "DELAYQ_HTTP_HEADER_TIMEOUT",
-     "http header timeout",
-     "Answer 408 and close when a request's header takes longer than this from\n"
-     "its first byte (default 10s; off: no limit)",
-     &Config::http_header_timeout_ms},
-    {"http_body_timeout", "--http-body-timeout", "DELAYQ_HTTP_BODY_TIMEOUT", "http body timeout",
-     "Answer 408 and close when a request's body takes longer than this after\n"
-     "its header (default 60s; off: no limit)",
-     &Config::http_body_timeout_ms},
-};
-
-Status ParseHttpTimeout(const HttpTimeout& t, const std::string& text, Config* c) {
-  if (text == "off") return c->*t.field = 0, Status::Ok();
-  auto d = ParseDuration(text);
-  if (!d.ok())
-    return Status::InvalidArgument(std::string(t.what) +
-                                   " must be a duration (like 60s), or off (not '" + text + "')");
-  c->*t.field = *d;
-  return Status::Ok();
-}
-
-constexpr int64_t kMaxTopicsLimit = 100'000'000;
-
-// "0", "1048576", "512mb", "2gb" (k, m, g: powers of 1024, as Redis reads
-// its maxmemory), at least 1 MiB unless 0.
-Status ParseMemory(const std::string& text, uint64_t* out) {
+// kMemory: "0", "1048576", "512mb", "2gb" (k, m, g: powers of 1024, as Redis
+// reads its maxmemory), at least s.min_nonzero unless 0.
+Status ParseMemoryText(const Setting& s, const std::string& text, Config* c) {
   Status bad = Status::InvalidArgument(
-      "max memory must be a number of bytes, optionally with kb, mb or gb (like 512mb), at "
-      "least 1mb, or 0 for no limit (not '" +
-      text + "')");
+      SettingWhat(s) + " must be a number of bytes, optionally with kb, mb or gb (like " +
+      s.example + "), at least " + std::to_string(s.min_nonzero >> 20) +
+      "mb, or 0 for no limit (not '" + text + "')");
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0 || digits > 15) return bad;
@@ -97,15 +91,19 @@ Status ParseMemory(const std::string& text, uint64_t* out) {
   }
   if (n > UINT64_MAX / scale) return bad;
   uint64_t bytes = n * scale;
-  if (bytes != 0 && bytes < (1ull << 20)) return bad;
-  *out = bytes;
+  if (bytes != 0 && bytes < s.min_nonzero) return bad;
+  SetNumber(s, c, static_cast<int64_t>(bytes));
   return Status::Ok();
 }
 
-const HttpTimeout* FindHttpTimeout(std::string_view key) {
-  for (const HttpTimeout& t : kHttpTimeouts)
-    if (key == t.key) return &t;
-  return nullptr;
+// The kinds whose text is parsed the same way from every source.
+Status ParseText(const Setting& s, const std::string& text, Config* c) {
+  return s.kind == K::kDuration ? ParseDurationText(s, text, c) : ParseMemoryText(s, text, c);
+}
+
+bool InRange(const Setting& s, int64_t v) {
+  return v >= s.lo && v <= s.hi &&
+         (s.min_nonzero == 0 || v == 0 || static_cast<uint64_t>(v) >= s.min_nonzero);
 }
 
 // "1", "true", "yes", "on" / "0", "false", "no", "off".
@@ -115,12 +113,6 @@ bool ParseBool(const std::string& v, bool* out) {
   return false;
 }
 
-Status CheckLevel(const std::string& level) {
-  for (const char* l : kLevels)
-    if (level == l) return Status::Ok();
-  return Status::InvalidArgument("log level must be one of trace, debug, info, warn, error, off");
-}
-
 std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
   std::string prefix = name + "=";
   for (const std::string& e : env)
@@ -128,29 +120,61 @@ std::string EnvValue(const std::vector<std::string>& env, const std::string& nam
   return {};
 }
 
-// --max-reply-memory: 0 (no limit) or at least kMinReplyMemory.
-Status CheckReplyMemory(uint64_t bytes) {
-  if (bytes == 0 || (bytes >= kMinReplyMemory && bytes <= kMaxReplyMemoryLimit))
-    return Status::Ok();
-  return Status::InvalidArgument(
-      "max reply memory must be 0 (no limit) or 1048576..1099511627776 bytes (not " +
-      std::to_string(bytes) + ")");
-}
-
-// An unsigned number in lo..hi from the environment variable `name`, if it
-// is set.
-Status EnvUint(const std::vector<std::string>& env, const std::string& name, uint64_t lo,
-               uint64_t hi, uint64_t* out) {
-  const std::string v = EnvValue(env, name);
-  if (v.empty()) return Status::Ok();
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0 || v[0] == '-' || n < lo || n > hi)
-    return Status::InvalidArgument(name + " must be " + std::to_string(lo) + ".." +
-                                   std::to_string(hi));
-  *out = n;
-  return Status::Ok();
+// One TOML key's value.
+Status FromToml(const Setting& s, const toml::node& node, const std::string& path, Config* c) {
+  auto bad = [&](const std::string& want) {
+    return Status::InvalidArgument("config file " + path + ": '" + s.toml + "' must be " + want);
+  };
+  auto text_failed = [&](const Status& st) {
+    return Status::InvalidArgument("config file " + path + ": " + st.message());
+  };
+  switch (s.kind) {
+    case K::kString:
+    case K::kEnum: {
+      auto v = node.value<std::string>();
+      if (!v) return bad("a string");
+      SetText(s, c, *v);
+      return Status::Ok();
+    }
+    case K::kPort:
+    case K::kCount: {
+      auto v = node.value<int64_t>();
+      if (!v || !InRange(s, *v)) {
+        if (s.min_nonzero != 0)
+          return bad("0 or an integer " + std::to_string(s.min_nonzero) + ".." +
+                     std::to_string(s.hi));
+        return bad("an integer " + std::to_string(s.lo) + ".." + std::to_string(s.hi));
+      }
+      SetNumber(s, c, *v);
+      return Status::Ok();
+    }
+    case K::kBool: {
+      auto v = node.value<bool>();
+      if (!v) return bad("true or false");
+      c->*std::get<bool Config::*>(s.field) = *v;
+      return Status::Ok();
+    }
+    case K::kDuration: {
+      auto v = node.value<std::string>();
+      if (!v) return bad(std::string("a string (like \"") + s.example + "\", or \"off\")");
+      if (Status st = ParseText(s, *v, c); !st.ok()) return text_failed(st);
+      return Status::Ok();
+    }
+    case K::kMemory: {
+      std::string text;
+      if (auto n = node.value<int64_t>(); n && *n >= 0) {
+        text = std::to_string(*n);
+      } else if (auto v = node.value<std::string>(); v) {
+        text = *v;
+      } else {
+        return bad(std::string("a number of bytes or a string like \"") + s.example + "\"");
+      }
+      if (Status st = ParseText(s, text, c); !st.ok()) return text_failed(st);
+      return Status::Ok();
+    }
+    default:
+      return Status::Ok();  // no TOML key
+  }
 }
 
 // Applies the TOML file's keys to `c`. Unknown keys and wrong types are errors.
@@ -165,113 +189,119 @@ Status LoadToml(const std::string& path, Config* c) {
     return Status::InvalidArgument(os.str());
   }
   for (const auto& [key, node] : t) {
-    std::string k(key.str());
-    auto bad = [&](const char* want) {
-      return Status::InvalidArgument("config file " + path + ": '" + k + "' must be " + want);
-    };
-    if (k == "listen") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->listen = *v;
-    } else if (k == "port") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || *v > 65535) return bad("an integer 0..65535");
-      c->port = static_cast<uint16_t>(*v);
-    } else if (k == "max_job_size") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxJobSizeLimit)
-        return bad("an integer 0..1073741824");
-      c->max_job_size = static_cast<uint64_t>(*v);
-    } else if (k == "data_dir") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->data_dir = *v;
-    } else if (k == "backend") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->backend = *v;
-    } else if (k == "in_memory") {
-      auto v = node.value<bool>();
-      if (!v) return bad("true or false");
-      c->in_memory = *v;
-    } else if (k == "fsync") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->fsync = *v;
-    } else if (k == "horizon") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string (like \"5m\", or \"off\")");
-      if (Status st = ParseHorizon(*v, &c->horizon_ms); !st.ok())
-        return Status::InvalidArgument("config file " + path + ": " + st.message());
-    } else if (k == "busy_poll_us") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || *v > 1'000'000) return bad("an integer 0..1000000");
-      c->busy_poll_us = static_cast<uint32_t>(*v);
-    } else if (k == "io_uring") {
-      auto v = node.value<bool>();
-      if (!v) return bad("true or false");
-      c->io_uring = *v;
-    } else if (k == "http") {
-      auto v = node.value<bool>();
-      if (!v) return bad("true or false");
-      c->http = *v;
-    } else if (k == "http_listen") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->http_listen = *v;
-    } else if (k == "http_port") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || *v > 65535) return bad("an integer 0..65535");
-      c->http_port = static_cast<uint16_t>(*v);
-    } else if (k == "http_max_body") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 1024 || static_cast<uint64_t>(*v) > kMaxHttpBodyLimit)
-        return bad("an integer 1024..4294967295");
-      c->http_max_body = static_cast<uint64_t>(*v);
-    } else if (k == "max_topics") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || *v > kMaxTopicsLimit) return bad("an integer 0..100000000");
-      c->max_topics = static_cast<uint64_t>(*v);
-    } else if (k == "max_memory") {
-      std::string text;
-      if (auto n = node.value<int64_t>(); n && *n >= 0) {
-        text = std::to_string(*n);
-      } else if (auto v = node.value<std::string>(); v) {
-        text = *v;
-      } else {
-        return bad("a number of bytes or a string like \"512mb\"");
-      }
-      if (Status st = ParseMemory(text, &c->max_memory); !st.ok())
-        return Status::InvalidArgument("config file " + path + ": " + st.message());
-    } else if (const HttpTimeout* t = FindHttpTimeout(k); t != nullptr) {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string (like \"60s\", or \"off\")");
-      if (Status st = ParseHttpTimeout(*t, *v, c); !st.ok())
-        return Status::InvalidArgument("config file " + path + ": " + st.message());
-    } else if (k == "max_connections") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxConnectionsLimit)
-        return bad("an integer 0..10000000");
-      c->max_connections = static_cast<uint64_t>(*v);
-    } else if (k == "max_waiting") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || static_cast<uint64_t>(*v) > kMaxConnectionsLimit)
-        return bad("an integer 0..10000000");
-      c->max_waiting = static_cast<uint64_t>(*v);
-    } else if (k == "max_reply_memory") {
-      auto v = node.value<int64_t>();
-      if (!v || *v < 0 || !CheckReplyMemory(static_cast<uint64_t>(*v)).ok())
-        return bad("0 or an integer 1048576..1099511627776");
-      c->max_reply_memory = static_cast<uint64_t>(*v);
-    } else if (k == "log_level") {
-      auto v = node.value<std::string>();
-      if (!v) return bad("a string");
-      c->log_level = *v;
-    } else {
-      return Status::InvalidArgument("config file " + path + ": unknown setting '" + k + "'");
-    }
+    const Setting* s = FindSettingByToml(key.str());
+    if (s == nullptr)
+      return Status::InvalidArgument("config file " + path + ": unknown setting '" +
+                                     std::string(key.str()) + "'");
+    if (Status st = FromToml(*s, node, path, c); !st.ok()) return st;
   }
   return Status::Ok();
+}
+
+// One environment variable's value; empty: unset.
+Status FromEnv(const Setting& s, const std::string& v, Config* c) {
+  const std::string name = s.env;
+  switch (s.kind) {
+    case K::kString:
+    case K::kEnum:
+      SetText(s, c, v);
+      return Status::Ok();
+    case K::kPort:
+    case K::kCount: {
+      char* end = nullptr;
+      errno = 0;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (*end != '\0' || errno != 0 || n < s.lo || n > s.hi)
+        return Status::InvalidArgument(name + " must be " + std::to_string(s.lo) + ".." +
+                                       std::to_string(s.hi));
+      SetNumber(s, c, n);
+      return Status::Ok();
+    }
+    case K::kBool:
+      if (!ParseBool(v, &(c->*std::get<bool Config::*>(s.field))))
+        return Status::InvalidArgument(name + " must be 1/0, true/false, yes/no or on/off");
+      return Status::Ok();
+    case K::kDuration:
+    case K::kMemory:
+      if (Status st = ParseText(s, v, c); !st.ok())
+        return Status::InvalidArgument(name + ": " + st.message());
+      return Status::Ok();
+    default:
+      return Status::Ok();  // handled by ParseConfig
+  }
+}
+
+// A flag's value, as CLI11 leaves it.
+struct FlagValue {
+  std::string text;     // the kinds that take text: empty when not given
+  int64_t number = -1;  // kPort, kCount: -1 when not given
+  bool set = false;     // kBool, kVerbose, kVersion
+};
+
+void AddFlag(CLI::App& app, const Setting& s, FlagValue* v) {
+  switch (s.kind) {
+    case K::kPort:
+    case K::kCount:
+      app.add_option(s.flags, v->number, s.help)
+          ->option_text(s.metavar)
+          ->check(CLI::Range(s.lo, s.hi));
+      return;
+    case K::kBool:
+    case K::kVerbose:
+    case K::kVersion:
+      app.add_flag(s.flags, v->set, s.help);
+      return;
+    case K::kHelp:
+      app.set_help_flag(s.flags, s.help);
+      return;
+    default:
+      app.add_option(s.flags, v->text, s.help)->option_text(s.metavar);
+      return;
+  }
+}
+
+Status FromFlag(const Setting& s, const FlagValue& v, Config* c) {
+  switch (s.kind) {
+    case K::kString:
+    case K::kEnum:
+      if (!v.text.empty()) SetText(s, c, v.text);
+      return Status::Ok();
+    case K::kPort:
+    case K::kCount:
+      if (v.number >= 0) SetNumber(s, c, v.number);
+      return Status::Ok();
+    case K::kBool:
+      if (v.set)
+        c->*std::get<bool Config::*>(s.field) = !std::string_view(s.flags).starts_with("--no-");
+      return Status::Ok();
+    case K::kDuration:
+    case K::kMemory:
+      return v.text.empty() ? Status::Ok() : ParseText(s, v.text, c);
+    default:
+      return Status::Ok();  // handled by ParseConfig
+  }
+}
+
+// The checks of a row's final value, once every source is read.
+Status Finish(const Setting& s, Config* c) {
+  if (s.kind == K::kEnum) {
+    const std::string& v = c->*std::get<std::string Config::*>(s.field);
+    std::string list;
+    for (const char* allowed : s.values) {
+      if (v == allowed) return s.finish != nullptr ? s.finish(c) : Status::Ok();
+      list += list.empty() ? allowed : std::string(", ") + allowed;
+    }
+    return Status::InvalidArgument(SettingWhat(s) + " must be one of " + list + " (not '" + v +
+                                   "')");
+  }
+  if (s.kind == K::kCount && s.min_nonzero != 0) {
+    uint64_t v = GetNumber(s, *c);
+    if (v != 0 && (v < s.min_nonzero || v > static_cast<uint64_t>(s.hi)))
+      return Status::InvalidArgument(SettingWhat(s) + " must be 0 (no limit) or " +
+                                     std::to_string(s.min_nonzero) + ".." + std::to_string(s.hi) +
+                                     " bytes (not " + std::to_string(v) + ")");
+  }
+  return s.finish != nullptr ? s.finish(c) : Status::Ok();
 }
 
 }  // namespace
@@ -284,110 +314,10 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
       "Settings come from defaults, a TOML file (-c), DELAYQ_* environment\n"
       "variables and these flags, each overriding the one before.",
       "delayqd"};
-  app.set_help_flag("-h,--help", "Print this help and exit");
-  bool version = false;
-  std::string listen, log_level, data_dir, config_file, fsync, horizon;
-  bool in_memory = false;
-  int64_t port = -1, max_job_size = -1, busy_poll_us = -1;
-  app.add_option("-l,--listen", listen, "Listen on address ADDR (default 0.0.0.0)")
-      ->option_text("ADDR");
-  app.add_option("-p,--port", port, "Listen on TCP port PORT (default 11300)")
-      ->option_text("PORT")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("-z,--max-job-size", max_job_size,
-                 "Maximum job body size in bytes (default 65535)")
-      ->option_text("BYTES")
-      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxJobSizeLimit)));
-  app.add_option("-b,--data-dir", data_dir,
-                 "Keep the jobs in directory DIR (default ./delayq-data)")
-      ->option_text("DIR");
-  app.add_option("--fsync", fsync,
-                 "When changes reach the disk before they are acknowledged: always (survives a\n"
-                 "power cut), everysec (default; survives a crash, a power cut loses up to 1 s),\n"
-                 "no (the OS decides)")
-      ->option_text("POLICY");
-  app.add_option("--horizon", horizon,
-                 "Keep delayed jobs due further ahead than this on disk only, loading them\n"
-                 "ahead of time (default 5m; off: every job in memory)")
-      ->option_text("DURATION");
-  app.add_flag("--in-memory", in_memory, "Keep no store: jobs are lost when delayqd stops");
-  std::string backend_url;
-  app.add_option(
-         "--backend", backend_url,
-         "Keep the queue in Redis instead: redis://HOST[:PORT][/DB] or\n"
-         "redis-cluster://HOST[:PORT],... (many delayqd may share it; docs/redis-backend.md)")
-      ->option_text("URL");
-  app.add_option("-c,--config", config_file, "Read settings from TOML file FILE")
-      ->option_text("FILE");
-  app.add_option("--log-level", log_level, "trace, debug, info (default), warn, error, off")
-      ->option_text("LEVEL");
-  app.add_option("--busy-poll-us", busy_poll_us,
-                 "Poll up to this long for more work before sleeping, while polls pay "
-                 "(default 200; 0: never poll)")
-      ->option_text("MICROSECONDS")
-      ->check(CLI::Range(0, 1'000'000));
-  bool no_io_uring = false;
-  app.add_flag("--no-io-uring", no_io_uring,
-               "Make one system call per socket read and write instead of batching them\n"
-               "through io_uring (which is used where the kernel allows it)");
-  std::string http_listen, max_memory;
-  int64_t max_topics = -1;
-  app.add_option("--max-topics", max_topics,
-                 "The most topics at once; a use, watch or put of one more is refused\n"
-                 "(OUT_OF_MEMORY; HTTP 503) (default 100000; 0: no limit)")
-      ->option_text("N")
-      ->check(CLI::Range(int64_t{0}, kMaxTopicsLimit));
-  std::string http_timeouts[std::size(kHttpTimeouts)];
-  app.add_option("--max-memory", max_memory,
-                 "Refuse puts while delayqd uses more memory than this (bytes, or with kb,\n"
-                 "mb, gb: 512mb); reserves, finishes and deletes go on (default 0: no limit)")
-      ->option_text("BYTES");
-  int64_t http_port = -1, http_max_body = -1;
-  bool no_http = false;
-  app.add_option("--http-listen", http_listen,
-                 "Serve the HTTP/JSON API on address ADDR (default: the --listen address)")
-      ->option_text("ADDR");
-  app.add_option("--http-port", http_port,
-                 "Serve the HTTP/JSON API on TCP port PORT (default 11380)")
-      ->option_text("PORT")
-      ->check(CLI::Range(0, 65535));
-  app.add_flag("--no-http", no_http, "Serve no HTTP/JSON API");
-  app.add_option("--http-max-body", http_max_body,
-                 "Largest HTTP request body in bytes (default 8388608); larger: 413")
-      ->option_text("BYTES")
-      ->check(CLI::Range(int64_t{1024}, static_cast<int64_t>(kMaxHttpBodyLimit)));
-  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i)
-    app.add_option(kHttpTimeouts[i].flag, http_timeouts[i], kHttpTimeouts[i].help)
-        ->option_text("DURATION");
-  int64_t max_connections = -1, max_reply_memory = -1, max_waiting = -1;
-  app.add_option("--max-waiting", max_waiting,
-                 "Reserves that wait at once, both protocols (default 10000; 0: no limit);\n"
-                 "past it a reserve takes a ready job or is answered at once as timed out")
-      ->option_text("N")
-      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxConnectionsLimit)));
-  app.add_option("--max-connections", max_connections,
-                 "Connections each listener (beanstalkd, HTTP) holds at once (default 10000;\n"
-                 "0: no limit); past it a new connection is told so and closed. Needs a\n"
-                 "file descriptor each: delayqd raises its soft limit (ulimit -n) to fit")
-      ->option_text("N")
-      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxConnectionsLimit)));
-  app.add_option("--max-reply-memory", max_reply_memory,
-                 "Bytes of replies held in all for beanstalkd clients that have not read them\n"
-                 "(default 67108864; 0: no limit); past it, connections that hold some run\n"
-                 "no command until their clients read")
-      ->option_text("BYTES")
-      ->check(CLI::Range(int64_t{0}, static_cast<int64_t>(kMaxReplyMemoryLimit)));
-  app.add_flag("-V,--verbose", c->verbose, "Log more (level debug)");
-  app.add_flag("-v,--version", version, "Print the version and exit");
-  app.footer(
-      "Environment: DELAYQ_CONFIG, DELAYQ_LISTEN, DELAYQ_PORT, DELAYQ_MAX_JOB_SIZE,\n"
-      "DELAYQ_BACKEND, DELAYQ_DATA_DIR, DELAYQ_FSYNC, DELAYQ_HORIZON, DELAYQ_IN_MEMORY, "
-      "DELAYQ_LOG_LEVEL,\n"
-      "DELAYQ_BUSY_POLL_US, DELAYQ_IO_URING, DELAYQ_HTTP, DELAYQ_HTTP_LISTEN, DELAYQ_HTTP_PORT,\n"
-      "DELAYQ_HTTP_MAX_BODY, DELAYQ_HTTP_IDLE_TIMEOUT, DELAYQ_HTTP_HEADER_TIMEOUT,\n"
-      "DELAYQ_HTTP_BODY_TIMEOUT, DELAYQ_MAX_MEMORY, DELAYQ_MAX_TOPICS, DELAYQ_MAX_CONNECTIONS,\n"
-      "DELAYQ_MAX_REPLY_MEMORY, DELAYQ_MAX_WAITING. Documentation: docs/configuration.md, "
-      "docs/limits.md.");
+  const std::span<const Setting> settings = Settings();
+  std::vector<FlagValue> flags(settings.size());
+  for (size_t i = 0; i < settings.size(); ++i) AddFlag(app, settings[i], &flags[i]);
+  app.footer(SettingsHelpFooter());
 
   std::vector<std::string> rev(args.rbegin(), args.rend());
   if (!rev.empty()) rev.pop_back();  // program name
@@ -401,146 +331,48 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
     out.text = std::string("delayqd: ") + e.what() + "\nRun 'delayqd --help' for the flags.\n";
     return out;
   }
-  if (version) {
-    out.text = "delayqd " + std::string(server::kVersion) + "\n";
-    return out;
-  }
   auto fail = [&out](const Status& st) {
     out.exit_code = 2;
     out.text = "delayqd: " + st.message() + "\n";
     return out;
   };
+  const FlagValue* config_flag = nullptr;
+  const FlagValue* log_level_flag = nullptr;
+  for (size_t i = 0; i < settings.size(); ++i) {
+    const Setting& s = settings[i];
+    if (s.kind == K::kVersion && flags[i].set) {
+      out.text = "delayqd " + std::string(server::kVersion) + "\n";
+      return out;
+    }
+    if (s.kind == K::kVerbose) c->verbose = flags[i].set;
+    if (s.kind == K::kConfigFile) config_flag = &flags[i];
+    if (s.field == SettingField(&Config::log_level)) log_level_flag = &flags[i];
+  }
 
   // 1. The TOML file.
-  c->config_file = !config_file.empty() ? config_file : EnvValue(env, "DELAYQ_CONFIG");
+  for (const Setting& s : settings) {
+    if (s.kind != K::kConfigFile) continue;
+    c->config_file = !config_flag->text.empty() ? config_flag->text : EnvValue(env, s.env);
+  }
   if (!c->config_file.empty()) {
     if (Status st = LoadToml(c->config_file, c); !st.ok()) return fail(st);
   }
   // 2. The environment.
-  if (auto v = EnvValue(env, "DELAYQ_LISTEN"); !v.empty()) c->listen = v;
-  if (auto v = EnvValue(env, "DELAYQ_PORT"); !v.empty()) {
-    char* end = nullptr;
-    long p = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || p < 0 || p > 65535)
-      return fail(Status::InvalidArgument("DELAYQ_PORT must be 0..65535"));
-    c->port = static_cast<uint16_t>(p);
-  }
-  if (auto v = EnvValue(env, "DELAYQ_MAX_JOB_SIZE"); !v.empty()) {
-    char* end = nullptr;
-    unsigned long long z = std::strtoull(v.c_str(), &end, 10);
-    if (*end != '\0' || z > kMaxJobSizeLimit)
-      return fail(Status::InvalidArgument("DELAYQ_MAX_JOB_SIZE must be 0..1073741824"));
-    c->max_job_size = z;
-  }
-  if (auto v = EnvValue(env, "DELAYQ_DATA_DIR"); !v.empty()) c->data_dir = v;
-  if (auto v = EnvValue(env, "DELAYQ_FSYNC"); !v.empty()) c->fsync = v;
-  if (auto v = EnvValue(env, "DELAYQ_HORIZON"); !v.empty()) {
-    if (Status st = ParseHorizon(v, &c->horizon_ms); !st.ok())
-      return fail(Status::InvalidArgument("DELAYQ_HORIZON: " + st.message()));
-  }
-  if (auto v = EnvValue(env, "DELAYQ_BACKEND"); !v.empty()) c->backend = v;
-  if (auto v = EnvValue(env, "DELAYQ_IN_MEMORY"); !v.empty()) {
-    if (!ParseBool(v, &c->in_memory))
-      return fail(
-          Status::InvalidArgument("DELAYQ_IN_MEMORY must be 1/0, true/false, yes/no or on/off"));
-  }
-  if (auto v = EnvValue(env, "DELAYQ_LOG_LEVEL"); !v.empty()) c->log_level = v;
-  if (auto v = EnvValue(env, "DELAYQ_BUSY_POLL_US"); !v.empty()) {
-    char* end = nullptr;
-    unsigned long b = std::strtoul(v.c_str(), &end, 10);
-    if (*end != '\0' || b > 1'000'000)
-      return fail(Status::InvalidArgument("DELAYQ_BUSY_POLL_US must be 0..1000000"));
-    c->busy_poll_us = static_cast<uint32_t>(b);
-  }
-  if (auto v = EnvValue(env, "DELAYQ_IO_URING"); !v.empty()) {
-    if (!ParseBool(v, &c->io_uring))
-      return fail(
-          Status::InvalidArgument("DELAYQ_IO_URING must be 1/0, true/false, yes/no or on/off"));
-  }
-  if (auto v = EnvValue(env, "DELAYQ_HTTP"); !v.empty()) {
-    if (!ParseBool(v, &c->http))
-      return fail(Status::InvalidArgument("DELAYQ_HTTP must be 1/0, true/false, yes/no or on/off"));
-  }
-  if (auto v = EnvValue(env, "DELAYQ_HTTP_LISTEN"); !v.empty()) c->http_listen = v;
-  if (auto v = EnvValue(env, "DELAYQ_HTTP_PORT"); !v.empty()) {
-    char* end = nullptr;
-    long p = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || p < 0 || p > 65535)
-      return fail(Status::InvalidArgument("DELAYQ_HTTP_PORT must be 0..65535"));
-    c->http_port = static_cast<uint16_t>(p);
-  }
-  if (auto v = EnvValue(env, "DELAYQ_HTTP_MAX_BODY"); !v.empty()) {
-    char* end = nullptr;
-    unsigned long long z = std::strtoull(v.c_str(), &end, 10);
-    if (*end != '\0' || z < 1024 || z > kMaxHttpBodyLimit)
-      return fail(Status::InvalidArgument("DELAYQ_HTTP_MAX_BODY must be 1024..4294967295"));
-    c->http_max_body = z;
-  }
-  if (auto v = EnvValue(env, "DELAYQ_MAX_TOPICS"); !v.empty()) {
-    char* end = nullptr;
-    long long n = std::strtoll(v.c_str(), &end, 10);
-    if (*end != '\0' || n < 0 || n > kMaxTopicsLimit)
-      return fail(Status::InvalidArgument("DELAYQ_MAX_TOPICS must be 0..100000000"));
-    c->max_topics = static_cast<uint64_t>(n);
-  }
-  if (auto v = EnvValue(env, "DELAYQ_MAX_MEMORY"); !v.empty()) {
-    if (Status st = ParseMemory(v, &c->max_memory); !st.ok())
-      return fail(Status::InvalidArgument("DELAYQ_MAX_MEMORY: " + st.message()));
-  }
-  for (const HttpTimeout& t : kHttpTimeouts) {
-    if (auto v = EnvValue(env, t.env); !v.empty()) {
-      if (Status st = ParseHttpTimeout(t, v, c); !st.ok())
-        return fail(Status::InvalidArgument(std::string(t.env) + ": " + st.message()));
+  for (const Setting& s : settings) {
+    if (s.env == nullptr) continue;
+    if (std::string v = EnvValue(env, s.env); !v.empty()) {
+      if (Status st = FromEnv(s, v, c); !st.ok()) return fail(st);
     }
   }
-  if (Status st =
-          EnvUint(env, "DELAYQ_MAX_CONNECTIONS", 0, kMaxConnectionsLimit, &c->max_connections);
-      !st.ok())
-    return fail(st);
-  if (Status st =
-          EnvUint(env, "DELAYQ_MAX_REPLY_MEMORY", 0, kMaxReplyMemoryLimit, &c->max_reply_memory);
-      !st.ok())
-    return fail(st);
-  if (Status st = EnvUint(env, "DELAYQ_MAX_WAITING", 0, kMaxConnectionsLimit, &c->max_waiting);
-      !st.ok())
-    return fail(st);
   // 3. The flags.
-  if (!listen.empty()) c->listen = listen;
-  if (port >= 0) c->port = static_cast<uint16_t>(port);
-  if (max_job_size >= 0) c->max_job_size = static_cast<uint64_t>(max_job_size);
-  if (!data_dir.empty()) c->data_dir = data_dir;
-  if (!log_level.empty()) c->log_level = log_level;
-  if (!fsync.empty()) c->fsync = fsync;
-  if (!horizon.empty()) {
-    if (Status st = ParseHorizon(horizon, &c->horizon_ms); !st.ok()) return fail(st);
+  for (size_t i = 0; i < settings.size(); ++i) {
+    if (Status st = FromFlag(settings[i], flags[i], c); !st.ok()) return fail(st);
   }
-  if (in_memory) c->in_memory = true;
-  if (!backend_url.empty()) c->backend = backend_url == "local" ? std::string() : backend_url;
-  if (busy_poll_us >= 0) c->busy_poll_us = static_cast<uint32_t>(busy_poll_us);
-  if (no_io_uring) c->io_uring = false;
-  if (!http_listen.empty()) c->http_listen = http_listen;
-  if (http_port >= 0) c->http_port = static_cast<uint16_t>(http_port);
-  if (no_http) c->http = false;
-  if (http_max_body >= 0) c->http_max_body = static_cast<uint64_t>(http_max_body);
-  if (!max_memory.empty()) {
-    if (Status st = ParseMemory(max_memory, &c->max_memory); !st.ok()) return fail(st);
-  }
-  if (max_topics >= 0) c->max_topics = static_cast<uint64_t>(max_topics);
-  for (size_t i = 0; i < std::size(kHttpTimeouts); ++i) {
-    if (http_timeouts[i].empty()) continue;
-    if (Status st = ParseHttpTimeout(kHttpTimeouts[i], http_timeouts[i], c); !st.ok())
-      return fail(st);
-  }
-  if (max_connections >= 0) c->max_connections = static_cast<uint64_t>(max_connections);
-  if (max_waiting >= 0) c->max_waiting = static_cast<uint64_t>(max_waiting);
-  if (max_reply_memory >= 0) c->max_reply_memory = static_cast<uint64_t>(max_reply_memory);
-  if (Status st = CheckReplyMemory(c->max_reply_memory); !st.ok()) return fail(st);
-  if (c->verbose && log_level.empty()) c->log_level = "debug";
-  if (Status st = CheckLevel(c->log_level); !st.ok()) return fail(st);
-  if (Status st = CheckFsync(c->fsync); !st.ok()) return fail(st);
-  if (c->backend == "local") c->backend.clear();
-  if (!c->backend.empty()) {
-    if (auto a = backend::ParseRedisUrl(c->backend); !a.ok()) return fail(a.status());
+  // -V means level debug, unless --log-level says otherwise.
+  if (c->verbose && (log_level_flag == nullptr || log_level_flag->text.empty()))
+    c->log_level = "debug";
+  for (const Setting& s : settings) {
+    if (Status st = Finish(s, c); !st.ok()) return fail(st);
   }
   if (!c->in_memory && c->backend.empty() && c->data_dir.empty())
     return fail(

@@ -1,7 +1,9 @@
 // delayqd's settings: defaults, then a TOML file, then DELAYQ_* environment
 // variables, then command-line flags (beanstalkd's short flags and long
-// ones); each later source overrides the earlier. docs/configuration.md
-// lists every setting.
+// ones); each later source overrides the earlier. src/app/settings.cc has
+// one row per setting (its flags, variable, TOML key, range and help), and
+// docs/configuration.md's table is made from those rows. The defaults are
+// the member initializers below.
 #ifndef DELAYQ_APP_CONFIG_H_
 #define DELAYQ_APP_CONFIG_H_
 

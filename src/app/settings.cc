@@ -1,0 +1,455 @@
+#include "app/settings.h"
+
+#include <string_view>
+
+#include "backend/redis_backend.h"
+#include "delayq/duration.h"
+
+namespace delayq::app {
+namespace {
+
+constexpr const char* kFsyncPolicies[] = {"always", "everysec", "no"};
+constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+// "local" names the default: the engine in this process.
+Status FinishBackend(Config* c) {
+  if (c->backend == "local") c->backend.clear();
+  if (!c->backend.empty()) {
+    if (auto a = backend::ParseRedisUrl(c->backend); !a.ok()) return a.status();
+  }
+  return Status::Ok();
+}
+
+using K = SettingKind;
+
+// One row per setting. The defaults are Config's (config.h); `help` is
+// --help's text, `doc` docs/configuration.md's (a test keeps that file's
+// table equal to SettingsMarkdownTable()).
+const Setting kSettings[] = {
+    {.flags = "-l,--listen",
+     .env = "DELAYQ_LISTEN",
+     .toml = "listen",
+     .metavar = "ADDR",
+     .kind = K::kString,
+     .field = &Config::listen,
+     .help = "Listen on address ADDR (default 0.0.0.0)",
+     .doc = "address of the beanstalkd-protocol listener"},
+    {.flags = "-p,--port",
+     .env = "DELAYQ_PORT",
+     .toml = "port",
+     .metavar = "PORT",
+     .kind = K::kPort,
+     .field = &Config::port,
+     .lo = 0,
+     .hi = 65535,
+     .help = "Listen on TCP port PORT (default 11300)",
+     .doc = "its TCP port (0: any free port, logged at start)"},
+    {.flags = "-z,--max-job-size",
+     .env = "DELAYQ_MAX_JOB_SIZE",
+     .toml = "max_job_size",
+     .metavar = "BYTES",
+     .kind = K::kCount,
+     .field = &Config::max_job_size,
+     .lo = 0,
+     .hi = kMaxJobSizeLimit,
+     .help = "Maximum job body size in bytes (default 65535)",
+     .doc = "largest job body, at most 1 GiB"},
+    {.flags = "-b,--data-dir",
+     .env = "DELAYQ_DATA_DIR",
+     .toml = "data_dir",
+     .metavar = "DIR",
+     .kind = K::kString,
+     .field = &Config::data_dir,
+     .help = "Keep the jobs in directory DIR (default ./delayq-data)",
+     .doc = "the directory of the durable store (RocksDB), made if missing; relative paths are "
+            "relative to the working directory"},
+    {.flags = "--fsync",
+     .env = "DELAYQ_FSYNC",
+     .toml = "fsync",
+     .metavar = "POLICY",
+     .kind = K::kEnum,
+     .field = &Config::fsync,
+     .values = kFsyncPolicies,
+     .help = "When changes reach the disk before they are acknowledged: always (survives a\n"
+             "power cut), everysec (default; survives a crash, a power cut loses up to 1 s),\n"
+             "no (the OS decides)",
+     .doc = "when a change reaches the disk before it is acknowledged: `always` (synced first: "
+            "survives a power cut), `everysec` (written to the OS first — to the journal in "
+            "`DIR/journal` — and synced every second: survives a crash of delayqd, a power cut "
+            "loses at most about a second), `no` (written to the OS first; the OS syncs when it "
+            "likes)"},
+    {.flags = "--horizon",
+     .env = "DELAYQ_HORIZON",
+     .toml = "horizon",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::horizon_ms,
+     .lo = 1'000,
+     .example = "5m",
+     .help = "Keep delayed jobs due further ahead than this on disk only, loading them\n"
+             "ahead of time (default 5m; off: every job in memory)",
+     .doc = "delayed jobs due further ahead than this are kept on disk only and loaded into "
+            "memory ahead of their time, so memory follows the near future, not how many jobs "
+            "wait (`docs/storage.md`, \"The horizon\"); at least `1s`, or `off` to keep every "
+            "job in memory. No effect with `--in-memory`"},
+    {.flags = "--backend",
+     .env = "DELAYQ_BACKEND",
+     .toml = "backend",
+     .metavar = "URL",
+     .kind = K::kString,
+     .field = &Config::backend,
+     .finish = FinishBackend,
+     .help = "Keep the queue in Redis instead: redis://HOST[:PORT][/DB] or\n"
+             "redis-cluster://HOST[:PORT],... (many delayqd may share it; docs/redis-backend.md)",
+     .doc_default = "`local`",
+     .doc = "where the queue lives: `local` (the engine in this process, over the store of "
+            "`-b`), `redis://HOST[:PORT][/DB]` or `redis-cluster://HOST[:PORT],...` (any "
+            "reachable nodes). On Redis, any number of delayqd may serve one queue, and `-b`, "
+            "`--fsync`, `--horizon` and `--in-memory` have no effect: durability is Redis's "
+            "(use AOF). See `docs/redis-backend.md`. A malformed URL stops the start with a "
+            "message"},
+    {.flags = "--in-memory",
+     .env = "DELAYQ_IN_MEMORY",
+     .toml = "in_memory",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::in_memory,
+     .help = "Keep no store: jobs are lost when delayqd stops",
+     .doc = "keep no store at all: jobs are lost when delayqd stops (beanstalkd without `-b`)"},
+    {.flags = "--log-level",
+     .env = "DELAYQ_LOG_LEVEL",
+     .toml = "log_level",
+     .metavar = "LEVEL",
+     .kind = K::kEnum,
+     .field = &Config::log_level,
+     .values = kLogLevels,
+     .help = "trace, debug, info (default), warn, error, off",
+     .doc = "`trace debug info warn error off`"},
+    {.flags = "--busy-poll-us",
+     .env = "DELAYQ_BUSY_POLL_US",
+     .toml = "busy_poll_us",
+     .metavar = "N",
+     .kind = K::kCount,
+     .field = &Config::busy_poll_us,
+     .lo = 0,
+     .hi = 1'000'000,
+     .help = "Poll up to N µs for more work before sleeping, while polls pay (default 200;\n"
+             "0: never poll)",
+     .doc = "when the loop runs out of work, poll the sockets for up to N µs before sleeping in "
+            "the kernel, but only while recent polls found work in time (adaptive: an idle "
+            "server or a trickle of requests costs no polling; docs/decisions.md). Saves a "
+            "wake-up per request for clients that wait for each reply. 0: never poll"},
+    {.flags = "--no-io-uring",
+     .env = "DELAYQ_IO_URING",
+     .toml = "io_uring",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::io_uring,
+     .help = "Make one system call per socket read and write instead of batching them\n"
+             "through io_uring (which is used where the kernel allows it)",
+     .doc = "make the beanstalkd connections' recv and send calls one system call each instead "
+            "of in batches through io_uring (docs/decisions.md). io_uring is used only where "
+            "the kernel allows it (Linux 5.18 or later, not forbidden by a seccomp profile); "
+            "otherwise delayqd logs `event=io_uring_unavailable` with the reason and makes "
+            "plain calls. The `started` line says which (`io_uring=on` / `off`)"},
+    {.flags = "--http-port",
+     .env = "DELAYQ_HTTP_PORT",
+     .toml = "http_port",
+     .metavar = "PORT",
+     .kind = K::kPort,
+     .field = &Config::http_port,
+     .lo = 0,
+     .hi = 65535,
+     .help = "Serve the HTTP/JSON API on TCP port PORT (default 11380)",
+     .doc = "TCP port of the HTTP/JSON API (`docs/http-api.md`); 0: any free port, logged at "
+            "start (`http=ADDR:PORT` in the `started` line)"},
+    {.flags = "--http-listen",
+     .env = "DELAYQ_HTTP_LISTEN",
+     .toml = "http_listen",
+     .metavar = "ADDR",
+     .kind = K::kString,
+     .field = &Config::http_listen,
+     .help = "Serve the HTTP/JSON API on address ADDR (default: the --listen address)",
+     .doc_default = "the `--listen` address",
+     .doc = "address of the HTTP listener"},
+    {.flags = "--no-http",
+     .env = "DELAYQ_HTTP",
+     .toml = "http",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::http,
+     .help = "Serve no HTTP/JSON API",
+     .doc = "serve no HTTP API"},
+    {.flags = "--http-max-body",
+     .env = "DELAYQ_HTTP_MAX_BODY",
+     .toml = "http_max_body",
+     .metavar = "BYTES",
+     .kind = K::kCount,
+     .field = &Config::http_max_body,
+     .lo = 1024,
+     .hi = kMaxHttpBodyLimit,
+     .help = "Largest HTTP request body in bytes (default 8388608); larger: 413",
+     .doc = "largest HTTP request body (1024 .. 4294967295); a larger one is answered `413 "
+            "payload_too_large` and the connection closed. A job body sent as JSON or base64 "
+            "needs room beyond `-z`"},
+    {.flags = "--http-idle-timeout",
+     .env = "DELAYQ_HTTP_IDLE_TIMEOUT",
+     .toml = "http_idle_timeout",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::http_idle_timeout_ms,
+     .example = "60s",
+     .help = "Close an HTTP connection idle this long (default 60s; off: never)",
+     .doc_default = "`60s`",
+     .doc = "close an HTTP keep-alive connection with nothing in flight for this long (a "
+            "waiting long-poll is not idle); `off`: never"},
+    {.flags = "--max-connections",
+     .env = "DELAYQ_MAX_CONNECTIONS",
+     .toml = "max_connections",
+     .metavar = "N",
+     .kind = K::kCount,
+     .field = &Config::max_connections,
+     .lo = 0,
+     .hi = kMaxConnectionsLimit,
+     .help = "Connections each listener (beanstalkd, HTTP) holds at once (default 10000;\n"
+             "0: no limit); past it a new connection is told so and closed. Needs a\n"
+             "file descriptor each: delayqd raises its soft limit (ulimit -n) to fit",
+     .doc = "connections each listener (beanstalkd, HTTP) holds at once, 0 .. 10,000,000 (0: no "
+            "limit). Past it a new connection is accepted, sent one line (`SERVER_BUSY too many "
+            "connections`, or HTTP `503 too_many_connections`) and closed (`docs/limits.md`). "
+            "Each connection takes a file descriptor: at start delayqd raises its soft limit "
+            "(`ulimit -n`) up to the hard limit to fit this on each listener plus 1,024 "
+            "(`event=fd_limit_raised`), and says when the hard limit is lower "
+            "(`event=fd_limit_low`, a warning when not even one listener's connections fit: "
+            "raise `ulimit -Hn` or systemd's `LimitNOFILE=`); connections past the descriptors "
+            "there are get the same refusal"},
+    {.flags = "--max-reply-memory",
+     .env = "DELAYQ_MAX_REPLY_MEMORY",
+     .toml = "max_reply_memory",
+     .metavar = "BYTES",
+     .kind = K::kCount,
+     .field = &Config::max_reply_memory,
+     .lo = 0,
+     .hi = kMaxReplyMemoryLimit,
+     .min_nonzero = kMinReplyMemory,
+     .help = "Bytes of replies held in all for beanstalkd clients that have not read them\n"
+             "(default 67108864; 0: no limit); past it, connections that hold some run\n"
+             "no command until their clients read",
+     .doc_default = "`67108864` (64 MiB)",
+     .doc = "replies held in all for clients (beanstalkd and HTTP) that have not read them: "
+            "past it, a connection that holds replies runs no further command until its client "
+            "reads, one that holds none runs one command at a time (`event=reply_memory_full`). "
+            "0: no limit; else 1048576 .. 1099511627776"},
+    {.flags = "--http-header-timeout",
+     .env = "DELAYQ_HTTP_HEADER_TIMEOUT",
+     .toml = "http_header_timeout",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::http_header_timeout_ms,
+     .example = "60s",
+     .help = "Answer 408 and close when a request's header takes longer than this from\n"
+             "its first byte (default 10s; off: no limit)",
+     .doc = "a request's header must arrive whole within this of its first byte, or the client "
+            "is answered `408 request_timeout` and the connection closed (a client that "
+            "trickles its header a byte at a time keeps no connection); `off`: no limit"},
+    {.flags = "--http-body-timeout",
+     .env = "DELAYQ_HTTP_BODY_TIMEOUT",
+     .toml = "http_body_timeout",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::http_body_timeout_ms,
+     .example = "60s",
+     .help = "Answer 408 and close when a request's body takes longer than this after\n"
+             "its header (default 60s; off: no limit)",
+     .doc_default = "`60s`",
+     .doc = "a request's body must arrive whole within this of the header's end, or `408 "
+            "request_timeout` and the connection closed (8 MiB at 60 s needs about 1.1 "
+            "Mbit/s); `off`: no limit"},
+    {.flags = "--max-memory",
+     .env = "DELAYQ_MAX_MEMORY",
+     .toml = "max_memory",
+     .metavar = "BYTES",
+     .kind = K::kMemory,
+     .field = &Config::max_memory,
+     .min_nonzero = uint64_t{1} << 20,
+     .example = "512mb",
+     .help = "Refuse puts while delayqd uses more memory than this (bytes, or with kb,\n"
+             "mb, gb: 512mb); reserves, finishes and deletes go on (default 0: no limit)",
+     .doc_default = "`0` (no limit)",
+     .doc = "past this much memory in use (what malloc handed out: jobs, buffers, RocksDB's "
+            "memtables and caches; looked at every 100 ms), puts are refused on both protocols "
+            "(`OUT_OF_MEMORY`; HTTP `503 resource_exhausted`) while reserves, finishes, deletes "
+            "and reads go on, as Redis's `maxmemory` with `noeviction`; they are taken again "
+            "once use falls below it. Bytes, or with `kb`, `mb`, `gb` (powers of 1024: "
+            "`512mb`); at least `1mb`"},
+    {.flags = "--max-topics",
+     .env = "DELAYQ_MAX_TOPICS",
+     .toml = "max_topics",
+     .metavar = "N",
+     .kind = K::kCount,
+     .field = &Config::max_topics,
+     .lo = 0,
+     .hi = 100'000'000,
+     .help = "The most topics at once; a use, watch or put of one more is refused\n"
+             "(OUT_OF_MEMORY; HTTP 503) (default 100000; 0: no limit)",
+     .doc = "the most topics at once (a topic lasts while it has jobs, watchers, users or a "
+            "pause); a `use`, `watch` or put that would make one more is refused: "
+            "`OUT_OF_MEMORY` on the beanstalkd protocol (as beanstalkd answers when it cannot "
+            "make a tube), HTTP `503 resource_exhausted`. Topics that exist go on. 0: no limit. "
+            "On the Redis backend it bounds the topics with jobs or a pause across the "
+            "instances (the registry) and each instance's own table of used and watched topics"},
+    {.flags = "--max-waiting",
+     .env = "DELAYQ_MAX_WAITING",
+     .toml = "max_waiting",
+     .metavar = "N",
+     .kind = K::kCount,
+     .field = &Config::max_waiting,
+     .lo = 0,
+     .hi = kMaxConnectionsLimit,
+     .help = "Reserves that wait at once, both protocols (default 10000; 0: no limit);\n"
+             "past it a reserve takes a ready job or is answered at once as timed out",
+     .doc = "reserves that wait at once, on both protocols: past it a reserve does not wait, it "
+            "takes a ready job or is answered at once as if its timeout had passed "
+            "(`TIMED_OUT`; HTTP `{\"jobs\":[]}`), logged `event=max_waiting` once per 10 s. 0: "
+            "no limit"},
+    {.flags = "-V,--verbose",
+     .env = nullptr,
+     .toml = nullptr,
+     .metavar = nullptr,
+     .kind = K::kVerbose,
+     .field = &Config::verbose,
+     .help = "Log more (level debug)",
+     .doc_default = "",
+     .doc = "log level `debug`"},
+    {.flags = "-c,--config",
+     .env = "DELAYQ_CONFIG",
+     .toml = nullptr,
+     .metavar = "FILE",
+     .kind = K::kConfigFile,
+     .field = &Config::config_file,
+     .help = "Read settings from TOML file FILE",
+     .doc_default = "none",
+     .doc = "the TOML file"},
+    {.flags = "-v,--version",
+     .env = nullptr,
+     .toml = nullptr,
+     .metavar = nullptr,
+     .kind = K::kVersion,
+     .field = std::monostate{},
+     .help = "Print the version and exit",
+     .doc = "print the version and exit"},
+    {.flags = "-h,--help",
+     .env = nullptr,
+     .toml = nullptr,
+     .metavar = nullptr,
+     .kind = K::kHelp,
+     .field = std::monostate{},
+     .help = "Print this help and exit",
+     .doc = "print the flags and exit"},
+};
+
+std::string Code(std::string_view text) { return "`" + std::string(text) + "`"; }
+
+// The row's flags as the docs write them: "-l, --listen ADDR".
+std::string FlagsText(const Setting& s) {
+  std::string out;
+  for (char ch : std::string_view(s.flags)) {
+    out += ch;
+    if (ch == ',') out += ' ';
+  }
+  if (s.metavar != nullptr) out += std::string(" ") + s.metavar;
+  return out;
+}
+
+bool Negated(const Setting& s) { return std::string_view(s.flags).starts_with("--no-"); }
+
+}  // namespace
+
+std::span<const Setting> Settings() { return kSettings; }
+
+const Setting* FindSettingByToml(std::string_view key) {
+  for (const Setting& s : kSettings)
+    if (s.toml != nullptr && key == s.toml) return &s;
+  return nullptr;
+}
+
+std::string SettingWhat(const Setting& s) {
+  std::string what = s.toml != nullptr ? s.toml : s.flags;
+  for (char& ch : what)
+    if (ch == '_') ch = ' ';
+  return what;
+}
+
+std::string SettingValueText(const Setting& s, const Config& c) {
+  return std::visit(
+      [&](auto field) -> std::string {
+        using F = decltype(field);
+        if constexpr (std::is_same_v<F, std::monostate>) {
+          return "";
+        } else if constexpr (std::is_same_v<F, std::string Config::*>) {
+          return c.*field;
+        } else if constexpr (std::is_same_v<F, bool Config::*>) {
+          return c.*field ? "on" : "off";
+        } else if constexpr (std::is_same_v<F, TimeMs Config::*>) {
+          return c.*field == 0 ? "off" : FormatDuration(c.*field);
+        } else {
+          return std::to_string(c.*field);
+        }
+      },
+      s.field);
+}
+
+std::string SettingsMarkdownTable() {
+  std::string out =
+      "| flag | TOML key | environment | default | meaning |\n"
+      "|---|---|---|---|---|\n";
+  const Config defaults;
+  for (const Setting& s : kSettings) {
+    std::string toml, env, def;
+    if (s.toml != nullptr) {
+      toml = Code(s.toml);
+      if (s.kind == SettingKind::kDuration) toml += " (string)";
+      if (s.kind == SettingKind::kMemory) toml += " (number or string)";
+      if (s.kind == SettingKind::kBool)
+        toml += Negated(s) ? " (bool, `false` for none)" : " (bool)";
+    }
+    if (s.env != nullptr) {
+      env = Code(s.env);
+      if (s.kind == SettingKind::kBool) env += " (`1/0`, `true/false`, `yes/no`, `on/off`)";
+    }
+    if (s.doc_default != nullptr) {
+      def = s.doc_default;
+    } else if (s.kind == SettingKind::kBool) {
+      def = SettingValueText(s, defaults);
+    } else if (!std::holds_alternative<std::monostate>(s.field)) {
+      def = Code(SettingValueText(s, defaults));
+    }
+    out += "|";
+    for (const std::string& cell : {Code(FlagsText(s)), toml, env, def, std::string(s.doc)})
+      out += cell.empty() ? " |" : " " + cell + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string SettingsHelpFooter() {
+  std::string out, line = "Environment:";
+  auto add = [&](const std::string& word) {
+    if (line.size() + 1 + word.size() > 90) {
+      out += line + "\n";
+      line.clear();
+    } else {
+      line += ' ';
+    }
+    line += word;
+  };
+  std::vector<std::string> names;
+  for (const Setting& s : kSettings)
+    if (s.env != nullptr) names.push_back(s.env);
+  for (size_t i = 0; i < names.size(); ++i) add(names[i] + (i + 1 < names.size() ? "," : "."));
+  for (const char* word : {"Documentation:", "docs/configuration.md,", "docs/limits.md."})
+    add(word);
+  return out + line;
+}
+
+}  // namespace delayq::app
