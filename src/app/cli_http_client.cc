@@ -11,7 +11,7 @@
 #include "app/cli_client.h"
 #include "app/cli_connection.h"
 #include "app/cli_util.h"
-#include "server/server_context.h"
+#include "delayq/version.h"
 
 namespace delayq::cli {
 namespace {
@@ -215,7 +215,7 @@ class HttpClient final : public Client {
     req.set(http::field::host, a.host.find(':') != std::string::npos
                                    ? "[" + a.host + "]:" + std::to_string(a.port)
                                    : a.host + ":" + std::to_string(a.port));
-    req.set(http::field::user_agent, "delayq/" + std::string(server::kVersion));
+    req.set(http::field::user_agent, "delayq/" + std::string(kVersion));
     req.set(http::field::accept, "application/json");
     if (verb == http::verb::post) req.set(http::field::content_type, "application/json");
     req.keep_alive(true);

@@ -10,7 +10,7 @@
 
 #include "app/settings.h"
 #include "delayq/duration.h"
-#include "server/server_context.h"
+#include "delayq/version.h"
 
 // Every setting is a row of the table in settings.cc; this file reads the
 // rows' values from each source by the row's kind.
@@ -341,7 +341,7 @@ ParseOutcome ParseConfig(const std::vector<std::string>& args, const std::vector
   for (size_t i = 0; i < settings.size(); ++i) {
     const Setting& s = settings[i];
     if (s.kind == K::kVersion && flags[i].set) {
-      out.text = "delayqd " + std::string(server::kVersion) + "\n";
+      out.text = "delayqd " + std::string(kVersion) + "\n";
       return out;
     }
     if (s.kind == K::kVerbose) c->verbose = flags[i].set;

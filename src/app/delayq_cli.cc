@@ -26,7 +26,7 @@
 #include "app/cli_util.h"
 #include "delayq/duration.h"
 #include "delayq/engine.h"
-#include "server/server_context.h"
+#include "delayq/version.h"
 
 namespace delayq::cli {
 namespace {
@@ -710,7 +710,7 @@ constexpr const char* kFooter =
 
 int Main(int argc, char** argv) {
   Args args;
-  CLI::App app("delayq " + std::string(server::kVersion) +
+  CLI::App app("delayq " + std::string(kVersion) +
                    ": the command-line client of the delayq delay-queue server",
                "delayq");
   app.get_formatter()->column_width(32);
@@ -758,7 +758,7 @@ int Main(int argc, char** argv) {
     return static_cast<int>(Exit::kUsage);
   }
   if (args.version) {
-    Out("delayq " + std::string(server::kVersion) + "\n");
+    Out("delayq " + std::string(kVersion) + "\n");
     return 0;
   }
   if (app.get_subcommands().empty()) {

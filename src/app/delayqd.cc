@@ -23,6 +23,7 @@
 #include "backend/local_backend.h"
 #include "backend/redis_backend.h"
 #include "delayq/duration.h"
+#include "delayq/version.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -324,7 +325,7 @@ int main(int argc, char** argv) {
   spdlog::info(
       "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
       "max_job_size={} max_connections={} max_reply_memory={} busy_poll_us={} io_uring={} pid={}",
-      server::kVersion, config.listen, beanstalk.port(),
+      kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
       on_redis           ? config.backend

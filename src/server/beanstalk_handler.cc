@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "delayq/duration.h"
+#include "delayq/version.h"
 
 namespace delayq::server {
 namespace {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "delayq/engine.h"
+#include "delayq/version.h"
 #include "server/http_api_internal.h"
 #include "server/json_input.h"
 

@@ -17,8 +17,6 @@
 
 namespace delayq::server {
 
-inline constexpr std::string_view kVersion = "0.1.0";
-
 struct ServerCounters {
   // Indexed by BeanOp: commands whose arguments parsed (beanstalkd's cmd-*).
   std::array<uint64_t, 64> cmd{};
