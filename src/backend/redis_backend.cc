@@ -131,7 +131,7 @@ JobId JobIdOf(int64_t topic_no, std::string_view member) {
 }
 
 // A reserved job as the functions write it (reserve_one in
-// redis_scripts.cc): "<member><deadline>,<priority>,<index>,<key
+// lua/delayq.lua): "<member><deadline>,<priority>,<index>,<key
 // length>,<key><body>", the member 13 digits; index: which owner of the
 // call it went to; for a lease's job, 'L' and nine more figures before the
 // key length (Got::figures); for a named job, 'N' just before the key
@@ -729,7 +729,7 @@ void RedisBackend::FlushBatch(Topic& t) {
   // A registered number goes with calls for a short while only: the
   // registry gives it up a minute after it was registered, unless the
   // topic took it (ScanRegistry), and a tombstone refuses it for
-  // RETIRED_TTL after that (redis_scripts.cc); a call made later registers
+  // RETIRED_TTL after that (lua/delayq.lua); a call made later registers
   // a new one.
   if (t.fresh != 0 && Now() - t.fresh_at >= kFreshMs) t.fresh = 0;
   // The first calls of t.batch go, up to one that names a job of another

@@ -267,7 +267,7 @@ class RedisBackend final : public Backend {
   void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
-  // call's time with Options::time_from_clock (redis_scripts.cc, context).
+  // call's time with Options::time_from_clock (lua/delayq.lua, context).
   std::string Header(const Topic& t) const;
   // The second: the number `no`, and the one registered for the topic
   // that the call may give it.
