@@ -16,6 +16,10 @@
 // a job becomes ready (and by the sweep, should a message be missed).
 //
 // Thread: every method, and `io`, on one thread.
+//
+// The class is defined across redis_backend.cc, redis_topics.cc,
+// redis_calls.cc, redis_waiters.cc and redis_stats.cc (their private
+// header, redis_backend_internal.h, says what each holds).
 #ifndef DELAYQ_BACKEND_REDIS_BACKEND_H_
 #define DELAYQ_BACKEND_REDIS_BACKEND_H_
 
