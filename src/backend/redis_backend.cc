@@ -224,7 +224,7 @@ JobId RedisBackend::IdOf(const Topic& t, std::string_view member) const {
   return JobIdOf(t.no, member);
 }
 
-// ---- sessions ---------------------------------------------------------------
+// ---- sessions --------------------------------------------------------------
 
 SessionId RedisBackend::OpenSession() {
   SessionId id = next_session_++;
@@ -316,7 +316,7 @@ void RedisBackend::Forget(JobId id) {
   holders_.erase(h);
 }
 
-// ---- producing --------------------------------------------------------------
+// ---- producing -------------------------------------------------------------
 
 void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> done) {
   done = Guard(sid, std::move(done));
@@ -402,7 +402,7 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
   Enqueue(t, std::move(call));
 }
 
-// ---- operations on a job ----------------------------------------------------
+// ---- operations on a job ---------------------------------------------------
 
 void RedisBackend::JobCall(Script script, const Claim& c, JobId id, std::vector<std::string> more,
                            Callback<JobChange> done) {
@@ -583,7 +583,7 @@ void RedisBackend::KickJob(SessionId sid, JobId id, Callback<JobChange> done) {
   });
 }
 
-// ---- looking ----------------------------------------------------------------
+// ---- looking ---------------------------------------------------------------
 
 void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view topic,
                         std::string_view key, JobsDone done) {
@@ -636,7 +636,7 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
   peek(&GetTopic(std::string(topic)), -1, what, std::string(key));
 }
 
-// ---- topics -----------------------------------------------------------------
+// ---- topics ----------------------------------------------------------------
 
 void RedisBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) {
   if (delay_ms < 0 || delay_ms > kMaxDelayMs)

@@ -31,7 +31,7 @@ constexpr TimeMs kFreshMs = 30'000;
 
 }  // namespace
 
-// ---- calls ------------------------------------------------------------------
+// ---- calls -----------------------------------------------------------------
 
 void RedisBackend::RunRaw(Script sc, const std::vector<std::string>& keys,
                           const std::vector<std::string>& args,

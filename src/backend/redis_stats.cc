@@ -37,7 +37,7 @@ uint64_t JobsIn(const TopicStats& t) { return t.ready + t.reserved + t.delayed +
 
 }  // namespace
 
-// ---- stats ------------------------------------------------------------------
+// ---- stats -----------------------------------------------------------------
 
 void RedisBackend::StatsJob(JobId id, Callback<JobStats> done) {
   ForJob(id, [this, id, done](Status st, Topic* t, std::string member) {

@@ -14,7 +14,7 @@
 
 namespace delayq::backend {
 
-// ---- topics -----------------------------------------------------------------
+// ---- topics ----------------------------------------------------------------
 
 bool RedisBackend::LocallyKnown(const std::string& name) const {
   auto it = topics_.find(name);
@@ -144,7 +144,7 @@ void RedisBackend::NoteAnswer(Topic& t, int64_t no, int64_t next_wake) {
   NoteWake(t, next_wake < 0 ? kNever : Now() + next_wake);
 }
 
-// ---- registry ---------------------------------------------------------------
+// ---- registry --------------------------------------------------------------
 
 void RedisBackend::RefreshRegistry(std::function<void()> then) {
   // The counter of numbers first: the numbers above the one last read are

@@ -140,7 +140,7 @@ std::vector<JobView> Views(const std::vector<Got>& got) {
 
 }  // namespace
 
-// ---- timing -----------------------------------------------------------------
+// ---- timing ----------------------------------------------------------------
 
 void RedisBackend::NoteWake(Topic& t, TimeMs when) {
   if (t.wake == when) return;
@@ -208,7 +208,7 @@ void RedisBackend::Sweep() {
   });
 }
 
-// ---- consuming --------------------------------------------------------------
+// ---- consuming -------------------------------------------------------------
 
 void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& topics, uint32_t count,
                               bool detach,
