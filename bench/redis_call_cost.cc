@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     head.back() = "1";
     // {next_wake, {put results..., reserve results..., delete results...}};
     // a reserve of one job answers its string, which starts with its
-    // 13-digit member (reserve_one in src/backend/redis_scripts.cc).
+    // 13-digit member (reserve_one in src/backend/lua/delayq.lua).
     std::vector<std::string> members;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
       const redisReply* results = r->element[1];

@@ -16,6 +16,10 @@
 // a job becomes ready (and by the sweep, should a message be missed).
 //
 // Thread: every method, and `io`, on one thread.
+//
+// The class is defined across redis_backend.cc, redis_topics.cc,
+// redis_calls.cc, redis_waiters.cc and redis_stats.cc (their private
+// header, redis_backend_internal.h, says what each holds).
 #ifndef DELAYQ_BACKEND_REDIS_BACKEND_H_
 #define DELAYQ_BACKEND_REDIS_BACKEND_H_
 
@@ -267,7 +271,7 @@ class RedisBackend final : public Backend {
   void Enqueue(Topic& t, Topic::Call call);
   void FlushBatch(Topic& t);
   // The first argument of a topic function: the topic's prefix, after the
-  // call's time with Options::time_from_clock (redis_scripts.cc, context).
+  // call's time with Options::time_from_clock (lua/delayq.lua, context).
   std::string Header(const Topic& t) const;
   // The second: the number `no`, and the one registered for the topic
   // that the call may give it.

@@ -808,7 +808,7 @@ TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
   EXPECT_EQ(got.jobs[0].id, late->id);
 }
 
-// A topic's sets hold a sentinel that keeps them skiplists (redis_scripts.cc,
+// A topic's sets hold a sentinel that keeps them skiplists (lua/delayq.lua,
 // SENT); a topic written before it gets it on its next call, and no count,
 // peek, kick or reserve ever shows it.
 TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
@@ -855,7 +855,7 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
 
 // A job's string packs ten values while max_tries, back-off and the counts
 // of timeouts, releases, buries and kicks are at their defaults, sixteen
-// once one is not (redis_scripts.cc, pack_job); a job string of the order
+// once one is not (lua/delayq.lua, pack_job); a job string of the order
 // before (sixteen values, the body last) is still read, and written back
 // in the new order.
 TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
@@ -928,7 +928,7 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
 }
 
 // The reserved set's changes of a call are made at its end, in one ZREM
-// and one ZADD (redis_scripts.cc, flush_reserved). Operations queued in one
+// and one ZADD (lua/delayq.lua, flush_reserved). Operations queued in one
 // turn of the loop go in one call: a reserve, touch, release and second
 // reserve of one job, and a reserve and delete of another, leave the set as
 // the operations one by one would.
