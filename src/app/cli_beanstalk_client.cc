@@ -325,17 +325,26 @@ class BeanstalkClient final : public Client {
     return Deleted(id);
   }
 
+  // One command: delete-key answers no id, so the reply names the key.
   Reply DeleteByKey(const std::string& topic, const std::string& key) override {
-    PeekArgs p;
-    p.what = PeekWhat::kKey;
-    p.topic = topic;
-    p.key = key;
-    auto found = PeekJob(p);
-    if (!found.ok()) return found.failure();
+    if (auto f = Use(topic)) return *f;
     auto reply = Command("delete-key " + key);
     if (!reply.ok()) return reply.failure();
-    if (*reply != "DELETED") return HeldElsewhere(*reply, found->first, "delete-key");
-    return Deleted(found->first);
+    if (*reply != "DELETED")
+      return ReplyFailure(*reply, "delete-key",
+                          "no job with key '" + key + "' in topic '" + topic +
+                              "', or it is reserved by another connection");
+    rapidjson::StringBuffer sb;
+    JsonWriter w(sb);
+    w.StartObject();
+    w.Key("topic");
+    Str(w, topic);
+    w.Key("key");
+    Str(w, key);
+    w.Key("deleted");
+    w.Bool(true);
+    w.EndObject();
+    return Parsed(sb);
   }
 
   Reply Release(JobId id, const std::string& /*lease*/, std::optional<TimeMs> delay_ms,
@@ -564,15 +573,6 @@ class BeanstalkClient final : public Client {
     conn_.Close();  // out of step with the server
     return Failure{Exit::kIo, "unexpected reply from " + conn_.address().ToString() + " to " +
                                   std::string(command) + ": '" + word + "'"};
-  }
-
-  // NOT_FOUND for a delete of a job a peek just found: a beanstalkd
-  // connection other than this one holds it.
-  Failure HeldElsewhere(std::string_view reply, JobId id, std::string_view command) {
-    if (reply == "NOT_FOUND")
-      return Failure{Exit::kServer,
-                     "job " + Id(id) + " is reserved by another beanstalkd connection (NOT_FOUND)"};
-    return ReplyFailure(reply, command, "no job " + Id(id));
   }
 
   static Failure NotHolder(std::string_view command, JobId id) {

@@ -193,6 +193,11 @@ std::string PutText(const rapidjson::Value& reply, std::string_view key) {
 }
 
 std::string StateText(const rapidjson::Value& reply, std::string_view verb) {
+  // A reply that names its job by key alone (a beanstalkd delete-key).
+  auto key = reply.FindMember("key");
+  if (!reply.HasMember("id") && key != reply.MemberEnd() && reply.HasMember("topic"))
+    return "job with key '" + Str(key->value) + "' in topic '" + Str(reply["topic"]) + "' " +
+           std::string(verb) + "\n";
   std::string out = "job " + IdText(reply) + " " + std::string(verb);
   auto state = reply.FindMember("state");
   if (state != reply.MemberEnd() && Str(state->value) != verb)
