@@ -659,19 +659,24 @@ void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
 }
 
 void LocalBackend::FinishByName(std::string_view name, Callback<JobChange> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
-  if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
-  JobId id = engine_.ResolveName(name);
-  if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
-  FinishChange(SessionId{0}, engine_.Finish(EngineNow(), Holder(0), id), std::move(done));
+  ByName(name, /*finish=*/true, std::move(done));
 }
 
 void LocalBackend::DeleteByName(std::string_view name, Callback<JobChange> done) {
+  ByName(name, /*finish=*/false, std::move(done));
+}
+
+// The job `name` names (Engine::ResolveName, a cold one taken in first),
+// finished or deleted as an operator would.
+void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange> done) {
   if (Status w = Writable(); !w.ok()) return done(std::move(w));
   if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
   JobId id = engine_.ResolveName(name);
   if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
-  FinishChange(SessionId{0}, engine_.Delete(EngineNow(), Holder(0), id), std::move(done));
+  const TimeUs now = EngineNow();
+  FinishChange(SessionId{0},
+               finish ? engine_.Finish(now, Holder(0), id) : engine_.Delete(now, Holder(0), id),
+               std::move(done));
 }
 
 void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,

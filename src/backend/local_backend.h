@@ -187,6 +187,7 @@ class LocalBackend final : public Backend {
   // Takes into memory the cold job `name` names (Engine::ResolveName): the
   // job whose name it is, else the job of that id.
   Status WarmName(std::string_view name);
+  void ByName(std::string_view name, bool finish, Callback<JobChange> done);
   Status AdoptStored(JobId id);
   // Batches up to `seq` are durable: forgets what the store now holds.
   void ForgetWritten(uint64_t seq);
