@@ -81,10 +81,14 @@ test: format-check build
 # decoder (well past its 64 KiB job and 224-byte line limits); the seeds
 # include the hostile suite's inputs (JSON nested 300,000 deep, ...).
 FUZZ_SECONDS ?= 60
+# The version of project() in CMakeLists.txt, for the fuzz targets' delayq/version.h
+# (CMake writes the builds' own).
+DELAYQ_VERSION := $(shell sed -n 's/^  VERSION \([0-9.]*\)$$/\1/p' CMakeLists.txt)
 # make test fuzzes this long in all, after the replay (make fuzz: FUZZ_SECONDS).
 TEST_FUZZ_SECONDS ?= 40
 FUZZ_DIR ?= build-fuzz
-FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude
+FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude \
+	-I$(FUZZ_DIR)/generated
 FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 4 + 1)
 FUZZ_MAX_LEN_HTTP ?= 8388608
 # RapidJSON's stack adds to its null pointer before its first allocation
@@ -99,7 +103,9 @@ FUZZ_HTTP_SOURCES = src/server/http_api.cc src/server/http_json.cc src/server/ht
 	$(filter-out %_test.cc,$(wildcard src/core/*.cc))
 define build_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
-	  $(FUZZ_DIR)/corpus-http-request
+	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/generated/delayq
+	sed "s/@PROJECT_VERSION@/$(DELAYQ_VERSION)/" cmake/version.h.in \
+	  > $(FUZZ_DIR)/generated/delayq/version.h
 	clang++ $(FUZZ_FLAGS) fuzz/beanstalk_decoder_fuzz.cc src/server/beanstalk_decoder.cc \
 	  -o $(FUZZ_DIR)/beanstalk_decoder_fuzz
 	clang++ $(FUZZ_FLAGS) fuzz/http_api_fuzz.cc $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_api_fuzz
