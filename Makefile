@@ -171,7 +171,8 @@ test-tsan: setup
 	$(CMAKE) -S . -B $(TSAN_BUILD_DIR) $(CMAKE_GENERATOR_FLAGS) \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_TSAN=ON -DDELAYQ_WERROR=ON -DDELAYQ_BENCH=OFF
 	$(CMAKE) --build $(TSAN_BUILD_DIR) -j $(JOBS) --target delayq_server_tests delayq_core_tests
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 DELAYQ_CRASH_ROUNDS=3 \
+	TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1 \
+	  DELAYQ_CRASH_ROUNDS=3 \
 	  $(CTEST) --test-dir $(TSAN_BUILD_DIR) --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 test-asan: build-asan
