@@ -226,16 +226,16 @@ class Engine::Impl {
         return Status::Conflict("id '" + std::string(r.key) + "' belongs to a job in topic '" +
                                 n->second->topic->name + "'");
       }
-      if (auto it = t->keys.find(r.key); it != t->keys.end() && !it->second->named) {
-        MaybeDrop(t);
-        return Status::Conflict("topic '" + t->name + "' holds a job with key '" +
-                                std::string(r.key) + "' that was not put by /push");
-      }
     }
     if (!r.key.empty()) {
       auto it = t->keys.find(r.key);
       if (it != t->keys.end()) {
         const Job* e = it->second;
+        if (r.named && !e->named) {
+          MaybeDrop(t);
+          return Status::Conflict("topic '" + t->name + "' holds a job with key '" +
+                                  std::string(r.key) + "' that was not put by /push");
+        }
         return PutResult{e->id, false, e->state,
                          e->state == JobState::kDelayed ? CeilMs(e->due) : 0};
       }
