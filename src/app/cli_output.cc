@@ -115,10 +115,24 @@ std::string HumanDuration(int64_t ms) {
   return out;
 }
 
+// GET /stats's "operations" as "put 6, peek 2": each operation's
+// requests, every protocol together.
+std::string OperationsText(const rapidjson::Value& ops) {
+  std::string out;
+  for (const auto& m : ops.GetObject()) {
+    uint64_t n = 0;
+    if (m.value.IsObject())
+      for (const auto& p : m.value.GetObject()) n += p.value.IsUint64() ? p.value.GetUint64() : 0;
+    out += (out.empty() ? "" : ", ") + Str(m.name) + " " + std::to_string(n);
+  }
+  return out.empty() ? "none" : out;
+}
+
 std::string FieldValue(std::string_view name, const rapidjson::Value& v) {
   if (v.IsString()) return Str(v);
   if (v.IsBool()) return v.GetBool() ? "true" : "false";
   if (v.IsObject() && name == "jobs") return CountsText(v);
+  if (v.IsObject() && name == "operations") return OperationsText(v);
   if (v.IsInt64() && name.ends_with("_ms"))
     return IsTimePoint(name) ? FormatRfc3339(v.GetInt64()) : HumanDuration(v.GetInt64());
   if (v.IsUint64() && name.ends_with("_s")) return std::to_string(v.GetUint64()) + "s";

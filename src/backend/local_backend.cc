@@ -507,13 +507,13 @@ std::vector<std::string> LocalBackend::WatchedTopics(SessionId s) const {
 }
 
 void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
   // A key may name a cold job: the put then returns it, as for any job.
   if (Status w = WarmKey(r.topic.empty() ? engine_.UsedTopic(s) : r.topic, r.key); !w.ok())
     return done(std::move(w));
   if (r.named)  // so may a name, in another topic
     if (Status w = WarmName(r.key); !w.ok()) return done(std::move(w));
-  FinishChange<PutResult>(s, engine_.Put(EngineNow(), s, r), std::move(done));
+  FinishChange<PutResult>(Op::kPut, s, engine_.Put(EngineNow(), s, r), std::move(done));
 }
 
 void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
@@ -595,8 +595,12 @@ void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
   Settle();
 }
 
-void LocalBackend::FinishChange(SessionId s, Status st, Done done) {
-  if (!st.ok()) {
+Status LocalBackend::Admit(Op op) const {
+  return OperationOf(op).durable ? Writable() : Status::Ok();
+}
+
+void LocalBackend::FinishChange(Op op, SessionId s, Status st, Done done) {
+  if (!st.ok() || !OperationOf(op).durable) {
     done(std::move(st));
   } else {
     AfterChange(s, std::move(done));
@@ -605,8 +609,8 @@ void LocalBackend::FinishChange(SessionId s, Status st, Done done) {
 }
 
 template <typename T>
-void LocalBackend::FinishChange(SessionId s, Result<T> res, Callback<T> done) {
-  if (!res.ok()) {
+void LocalBackend::FinishChange(Op op, SessionId s, Result<T> res, Callback<T> done) {
+  if (!res.ok() || !OperationOf(op).durable) {
     done(std::move(res));
   } else {
     AfterChange(s, [done = std::move(done), v = std::move(*res)](Status st) mutable {
@@ -636,26 +640,27 @@ Result<Holder> HolderOf(const Claim& c) {
 void LocalBackend::Delete(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kDelete); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Delete(EngineNow(), *h, id), std::move(done));
+  FinishChange(Op::kDelete, c.session, engine_.Delete(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
                                Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kDeleteKey); !w.ok()) return done(std::move(w));
   if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.DeleteByKey(EngineNow(), *h, topic, key), std::move(done));
+  FinishChange(Op::kDeleteKey, c.session, engine_.DeleteByKey(EngineNow(), *h, topic, key),
+               std::move(done));
 }
 
 void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kFinish); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));  // its state, if cold
-  FinishChange(c.session, engine_.Finish(EngineNow(), *h, id), std::move(done));
+  FinishChange(Op::kFinish, c.session, engine_.Finish(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::FinishByName(std::string_view name, Callback<JobChange> done) {
@@ -669,12 +674,13 @@ void LocalBackend::DeleteByName(std::string_view name, Callback<JobChange> done)
 // The job `name` names (Engine::ResolveName, a cold one taken in first),
 // finished or deleted as an operator would.
 void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  const Op op = finish ? Op::kFinish : Op::kDelete;
+  if (Status w = Admit(op); !w.ok()) return done(std::move(w));
   if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
   JobId id = engine_.ResolveName(name);
   if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
   const TimeUs now = EngineNow();
-  FinishChange(SessionId{0},
+  FinishChange(op, SessionId{0},
                finish ? engine_.Finish(now, Holder(0), id) : engine_.Delete(now, Holder(0), id),
                std::move(done));
 }
@@ -683,31 +689,32 @@ void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> pri
                            std::optional<TimeMs> delay, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kRelease); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Release(EngineNow(), *h, id, priority, delay), std::move(done));
+  FinishChange(Op::kRelease, c.session, engine_.Release(EngineNow(), *h, id, priority, delay),
+               std::move(done));
 }
 
 void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                         Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kBury); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(c.session, engine_.Bury(EngineNow(), *h, id, priority), std::move(done));
+  FinishChange(Op::kBury, c.session, engine_.Bury(EngineNow(), *h, id, priority), std::move(done));
 }
 
 void LocalBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return done(h.status());
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  done(engine_.Touch(EngineNow(), *h, id));  // not persisted: a TTR is not
-  Settle();
+  // Not durable (its row): a TTR is not persisted.
+  FinishChange(Op::kTouch, c.session, engine_.Touch(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
                         Callback<uint64_t> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kKick); !w.ok()) return done(std::move(w));
   // With no buried job, kick takes the soonest delayed ones, cold ones
   // too: the `bound` soonest cold ones join those in memory (which may hold
   // a job taken in beyond the mark, by id), and the engine picks.
@@ -717,13 +724,13 @@ void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
     if (stats.ok() && stats->buried == 0)
       if (Status w = LoadNext(name, bound); !w.ok()) return done(std::move(w));
   }
-  FinishChange<uint64_t>(s, engine_.Kick(EngineNow(), topic, bound), std::move(done));
+  FinishChange<uint64_t>(Op::kKick, s, engine_.Kick(EngineNow(), topic, bound), std::move(done));
 }
 
 void LocalBackend::KickJob(SessionId s, JobId id, Callback<JobChange> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kKickJob); !w.ok()) return done(std::move(w));
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
-  FinishChange(s, engine_.KickJob(EngineNow(), id), std::move(done));
+  FinishChange(Op::kKickJob, s, engine_.KickJob(EngineNow(), id), std::move(done));
 }
 
 void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
@@ -788,13 +795,13 @@ void LocalBackend::ListTopics(Callback<std::vector<std::string>> done) {
 }
 
 void LocalBackend::PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) {
-  done(engine_.PauseTopic(EngineNow(), topic, delay_ms));
-  Settle();
+  FinishChange(Op::kPauseTopic, SessionId{0}, engine_.PauseTopic(EngineNow(), topic, delay_ms),
+               std::move(done));
 }
 
 void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                               Callback<uint64_t> done) {
-  if (Status w = Writable(); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kClearTopic); !w.ok()) return done(std::move(w));
   auto cleared = engine_.ClearTopic(EngineNow(), topic, mask);
   // Cold jobs are cleared a batch at a time: into memory, then deleted (a
   // failure part way leaves the rest, and says so).
@@ -814,7 +821,7 @@ void LocalBackend::ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
       if (r->jobs == 0 && !r->more) break;
     }
   }
-  FinishChange<uint64_t>(s, std::move(cleared), std::move(done));
+  FinishChange<uint64_t>(Op::kClearTopic, s, std::move(cleared), std::move(done));
 }
 
 void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids) {

@@ -35,6 +35,7 @@
 
 #include "backend/backend.h"
 #include "backend/clock.h"
+#include "delayq/operations.h"
 #include "store/journal.h"
 #include "store/store.h"
 #include "store/writer.h"
@@ -151,10 +152,15 @@ class LocalBackend final : public Backend {
   // Runs `reply` once every change so far is durable (or at once, without
   // a store), with Ok, or with the store's error when the write failed.
   void AfterChange(SessionId s, std::function<void(Status)> reply);
-  // Completes a change operation: errors at once, success via AfterChange.
-  void FinishChange(SessionId s, Status st, Done done);
+  // Completes operation `op` (its row of the operation table,
+  // delayq/operations.h): an error at once; a success via AfterChange when
+  // the row says the operation changes the queue (`durable`), else at once.
+  void FinishChange(Op op, SessionId s, Status st, Done done);
   template <typename T>
-  void FinishChange(SessionId s, Result<T> res, Callback<T> done);
+  void FinishChange(Op op, SessionId s, Result<T> res, Callback<T> done);
+  // Whether `op` may run now: Writable() for an operation whose row says it
+  // changes the queue (`durable`), Ok for any other.
+  Status Admit(Op op) const;
   // kUnavailable while the store refuses writes.
   Status Writable() const;
   void ArmTimer();

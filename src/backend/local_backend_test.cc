@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <condition_variable>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <random>
 #include <tuple>
 
+#include "delayq/operations.h"
 #include "store/journal.h"
 #include "store/mem_store.h"
 #include "test_seed.h"
@@ -54,6 +56,11 @@ class GateStore final : public store::ForwardingStore {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
     cv_.notify_all();
+  }
+  // Writes wait again from the next one on.
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = false;
   }
   // The loop must have run first: it hands the batch to the writer.
   bool WaitEntered(int n) {
@@ -290,6 +297,146 @@ TEST_F(LocalBackendStoreTest, AClosedSessionGetsNoLateReply) {
   io_.restart();
   io_.run_for(20ms);
   EXPECT_EQ(calls, 0);
+}
+
+// Whether an operation's reply waits for the store is its row of the
+// operation table (delayq/operations.h, `durable`): each operation below
+// runs on a job made durable first, with the store's writes held and
+// another session's put among them; a durable one must not be answered
+// until they are let through, any other at once. Every durable row must
+// have a case here.
+TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = Make(&gate);
+  GateStore::OpenAtExit open_at_exit{gate};
+  gate.Open();
+  // How the job the operation acts on is made ready first.
+  enum class Prep { kNone, kReady, kKeyed, kReserved, kBuried };
+  using Act = std::function<void(LocalBackend&, SessionId, JobId, std::string_view topic,
+                                 std::function<void()> replied)>;
+  struct Case {
+    Op op;
+    Prep prep;
+    Act act;
+  };
+  auto change = [](std::function<void()> f) {
+    return [f = std::move(f)](Result<JobChange>) { f(); };
+  };
+  const std::vector<Case> cases = {
+      {Op::kPut, Prep::kNone,
+       [](LocalBackend& b, SessionId s, JobId, std::string_view, auto f) {
+         b.Put(s, Req("new"), [f](Result<PutResult>) { f(); });
+       }},
+      {Op::kDelete, Prep::kReady,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Delete(s, id, change(f));
+       }},
+      {Op::kDeleteKey, Prep::kKeyed,
+       [&](LocalBackend& b, SessionId s, JobId, std::string_view t, auto f) {
+         b.DeleteByKey(s, t, "k", change(f));
+       }},
+      {Op::kFinish, Prep::kReserved,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Finish(s, id, change(f));
+       }},
+      {Op::kRelease, Prep::kReserved,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Release(s, id, std::nullopt, std::nullopt, change(f));
+       }},
+      {Op::kBury, Prep::kReserved,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Bury(s, id, std::nullopt, change(f));
+       }},
+      {Op::kTouch, Prep::kReserved,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Touch(s, id, change(f));
+       }},
+      {Op::kKick, Prep::kBuried,
+       [](LocalBackend& b, SessionId s, JobId, std::string_view t, auto f) {
+         b.Kick(s, t, 1, [f](Result<uint64_t>) { f(); });
+       }},
+      {Op::kKickJob, Prep::kBuried,
+       [&](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.KickJob(s, id, change(f));
+       }},
+      {Op::kClearTopic, Prep::kReady,
+       [](LocalBackend& b, SessionId s, JobId, std::string_view t, auto f) {
+         b.ClearTopic(s, t, kClearAll, [f](Result<uint64_t>) { f(); });
+       }},
+      {Op::kPauseTopic, Prep::kReady,
+       [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
+         b.PauseTopic(t, 1000, [f](Status) { f(); });
+       }},
+      {Op::kReserve, Prep::kReady,
+       [](LocalBackend& b, SessionId s, JobId, std::string_view, auto f) {
+         b.Reserve(ReserveRequest{s, 0, 1, false}, [f](Status, Jobs) { f(); });
+       }},
+      {Op::kPeek, Prep::kReady,
+       [](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
+         b.Peek(s, Backend::PeekKind::kId, id, {}, {}, [f](Status, Jobs) { f(); });
+       }},
+      {Op::kStatsTopic, Prep::kReady,
+       [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
+         b.StatsTopic(t, [f](Result<TopicStats>) { f(); });
+       }},
+  };
+  for (const Operation& row : kOperations) {
+    if (!row.durable) continue;
+    EXPECT_TRUE(
+        std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.op == row.op; }))
+        << "no case for the durable operation " << row.name;
+  }
+  for (const Case& c : cases) {
+    const Operation& row = OperationOf(c.op);
+    SCOPED_TRACE(std::string(row.name));
+    const std::string topic = "t-" + std::string(row.name);
+    SessionId s = b->OpenSession();
+    ASSERT_TRUE(b->Use(s, topic).ok());
+    ASSERT_TRUE(b->Watch(s, topic).ok());
+    ASSERT_TRUE(b->Ignore(s, "default").ok());  // where the pending puts below go
+    JobId id = 0;
+    if (c.prep != Prep::kNone) {
+      auto put = PutAndWait(*b, s, Req("job", 0, c.prep == Prep::kKeyed ? "k" : ""));
+      ASSERT_TRUE(put.ok());
+      id = put->id;
+    }
+    if (c.prep == Prep::kReserved || c.prep == Prep::kBuried) {
+      std::optional<Status> got;
+      JobId reserved = 0;
+      b->Reserve(ReserveRequest{s, 0, 1, false}, [&](Status st, Jobs jobs) {
+        got = st;
+        if (!jobs.empty()) reserved = jobs[0].id;
+      });
+      ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+      ASSERT_TRUE(got->ok());
+      ASSERT_EQ(reserved, id);
+    }
+    if (c.prep == Prep::kBuried) {
+      std::optional<Status> got;
+      b->Bury(s, id, std::nullopt, [&](Result<JobChange> r) { got = r.status(); });
+      ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+      ASSERT_TRUE(got->ok());
+    }
+    gate.Close();
+    // A change of another session, not yet written: only a durable
+    // operation waits for it (after it, as for its own change).
+    SessionId other = b->OpenSession();
+    bool pending_put = false;
+    b->Put(other, Req("pending"), [&](Result<PutResult>) { pending_put = true; });
+    bool replied = false;
+    c.act(*b, s, id, topic, [&] { replied = true; });
+    io_.restart();
+    io_.run_for(30ms);
+    EXPECT_FALSE(pending_put);
+    EXPECT_EQ(replied, !row.durable)
+        << (row.durable ? "answered before its change was written"
+                        : "an operation that changes nothing durable waited for the store");
+    gate.Open();
+    ASSERT_TRUE(RunUntil([&] { return replied && pending_put; }));
+    b->CloseSession(other);
+    b->CloseSession(s);
+  }
 }
 
 TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItself) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "delayq/operations.h"
 #include "delayq/types.h"
 
 namespace delayq::server {
@@ -234,49 +235,64 @@ enum class Grammar : uint8_t {
   kClearTube,       // <tube> <states>
 };
 
+// The beanstalkd front-end's mapping: each command, its grammar, and the
+// row of the operation table (delayq/operations.h) it asks for.
 struct CommandSpec {
   std::string_view prefix;
   BeanOp op;
   Grammar grammar;
+  Op operation;
 };
 
 // Tried in order; the first prefix that matches wins (prot.c which_cmd).
 constexpr CommandSpec kCommands[] = {
     // delayq extensions first: "reserve-batch " would otherwise be "reserve".
-    {"put-ex ", BeanOp::kPutEx, Grammar::kPutEx},
-    {"delete-key ", BeanOp::kDeleteKey, Grammar::kKey},
-    {"peek-key ", BeanOp::kPeekKey, Grammar::kKey},
-    {"reserve-batch ", BeanOp::kReserveBatch, Grammar::kReserveBatch},
-    {"clear-tube ", BeanOp::kClearTube, Grammar::kClearTube},
+    {"put-ex ", BeanOp::kPutEx, Grammar::kPutEx, Op::kPut},
+    {"delete-key ", BeanOp::kDeleteKey, Grammar::kKey, Op::kDeleteKey},
+    {"peek-key ", BeanOp::kPeekKey, Grammar::kKey, Op::kPeekKey},
+    {"reserve-batch ", BeanOp::kReserveBatch, Grammar::kReserveBatch, Op::kReserveBatch},
+    {"clear-tube ", BeanOp::kClearTube, Grammar::kClearTube, Op::kClearTopic},
     // beanstalkd 1.12, in which_cmd's order.
-    {"put ", BeanOp::kPut, Grammar::kPut},
-    {"peek ", BeanOp::kPeek, Grammar::kId},
-    {"peek-ready", BeanOp::kPeekReady, Grammar::kNone},
-    {"peek-delayed", BeanOp::kPeekDelayed, Grammar::kNone},
-    {"peek-buried", BeanOp::kPeekBuried, Grammar::kNone},
-    {"reserve-with-timeout ", BeanOp::kReserveWithTimeout, Grammar::kReserveTimeout},
-    {"reserve-job ", BeanOp::kReserveJob, Grammar::kId},
-    {"reserve", BeanOp::kReserve, Grammar::kNone},
-    {"delete ", BeanOp::kDelete, Grammar::kId},
-    {"release ", BeanOp::kRelease, Grammar::kRelease},
-    {"bury ", BeanOp::kBury, Grammar::kBury},
-    {"kick ", BeanOp::kKick, Grammar::kKick},
-    {"kick-job ", BeanOp::kKickJob, Grammar::kId},
-    {"touch ", BeanOp::kTouch, Grammar::kId},
-    {"stats-job ", BeanOp::kStatsJob, Grammar::kId},
-    {"stats-tube ", BeanOp::kStatsTube, Grammar::kTube},
-    {"stats", BeanOp::kStats, Grammar::kNone},
-    {"use ", BeanOp::kUse, Grammar::kTube},
-    {"watch ", BeanOp::kWatch, Grammar::kTube},
-    {"ignore ", BeanOp::kIgnore, Grammar::kTube},
-    {"list-tubes-watched", BeanOp::kListTubesWatched, Grammar::kNone},
-    {"list-tube-used", BeanOp::kListTubeUsed, Grammar::kNone},
-    {"list-tubes", BeanOp::kListTubes, Grammar::kNone},
-    {"quit", BeanOp::kQuit, Grammar::kQuit},
-    {"pause-tube", BeanOp::kPauseTube, Grammar::kPauseTube},
+    {"put ", BeanOp::kPut, Grammar::kPut, Op::kPut},
+    {"peek ", BeanOp::kPeek, Grammar::kId, Op::kPeek},
+    {"peek-ready", BeanOp::kPeekReady, Grammar::kNone, Op::kPeekReady},
+    {"peek-delayed", BeanOp::kPeekDelayed, Grammar::kNone, Op::kPeekDelayed},
+    {"peek-buried", BeanOp::kPeekBuried, Grammar::kNone, Op::kPeekBuried},
+    {"reserve-with-timeout ", BeanOp::kReserveWithTimeout, Grammar::kReserveTimeout,
+     Op::kReserveWithTimeout},
+    {"reserve-job ", BeanOp::kReserveJob, Grammar::kId, Op::kReserveJob},
+    {"reserve", BeanOp::kReserve, Grammar::kNone, Op::kReserve},
+    {"delete ", BeanOp::kDelete, Grammar::kId, Op::kDelete},
+    {"release ", BeanOp::kRelease, Grammar::kRelease, Op::kRelease},
+    {"bury ", BeanOp::kBury, Grammar::kBury, Op::kBury},
+    {"kick ", BeanOp::kKick, Grammar::kKick, Op::kKick},
+    {"kick-job ", BeanOp::kKickJob, Grammar::kId, Op::kKickJob},
+    {"touch ", BeanOp::kTouch, Grammar::kId, Op::kTouch},
+    {"stats-job ", BeanOp::kStatsJob, Grammar::kId, Op::kStatsJob},
+    {"stats-tube ", BeanOp::kStatsTube, Grammar::kTube, Op::kStatsTopic},
+    {"stats", BeanOp::kStats, Grammar::kNone, Op::kStats},
+    {"use ", BeanOp::kUse, Grammar::kTube, Op::kUse},
+    {"watch ", BeanOp::kWatch, Grammar::kTube, Op::kWatch},
+    {"ignore ", BeanOp::kIgnore, Grammar::kTube, Op::kIgnore},
+    {"list-tubes-watched", BeanOp::kListTubesWatched, Grammar::kNone, Op::kListTopicsWatched},
+    {"list-tube-used", BeanOp::kListTubeUsed, Grammar::kNone, Op::kListTopicUsed},
+    {"list-tubes", BeanOp::kListTubes, Grammar::kNone, Op::kListTopics},
+    {"quit", BeanOp::kQuit, Grammar::kQuit, Op::kQuit},
+    {"pause-tube", BeanOp::kPauseTube, Grammar::kPauseTube, Op::kPauseTopic},
 };
 
 constexpr size_t kNumCommands = sizeof kCommands / sizeof kCommands[0];
+
+// kCommands' row for each BeanOp (an index; kNumCommands for none).
+constexpr std::array<size_t, kNumBeanOps> MakeRowOfOp() {
+  std::array<size_t, kNumBeanOps> row{};
+  row.fill(kNumCommands);
+  for (size_t i = 0; i < kNumCommands; ++i) row[static_cast<size_t>(kCommands[i].op)] = i;
+  for (size_t r : row)
+    if (r == kNumCommands) throw "a BeanOp without a command";  // fails the constant evaluation
+  return row;
+}
+constexpr std::array<size_t, kNumBeanOps> kRowOfOp = MakeRowOfOp();
 // Only prefixes that share a first byte can both match, so trying, in table
 // order, just the entries that start with the line's first byte is the same
 // as trying them all. Per first byte: indices into kCommands, then kNoCommand.
@@ -603,6 +619,13 @@ BeanDecoder::Item BeanDecoder::Next(std::string_view in) {
       item.consumed = after_line;
       return item;
   }
+}
+
+Op OperationOf(BeanOp op) { return kCommands[kRowOfOp[static_cast<size_t>(op)]].operation; }
+
+std::string_view BeanVerb(BeanOp op) {
+  std::string_view p = kCommands[kRowOfOp[static_cast<size_t>(op)]].prefix;
+  return p.ends_with(' ') ? p.substr(0, p.size() - 1) : p;
 }
 
 }  // namespace delayq::server

@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "delayq/operations.h"
+
 namespace delayq::server {
 
 // beanstalkd's command line limit, CRLF included.
@@ -78,6 +80,13 @@ enum class BeanOp : uint8_t {
   kReserveBatch,  // reserve-batch <count> <timeout-seconds>
   kClearTube,     // clear-tube <tube> <states>  states: all | comma list of ready,delayed,buried
 };
+inline constexpr size_t kNumBeanOps = static_cast<size_t>(BeanOp::kClearTube) + 1;
+
+// The row of the operation table (delayq/operations.h) a command asks for:
+// put and put-ex are both Op::kPut.
+Op OperationOf(BeanOp op);
+// The command's name on the wire ("put-ex", "reserve-with-timeout").
+std::string_view BeanVerb(BeanOp op);
 
 // One decoded command. Fields not used by `op` keep their defaults. The
 // string_views point into the input given to Next() (or ParseBeanLine()).

@@ -110,34 +110,15 @@ std::string TimevalText(const timeval& tv) {
 }
 
 std::string ServerStatsYaml(const ServerContext& ctx, const EngineStats& e, TimeMs now) {
-  const auto& c = ctx.counters.cmd;
-  auto cmd = [&c](BeanOp op) { return c[static_cast<size_t>(op)]; };
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::string y = "---\n";
   JobCountFields(y, e);
-  Field(y, "cmd-put", cmd(BeanOp::kPut) + cmd(BeanOp::kPutEx));
-  Field(y, "cmd-peek", cmd(BeanOp::kPeek));
-  Field(y, "cmd-peek-ready", cmd(BeanOp::kPeekReady));
-  Field(y, "cmd-peek-delayed", cmd(BeanOp::kPeekDelayed));
-  Field(y, "cmd-peek-buried", cmd(BeanOp::kPeekBuried));
-  Field(y, "cmd-reserve", cmd(BeanOp::kReserve));
-  Field(y, "cmd-reserve-with-timeout", cmd(BeanOp::kReserveWithTimeout));
-  Field(y, "cmd-delete", cmd(BeanOp::kDelete));
-  Field(y, "cmd-release", cmd(BeanOp::kRelease));
-  Field(y, "cmd-use", cmd(BeanOp::kUse));
-  Field(y, "cmd-watch", cmd(BeanOp::kWatch));
-  Field(y, "cmd-ignore", cmd(BeanOp::kIgnore));
-  Field(y, "cmd-bury", cmd(BeanOp::kBury));
-  Field(y, "cmd-kick", cmd(BeanOp::kKick));
-  Field(y, "cmd-touch", cmd(BeanOp::kTouch));
-  Field(y, "cmd-stats", cmd(BeanOp::kStats));
-  Field(y, "cmd-stats-job", cmd(BeanOp::kStatsJob));
-  Field(y, "cmd-stats-tube", cmd(BeanOp::kStatsTube));
-  Field(y, "cmd-list-tubes", cmd(BeanOp::kListTubes));
-  Field(y, "cmd-list-tube-used", cmd(BeanOp::kListTubeUsed));
-  Field(y, "cmd-list-tubes-watched", cmd(BeanOp::kListTubesWatched));
-  Field(y, "cmd-pause-tube", cmd(BeanOp::kPauseTube));
+  // cmd-put ... cmd-pause-tube: the operation table's rows with a counter.
+  for (const Operation& o : kOperations) {
+    if (o.stat.empty()) break;  // those rows come first
+    Field(y, o.stat, ctx.counters.Of(Protocol::kBeanstalk, o.op));
+  }
   Field(y, "job-timeouts", e.job_timeouts);
   Field(y, "total-jobs", e.total_jobs);
   Field(y, "max-job-size", ctx.max_job_size);
@@ -246,7 +227,7 @@ void BeanstalkHandler::Process() {
         // beanstalkd counts some failed commands in its stats anyway, and an
         // upload without its CRLF has already made it a producer and spent
         // a job id.
-        if (item.counted) ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
+        if (item.counted) ctx_.counters.Count(Protocol::kBeanstalk, OperationOf(item.command.op));
         if (item.reply == kExpectedCrlfReply) {
           MarkProducer();
           backend_.DiscardJobId();
@@ -257,7 +238,7 @@ void BeanstalkHandler::Process() {
         close_ = true;
         break;
       case BeanDecoder::Kind::kCommand:
-        ctx_.counters.cmd[static_cast<size_t>(item.command.op)]++;
+        ctx_.counters.Count(Protocol::kBeanstalk, OperationOf(item.command.op));
         blocked_ = true;  // until the command's reply is written (Done)
         in_command_ = true;
         Execute(item.command);  // views into in_ stay valid: consumed below

@@ -7,8 +7,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/local_backend.h"
+#include "delayq/operations.h"
 
 namespace delayq::server {
 namespace {
@@ -187,6 +190,26 @@ TEST_F(HandlerTest, QuitClosesWithoutReply) {
   auto c = Connect();
   EXPECT_EQ(c->Send("quit\r\nput 1 0 1 1\r\nx\r\n"), "");
   EXPECT_TRUE(c->h.want_close());
+}
+
+// `stats` shows a cmd-* line for each row of the operation table that
+// has one, in the table's order, counting the commands of that row.
+TEST_F(HandlerTest, StatsCountsEachCommandInItsRow) {
+  auto c = Connect();
+  c->Send("use a\r\nuse b\r\nput-ex 1 0 1000 1\r\nx\r\nput 1 0 1 1\r\ny\r\npeek-key k\r\n");
+  std::string s = c->Send("stats\r\n");
+  std::vector<std::string> lines;
+  for (size_t at = s.find("\ncmd-"); at != std::string::npos; at = s.find("\ncmd-", at + 1))
+    lines.push_back(s.substr(at + 1, s.find('\n', at + 1) - at - 1));
+  std::vector<std::string> want;
+  for (const Operation& o : kOperations) {
+    if (o.stat.empty()) continue;
+    uint64_t n = o.op == Op::kUse ? 2 : o.op == Op::kPut ? 2 : o.op == Op::kStats ? 1 : 0;
+    want.push_back(std::string(o.stat) + ": " + std::to_string(n));
+  }
+  EXPECT_EQ(lines, want);
+  // peek-key has no line of its own, but is counted.
+  EXPECT_EQ(ctx_.counters.Of(Protocol::kBeanstalk, Op::kPeekKey), 1u);
 }
 
 }  // namespace

@@ -43,6 +43,9 @@ bool PercentDecode(std::string_view in, std::string* out) {
   return true;
 }
 
+// A path parameter: "{topic}".
+bool IsParam(std::string_view seg) { return !seg.empty() && seg.front() == '{'; }
+
 }  // namespace
 
 // ---- the API ---------------------------------------------------------------------
@@ -57,34 +60,63 @@ struct HttpApi::Wait {
   bool finished = false;
 };
 
-const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
+// The HTTP front-end's mapping: a handler for each route of the operation
+// table's `http` column (delayq/operations.h), spelled as there.
+const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
   using R = HttpApiRoutes;
-  static const std::vector<Route> table = {
-      {"GET", {"healthz"}, &R::Healthz},
-      {"GET", {"stats"}, &R::ServerStats},
-      {"GET", {"topics"}, &R::ListTopics},
-      {"GET", {"topics", ":topic"}, &R::TopicStats},
-      {"POST", {"topics", ":topic", "jobs"}, &R::Put},
-      {"POST", {"topics", ":topic", "reserve"}, &R::ReserveRoute},
-      {"POST", {"topics", ":topic", "kick"}, &R::KickTopic},
-      {"POST", {"topics", ":topic", "pause"}, &R::Pause},
-      {"POST", {"topics", ":topic", "clear"}, &R::Clear},
-      {"GET", {"topics", ":topic", "keys", ":key"}, &R::GetByKey},
-      {"DELETE", {"topics", ":topic", "keys", ":key"}, &R::DeleteByKey},
-      {"POST", {"reserve"}, &R::ReserveRoute},
-      {"GET", {"jobs", ":id"}, &R::GetJob},
-      {"DELETE", {"jobs", ":id"}, &R::DeleteJob},
-      {"POST", {"jobs", ":id", "finish"}, &R::Finish},
-      {"POST", {"jobs", ":id", "release"}, &R::Release},
-      {"POST", {"jobs", ":id", "bury"}, &R::Bury},
-      {"POST", {"jobs", ":id", "touch"}, &R::Touch},
-      {"POST", {"jobs", ":id", "kick"}, &R::KickJob},
-      {"POST", {"push"}, &R::YPush},
-      {"POST", {"pop"}, &R::YPop},
-      {"POST", {"finish"}, &R::YFinish},
-      {"POST", {"delete"}, &R::YDelete},
-      {"POST", {"get"}, &R::YGet},
+  static const std::vector<Mapping> handlers = {
+      {"GET /healthz", &R::Healthz},
+      {"GET /stats", &R::ServerStats},
+      {"GET /topics", &R::ListTopics},
+      {"GET /topics/{topic}", &R::TopicStats},
+      {"POST /topics/{topic}/jobs", &R::Put},
+      {"POST /topics/{topic}/reserve", &R::ReserveRoute},
+      {"POST /topics/{topic}/kick", &R::KickTopic},
+      {"POST /topics/{topic}/pause", &R::Pause},
+      {"POST /topics/{topic}/clear", &R::Clear},
+      {"GET /topics/{topic}/keys/{key}", &R::GetByKey},
+      {"DELETE /topics/{topic}/keys/{key}", &R::DeleteByKey},
+      {"POST /reserve", &R::ReserveRoute},
+      {"GET /jobs/{id}", &R::GetJob},
+      {"DELETE /jobs/{id}", &R::DeleteJob},
+      {"POST /jobs/{id}/finish", &R::Finish},
+      {"POST /jobs/{id}/release", &R::Release},
+      {"POST /jobs/{id}/bury", &R::Bury},
+      {"POST /jobs/{id}/touch", &R::Touch},
+      {"POST /jobs/{id}/kick", &R::KickJob},
+      {"POST /push", &R::YPush},
+      {"POST /pop", &R::YPop},
+      {"POST /finish", &R::YFinish},
+      {"POST /delete", &R::YDelete},
+      {"POST /get", &R::YGet},
   };
+  return handlers;
+}
+
+// The routes, in the operation table's order: each row's `http` routes
+// with the handler Handlers() maps them to. A route without one is left
+// out (HttpApiTest.EveryOperationRouteHasAHandler fails on it).
+const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
+  static const std::vector<Route> table = [] {
+    std::vector<Route> routes;
+    for (const Operation& o : kOperations) {
+      for (std::string_view spec : HttpRoutesOf(o)) {
+        auto h = std::find_if(Handlers().begin(), Handlers().end(),
+                              [&](const Mapping& m) { return m.route == spec; });
+        if (h == Handlers().end()) continue;
+        Route r{o.op, spec.substr(0, spec.find(' ')), {}, h->handler};
+        std::string_view path = spec.substr(spec.find(' ') + 2);  // after "METHOD /"
+        for (;;) {
+          size_t slash = path.find('/');
+          r.path.push_back(path.substr(0, slash));
+          if (slash == std::string_view::npos) break;
+          path.remove_prefix(slash + 1);
+        }
+        routes.push_back(std::move(r));
+      }
+    }
+    return routes;
+  }();
   return table;
 }
 
@@ -180,7 +212,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
     if (r.path.size() != segs.size()) continue;
     bool match = true;
     for (size_t i = 0; i < segs.size() && match; ++i)
-      match = r.path[i].front() == ':' ? !segs[i].empty() : r.path[i] == segs[i];
+      match = IsParam(r.path[i]) ? !segs[i].empty() : r.path[i] == segs[i];
     if (!match) continue;
     if (r.method != method) {
       if (allow.find(r.method) == std::string::npos) {
@@ -191,7 +223,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
     }
     HttpApiRoutes::Params params;
     for (size_t i = 0; i < segs.size(); ++i) {
-      if (r.path[i].front() != ':') continue;
+      if (!IsParam(r.path[i])) continue;
       std::string decoded;
       if (!PercentDecode(segs[i], &decoded)) {
         done(ErrorReply(400, "bad_request", "bad percent-encoding in the path"));
@@ -199,6 +231,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
       }
       params.push_back(std::move(decoded));
     }
+    ctx_.counters.Count(Protocol::kHttp, r.op);
     CallId call = 0;
     r.handler(*this, request, params, std::move(done), &call);
     return call;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "delayq/operations.h"
 #include "server/http_api.h"
 #include "server/http_input.h"
 #include "server/http_json.h"
@@ -30,11 +31,19 @@ struct HttpApiRoutes {
   using Handler = void (*)(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                            HttpApi::CallId*);
   struct Route {
+    Op op;  // its row of the operation table
     std::string_view method;
-    std::vector<std::string_view> path;  // ":x" segments capture
+    std::vector<std::string_view> path;  // "{x}" segments capture
     Handler handler;
   };
+  // Every route the API serves, made from the operation table.
   static const std::vector<Route>& Table();
+  // The front-end's mapping: the handler of each route ("POST /push").
+  struct Mapping {
+    std::string_view route;
+    Handler handler;
+  };
+  static const std::vector<Mapping>& Handlers();
 
   // ---- shared steps ----
   static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,

@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "backend/local_backend.h"
+#include "delayq/operations.h"
+#include "server/http_api_internal.h"
 #include "store/mem_store.h"
 
 namespace delayq::server {
@@ -338,6 +340,32 @@ class CountingBackend : public backend::Backend {
 
 // Each route is one backend call, with no read before its write (a batch
 // put: one per job); the Youzan-style routes too, by name or by number.
+// Each route counts one request of its operation-table row, and only that.
+TEST_F(HttpApiTest, EachRouteCountsItsOperation) {
+  for (const HttpApiRoutes::Route& r : HttpApiRoutes::Table()) {
+    std::string target;
+    for (std::string_view seg : r.path)
+      target += "/" + (seg.starts_with('{') ? std::string("1") : std::string(seg));
+    const auto before = ctx_.counters.ops;
+    HttpApi::CallId id = api_.Handle(HttpRequest{r.method, target, "{}"}, [](HttpReply) {});
+    if (id != 0) api_.Cancel(id);  // a reserve that waits
+    for (size_t p = 0; p < kNumProtocols; ++p) {
+      for (size_t op = 0; op < kNumOps; ++op) {
+        const bool mine = p == static_cast<size_t>(Protocol::kHttp) && op == size_t(r.op);
+        EXPECT_EQ(ctx_.counters.ops[p][op], before[p][op] + (mine ? 1 : 0))
+            << r.method << " " << target << ": " << kOperations[op].name;
+      }
+    }
+  }
+  // GET /stats shows them by name and protocol.
+  auto d = Json(Call("GET", "/stats").body);
+  ASSERT_TRUE(d.HasMember("operations"));
+  EXPECT_EQ(d["operations"]["put"]["http"].GetUint64(), 2u);  // /topics/1/jobs and /push
+  EXPECT_EQ(d["operations"]["stats"]["http"].GetUint64(), 2u);
+  EXPECT_FALSE(d["operations"]["put"].HasMember("beanstalkd"));
+  EXPECT_FALSE(d["operations"].HasMember("quit"));  // never asked for
+}
+
 TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
   CountingBackend counting(backend_);
   ServerContext ctx(counting);

@@ -82,6 +82,30 @@ void HttpApiRoutes::ReplyJob(Status st, Jobs jobs, HttpApi::Reply done) {
   done(HttpReply{200, Done(sb), {}});
 }
 
+namespace {
+
+// "operations": the operations asked for so far, by the operation table's
+// names and protocol, those asked for at least once.
+void OperationCounts(JsonWriter& w, const ServerCounters& c) {
+  w.Key("operations");
+  w.StartObject();
+  for (const Operation& o : kOperations) {
+    if (c.Of(Protocol::kBeanstalk, o.op) + c.Of(Protocol::kHttp, o.op) == 0) continue;
+    w.Key(o.name.data(), static_cast<rapidjson::SizeType>(o.name.size()));
+    w.StartObject();
+    for (Protocol p : {Protocol::kBeanstalk, Protocol::kHttp}) {
+      if (c.Of(p, o.op) == 0) continue;
+      std::string_view name = ProtocolName(p);
+      w.Key(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+      w.Uint64(c.Of(p, o.op));
+    }
+    w.EndObject();
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
 // ---- native routes ----------------------------------------------------------------
 
 void HttpApiRoutes::Healthz(HttpApi& api, const HttpRequest&, const Params&, HttpApi::Reply&& done,
@@ -125,6 +149,7 @@ void HttpApiRoutes::ServerStats(HttpApi& api, const HttpRequest&, const Params&,
     w.Uint64(api.ctx_.counters.connections);
     w.Key("max_job_size");
     w.Uint64(api.ctx_.max_job_size);
+    OperationCounts(w, api.ctx_.counters);
     w.EndObject();
     done(HttpReply{200, Done(sb), {}});
   });

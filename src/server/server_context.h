@@ -10,16 +10,32 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "backend/backend.h"
+#include "delayq/operations.h"
 #include "server/beanstalk_decoder.h"
 #include "server/rate_limited_log.h"
 
 namespace delayq::server {
 
+// The front-ends, as the operation counters tell them apart.
+enum class Protocol : uint8_t { kBeanstalk, kHttp };
+inline constexpr size_t kNumProtocols = 2;
+constexpr std::string_view ProtocolName(Protocol p) {
+  return p == Protocol::kBeanstalk ? "beanstalkd" : "http";
+}
+
 struct ServerCounters {
-  // Indexed by BeanOp: commands whose arguments parsed (beanstalkd's cmd-*).
-  std::array<uint64_t, 64> cmd{};
+  // Operations asked for, by protocol and row of the operation table
+  // (delayq/operations.h): beanstalkd commands whose arguments parsed (and
+  // the few failed ones beanstalkd counts too), HTTP requests that matched
+  // a route. beanstalkd's `stats` shows its cmd-* lines from the first.
+  std::array<std::array<uint64_t, kNumOps>, kNumProtocols> ops{};
+  void Count(Protocol p, Op op) { ops[static_cast<size_t>(p)][static_cast<size_t>(op)]++; }
+  uint64_t Of(Protocol p, Op op) const {
+    return ops[static_cast<size_t>(p)][static_cast<size_t>(op)];
+  }
   uint64_t connections = 0;  // open now
   uint64_t total_connections = 0;
   uint64_t producers = 0;  // open connections that have put
