@@ -1,5 +1,6 @@
-// Text helpers shared by the HTTP API and the CLI: whether a job body is
-// text, base64 for the bodies that are not, RFC 3339 times, job ids.
+// Text helpers shared by the HTTP API, the Redis backend and the CLI:
+// whether a job body is text, base64 for the bodies that are not, RFC 3339
+// times, job ids, percent-decoding.
 #ifndef DELAYQ_TEXT_H_
 #define DELAYQ_TEXT_H_
 
@@ -31,6 +32,11 @@ std::optional<TimeMs> ParseRfc3339(std::string_view text);
 // more than fits a JobId), or 0 for anything else: how a job without a name
 // is named (docs/engine.md, "Names").
 JobId ParseDecimalId(std::string_view text);
+
+// Percent-decodes `in` (an HTTP path segment, a URL's user or password):
+// "%2F" is '/', and every other byte stands for itself. False on a '%' not
+// followed by two hex digits.
+bool PercentDecode(std::string_view in, std::string* out);
 
 }  // namespace delayq
 

@@ -24,6 +24,8 @@ struct Config {
   // Empty (or "local"): the Local backend (the engine, over the store).
   // redis://... or redis-cluster://...: the Redis backend (docs/redis-backend.md).
   std::string backend;
+  // The Redis password's file (its first line), when the URL holds none.
+  std::string redis_password_file;
   bool in_memory = false;          // --in-memory: no store, nothing survives a restart
   std::string fsync = "everysec";  // always | everysec | no
   // Delayed jobs due later than this are kept on disk only, and loaded

@@ -182,16 +182,38 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
   return backend;
 }
 
+// The first line of a password file, without its line end.
+Result<std::string> ReadPasswordFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument("cannot read it");
+  std::string line;
+  std::getline(in, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.empty()) return Status::InvalidArgument("its first line is empty");
+  return line;
+}
+
 // The Redis backend; waits up to 5 s for its connection (it keeps trying
 // after that: operations fail until it is up).
 std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
                                             const backend::Clock& clock,
                                             const app::Config& config) {
+  const std::string shown = backend::RedactRedisUrl(config.backend);
   auto address = backend::ParseRedisUrl(config.backend);
   if (!address.ok()) {
-    spdlog::error("event=bad_backend backend={} error=\"{}\"", config.backend,
-                  address.status().message());
+    spdlog::error("event=bad_backend backend={} error=\"{}\"", shown, address.status().message());
     return nullptr;
+  }
+  if (!config.redis_password_file.empty()) {
+    auto password = ReadPasswordFile(config.redis_password_file);
+    if (password.ok() && !address->auth.password.empty())
+      password = Status::InvalidArgument("the URL holds a password too");
+    if (!password.ok()) {
+      spdlog::error("event=bad_redis_password_file file={} error=\"{}\"",
+                    config.redis_password_file, password.status().message());
+      return nullptr;
+    }
+    address->auth.password = *password;
   }
   backend::RedisBackend::Options ro;
   ro.address = *address;
@@ -203,12 +225,12 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   while (!backend->connected() && std::chrono::steady_clock::now() < deadline)
     io.run_one_for(std::chrono::milliseconds(10));
   if (backend->connected()) {
-    spdlog::info("event=redis_connected backend={}", config.backend);
+    spdlog::info("event=redis_connected backend={}", shown);
   } else {
     spdlog::warn(
         "event=redis_unreachable backend={} note=\"serving anyway: operations fail with "
-        "INTERNAL_ERROR until Redis answers\"",
-        config.backend);
+        "INTERNAL_ERROR until Redis answers\" error=\"{}\"",
+        shown, backend->last_error());
   }
   return backend;
 }
@@ -328,7 +350,7 @@ int main(int argc, char** argv) {
       kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
-      on_redis           ? config.backend
+      on_redis           ? backend::RedactRedisUrl(config.backend)
       : config.in_memory ? std::string("none")
                          : config.data_dir,
       config.in_memory || on_redis ? "-" : config.fsync.c_str(),

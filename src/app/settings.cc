@@ -99,15 +99,29 @@ const Setting kSettings[] = {
      .kind = K::kString,
      .field = &Config::backend,
      .finish = FinishBackend,
-     .help = "Keep the queue in Redis instead: redis://HOST[:PORT][/DB] or\n"
-             "redis-cluster://HOST[:PORT],... (many delayqd may share it; docs/redis-backend.md)",
+     .help = "Keep the queue in Redis instead: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or\n"
+             "redis-cluster://[[USER]:PASSWORD@]HOST[:PORT],... (many delayqd may share it;\n"
+             "docs/redis-backend.md)",
      .doc_default = "`local`",
      .doc = "where the queue lives: `local` (the engine in this process, over the store of "
-            "`-b`), `redis://HOST[:PORT][/DB]` or `redis-cluster://HOST[:PORT],...` (any "
-            "reachable nodes). On Redis, any number of delayqd may serve one queue, and `-b`, "
-            "`--fsync`, `--horizon` and `--in-memory` have no effect: durability is Redis's "
-            "(use AOF). See `docs/redis-backend.md`. A malformed URL stops the start with a "
-            "message"},
+            "`-b`), `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` or "
+            "`redis-cluster://[[USER]:PASSWORD@]HOST[:PORT],...` (any reachable nodes; a "
+            "password authenticates every connection, as the ACL user USER if given). On Redis, "
+            "any number of delayqd may serve one queue, and `-b`, `--fsync`, `--horizon` and "
+            "`--in-memory` have no effect: durability is Redis's (use AOF). See "
+            "`docs/redis-backend.md`. A malformed URL stops the start with a message; logs show "
+            "the URL with its password as `***`"},
+    {.flags = "--redis-password-file",
+     .env = "DELAYQ_REDIS_PASSWORD_FILE",
+     .toml = "redis_password_file",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::redis_password_file,
+     .help = "The Redis password: the first line of FILE (kept out of the URL and the\n"
+             "process list); the URL's user, if any, goes with it",
+     .doc = "the Redis password, read from the first line of this file at start, for a URL "
+            "that holds none (with `user@` in the URL, the ACL user it belongs to); a missing "
+            "or empty file, or a URL with a password too, stops the start with a message"},
     {.flags = "--in-memory",
      .env = "DELAYQ_IN_MEMORY",
      .toml = "in_memory",

@@ -17,6 +17,7 @@
 #include "backend/redis_backend_internal.h"
 #include "backend/resp.h"
 #include "delayq/engine.h"
+#include "delayq/text.h"
 
 namespace delayq::backend {
 
@@ -99,18 +100,61 @@ Result<JobChange> ChangeOf(JobId id, const redisReply* r, std::string_view what)
 
 }  // namespace
 
+namespace {
+
+constexpr std::string_view kPlainScheme = "redis://", kClusterScheme = "redis-cluster://";
+
+// The part of `url` after its scheme, or npos for another scheme.
+size_t AfterScheme(std::string_view url) {
+  if (url.starts_with(kPlainScheme)) return kPlainScheme.size();
+  if (url.starts_with(kClusterScheme)) return kClusterScheme.size();
+  return std::string_view::npos;
+}
+
+// The user information of `url` ("user:password" before the last '@' of
+// the authority), or npos for none.
+std::pair<size_t, size_t> UserInfo(std::string_view url) {
+  size_t from = AfterScheme(url);
+  if (from == std::string_view::npos) return {std::string_view::npos, 0};
+  size_t end = url.find('/', from);
+  size_t at = url.substr(0, end).rfind('@');
+  if (at == std::string_view::npos || at < from) return {std::string_view::npos, 0};
+  return {from, at - from};
+}
+
+}  // namespace
+
+std::string RedactRedisUrl(std::string_view url) {
+  auto [from, len] = UserInfo(url);
+  if (from == std::string_view::npos) return std::string(url);
+  std::string_view info = url.substr(from, len);
+  size_t colon = info.find(':');
+  std::string out(url.substr(0, from));
+  out += colon == std::string_view::npos ? "***" : std::string(info.substr(0, colon)) + ":***";
+  out += url.substr(from + len);
+  return out;
+}
+
 Result<RedisAddress> ParseRedisUrl(std::string_view url) {
-  constexpr std::string_view kPlain = "redis://", kCluster = "redis-cluster://";
   RedisAddress a;
-  std::string_view rest;
-  if (url.substr(0, kPlain.size()) == kPlain) {
-    rest = url.substr(kPlain.size());
-  } else if (url.substr(0, kCluster.size()) == kCluster) {
-    a.cluster = true;
-    rest = url.substr(kCluster.size());
-  } else {
+  const std::string shown = RedactRedisUrl(url);
+  size_t from = AfterScheme(url);
+  if (from == std::string_view::npos)
     return Status::InvalidArgument(
-        "a Redis address is redis://host[:port][/db] or redis-cluster://host[:port],...");
+        "a Redis address is redis://[[user]:password@]host[:port][/db] or "
+        "redis-cluster://[[user]:password@]host[:port],...");
+  a.cluster = url.starts_with(kClusterScheme);
+  std::string_view rest = url.substr(from);
+  if (auto [info_from, info_len] = UserInfo(url); info_from != std::string_view::npos) {
+    std::string_view info = url.substr(info_from, info_len);
+    rest = url.substr(info_from + info_len + 1);
+    size_t colon = info.find(':');
+    // "user:password", ":password", or "password" alone (the default user).
+    std::string_view user = colon == std::string_view::npos ? "" : info.substr(0, colon);
+    std::string_view password = colon == std::string_view::npos ? info : info.substr(colon + 1);
+    if (!PercentDecode(user, &a.auth.user) || !PercentDecode(password, &a.auth.password))
+      return Status::InvalidArgument("bad percent-encoding in the user or password of " + shown);
+    if (a.auth.password.empty()) return Status::InvalidArgument("an empty password in " + shown);
   }
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);
@@ -118,9 +162,9 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
     if (!db.empty()) {
       auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), a.db);
       if (ec != std::errc() || p != db.data() + db.size() || a.db < 0)
-        return Status::InvalidArgument("bad database number in " + std::string(url));
+        return Status::InvalidArgument("bad database number in " + shown);
       if (a.cluster && a.db != 0)
-        return Status::InvalidArgument("a Redis Cluster has database 0 only: " + std::string(url));
+        return Status::InvalidArgument("a Redis Cluster has database 0 only: " + shown);
     }
   }
   while (!rest.empty()) {
@@ -133,13 +177,13 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
       one = one.substr(0, colon);
       auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), n.port);
       if (ec != std::errc() || p != port.data() + port.size() || n.port < 1 || n.port > 65535)
-        return Status::InvalidArgument("bad port in " + std::string(url));
+        return Status::InvalidArgument("bad port in " + shown);
     }
-    if (one.empty()) return Status::InvalidArgument("no host in " + std::string(url));
+    if (one.empty()) return Status::InvalidArgument("no host in " + shown);
     n.host = std::string(one);
     a.nodes.push_back(std::move(n));
   }
-  if (a.nodes.empty()) return Status::InvalidArgument("no host in " + std::string(url));
+  if (a.nodes.empty()) return Status::InvalidArgument("no host in " + shown);
   if (!a.cluster && a.nodes.size() > 1)
     return Status::InvalidArgument("redis:// names one server; use redis-cluster:// for several");
   return a;
@@ -167,6 +211,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   ro.seeds = options_.address.nodes;
   ro.cluster = options_.address.cluster;
   ro.db = options_.address.db;
+  ro.auth = options_.address.auth;
   ro.on_node_connect = [](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
   };
@@ -176,6 +221,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   RedisClient::Options so;
   so.host = options_.address.nodes.front().host;
   so.port = options_.address.nodes.front().port;
+  so.auth = options_.address.auth;
   so.subscriber = true;
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
@@ -207,6 +253,7 @@ void RedisBackend::Start() {
 }
 
 bool RedisBackend::connected() const { return router_->connected(); }
+std::string RedisBackend::last_error() const { return router_->last_error(); }
 
 std::string RedisBackend::Owner(SessionId sid) const {
   if (auto it = sessions_.find(sid); it != sessions_.end()) return it->second.owner;

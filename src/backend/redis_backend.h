@@ -45,15 +45,23 @@
 
 namespace delayq::backend {
 
-// Parsed `redis://host[:port][/db]` or `redis-cluster://host[:port],host[:port],...`
-// (any reachable nodes of the cluster; it tells the rest).
+// Parsed `redis://[[user]:password@]host[:port][/db]` or
+// `redis-cluster://[[user]:password@]host[:port],host[:port],...` (any
+// reachable nodes of the cluster; it tells the rest). The user and password
+// are percent-decoded (a password holding '@', ':' or '/' is written %40,
+// %3A, %2F).
 struct RedisAddress {
   bool cluster = false;
   std::vector<RedisRouter::Node> nodes;
   int db = 0;
+  RedisCredentials auth;
 };
-// kInvalidArgument with the reason for a malformed URL.
+// kInvalidArgument with the reason for a malformed URL; the message never
+// holds the password (it names the URL as RedactRedisUrl writes it).
 Result<RedisAddress> ParseRedisUrl(std::string_view url);
+// `url` as logs and messages may show it: a password replaced by "***"
+// ("redis://worker:***@h:6379"); any other URL as it is.
+std::string RedactRedisUrl(std::string_view url);
 
 class RedisBackend final : public Backend {
  public:
@@ -87,6 +95,9 @@ class RedisBackend final : public Backend {
   // while there is no connection.
   void Start();
   bool connected() const;
+  // Why it is not connected ("127.0.0.1:6379: AUTH refused: WRONGPASS ..."),
+  // or empty.
+  std::string last_error() const;
 
   const BackendInfo& info() const override { return info_; }
 

@@ -269,17 +269,42 @@ void RedisClient::OnConnected(int status) {
     ctx_ = nullptr;
     return ScheduleReconnect();
   }
-  connected_ = true;
   retry_ = std::chrono::milliseconds(100);
+  if (!options_.auth.password.empty()) return SendAuth();  // Ready once it is accepted
+  Ready();
+}
+
+void RedisClient::Ready() {
+  connected_ = true;
   if (options_.on_connect) options_.on_connect();
   if (options_.subscriber)
     for (const std::string& ch : channels_) SendSubscribe("SUBSCRIBE", ch);
 }
 
+void RedisClient::SendAuth() {
+  std::vector<std::string_view> argv = {"AUTH"};
+  if (!options_.auth.user.empty()) argv.push_back(options_.auth.user);
+  argv.push_back(options_.auth.password);
+  redisAsyncContext* sent_on = ctx_;
+  SendNow(resp::Format(argv), [this, sent_on](const redisReply* r) {
+    if (r == nullptr || ctx_ != sent_on || ctx_ == nullptr) return;  // lost meanwhile
+    if (r->type != REDIS_REPLY_ERROR) {
+      last_error_.clear();
+      return Ready();
+    }
+    // Redis's words ("WRONGPASS invalid username-password pair or user is
+    // disabled.") name no secret. The connection goes; it is tried again.
+    last_error_ = "AUTH refused: " + std::string(r->str, r->len);
+    redisAsyncDisconnect(ctx_);
+  });
+}
+
 void RedisClient::OnDisconnected(int status) {
-  last_error_ = status == REDIS_OK                           ? "disconnected"
-                : ctx_ != nullptr && ctx_->errstr != nullptr ? ctx_->errstr
-                                                             : "connection lost";
+  // A refused AUTH closed it: keep saying so.
+  if (!last_error_.starts_with("AUTH refused: "))
+    last_error_ = status == REDIS_OK                           ? "disconnected"
+                  : ctx_ != nullptr && ctx_->errstr != nullptr ? ctx_->errstr
+                                                               : "connection lost";
   // hiredis frees the context after this returns.
   ctx_ = nullptr;
   bool was = connected_;
@@ -303,6 +328,10 @@ void RedisClient::Send(std::string_view command, Handler done) {
     boost::asio::post(io_, [done = std::move(done)] { done(nullptr); });
     return;
   }
+  SendNow(command, std::move(done));
+}
+
+void RedisClient::SendNow(std::string_view command, Handler done) {
   auto* h = new Handler(std::move(done));
   std::shared_ptr<Io> io = watcher_;
   io->direct = true;

@@ -12,6 +12,9 @@
 // `on_message`, and Redis's confirmations of its subscriptions to
 // `on_subscribed`; it re-subscribes its channels after a reconnect.
 //
+// With credentials, every (re)connect first sends AUTH, and the client is
+// connected only once Redis accepts it: nothing runs unauthenticated.
+//
 // Thread: every method, and every handler, on the loop thread.
 #ifndef DELAYQ_BACKEND_REDIS_CLIENT_H_
 #define DELAYQ_BACKEND_REDIS_CLIENT_H_
@@ -30,6 +33,14 @@ struct redisReply;
 
 namespace delayq::backend {
 
+// What a connection authenticates with (AUTH): a password, and the ACL
+// user it belongs to (empty: the default user). Never logged or shown.
+struct RedisCredentials {
+  std::string user;
+  std::string password;  // empty: no AUTH
+  bool operator==(const RedisCredentials&) const = default;
+};
+
 class RedisClient {
  public:
   // `reply` is null when the connection failed or was lost before a reply.
@@ -40,6 +51,12 @@ class RedisClient {
     std::string host = "127.0.0.1";
     int port = 6379;
     bool subscriber = false;
+    // Sent as AUTH first on every (re)connect: the client counts as
+    // connected, runs `on_connect` and takes commands only once Redis has
+    // accepted it. A refusal is kept as last_error() ("AUTH refused:
+    // WRONGPASS ...", the server's words, which never hold the password),
+    // and the connection is dropped and tried again later.
+    RedisCredentials auth;
     // Runs on the loop thread after every (re)connect, before commands
     // issued later; it may issue commands itself.
     std::function<void()> on_connect;
@@ -82,6 +99,11 @@ class RedisClient {
   static void OnReply(redisAsyncContext* ac, void* reply, void* privdata);
   static void OnPubSub(redisAsyncContext* ac, void* reply, void* privdata);
   void SendSubscribe(const char* verb, const std::string& channel);
+  // After AUTH, if any: connected; on_connect; the subscriptions.
+  void Ready();
+  void SendAuth();
+  // Send, connected or not. REQUIRES: ctx_ != nullptr.
+  void SendNow(std::string_view command, Handler done);
 
   boost::asio::io_context& io_;
   Options options_;

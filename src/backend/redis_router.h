@@ -32,7 +32,8 @@ class RedisRouter {
   struct Options {
     std::vector<Node> seeds;  // a plain deployment: exactly one
     bool cluster = false;
-    int db = 0;  // plain only (a cluster has database 0 only)
+    int db = 0;             // plain only (a cluster has database 0 only)
+    RedisCredentials auth;  // every node's connection authenticates so
     // Runs after every (re)connect of a node, before later commands to it
     // (e.g. SCRIPT LOAD).
     std::function<void(RedisClient& node)> on_node_connect;

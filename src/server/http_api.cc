@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "delayq/text.h"
 #include "server/http_api_internal.h"
 
 namespace delayq::server {
@@ -16,32 +17,6 @@ namespace delayq::server {
 using backend::Jobs;
 
 namespace {
-
-// ---- text helpers -------------------------------------------------------------
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes one path segment. False on a malformed escape.
-bool PercentDecode(std::string_view in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int hi = HexValue(in[i + 1]), lo = HexValue(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
 
 // A path parameter: "{topic}".
 bool IsParam(std::string_view seg) { return !seg.empty() && seg.front() == '{'; }

@@ -16,7 +16,8 @@ namespace delayq::testing {
 
 namespace {
 
-// True when 127.0.0.1:port answers "PING" with "+PONG".
+// True when 127.0.0.1:port answers "PING" with "+PONG", or with "-NOAUTH"
+// (it is up, and wants a password first).
 bool Pong(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -31,7 +32,8 @@ bool Pong(uint16_t port) {
       send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     char buf[16] = {};
     ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
-    ok = n >= 5 && std::strncmp(buf, "+PONG", 5) == 0;
+    ok = (n >= 5 && std::strncmp(buf, "+PONG", 5) == 0) ||
+         (n >= 7 && std::strncmp(buf, "-NOAUTH", 7) == 0);
   }
   close(fd);
   return ok;
