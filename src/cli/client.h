@@ -1,6 +1,6 @@
 // The delayq command-line client's view of a server: one Client interface
-// over two transports, the HTTP/JSON API (cli_http_client.cc) and the
-// beanstalkd protocol with delayq's extensions (cli_beanstalk_client.cc).
+// over two transports, the HTTP/JSON API (http_client.cc) and the
+// beanstalkd protocol with delayq's extensions (beanstalk_client.cc).
 //
 // Every operation answers a JSON document shaped as the HTTP API's reply to
 // it (docs/http-api.md), so that output does not depend on the transport.
@@ -14,8 +14,8 @@
 // cannot express fails with Exit::kUsage before anything is sent.
 //
 // Thread: a Client belongs to one thread.
-#ifndef DELAYQ_APP_CLI_CLIENT_H_
-#define DELAYQ_APP_CLI_CLIENT_H_
+#ifndef DELAYQ_CLI_CLIENT_H_
+#define DELAYQ_CLI_CLIENT_H_
 
 #include <rapidjson/document.h>
 
@@ -28,7 +28,7 @@
 #include <variant>
 #include <vector>
 
-#include "app/cli_util.h"
+#include "cli/util.h"
 #include "delayq/types.h"
 
 namespace delayq::cli {
@@ -139,4 +139,4 @@ inline std::unique_ptr<Client> MakeClient(const ServerAddress& address,
 
 }  // namespace delayq::cli
 
-#endif  // DELAYQ_APP_CLI_CLIENT_H_
+#endif  // DELAYQ_CLI_CLIENT_H_

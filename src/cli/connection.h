@@ -6,8 +6,8 @@
 // Failures are Exit::kIo, with a message naming the server.
 //
 // Thread: a Connection belongs to one thread.
-#ifndef DELAYQ_APP_CLI_CONNECTION_H_
-#define DELAYQ_APP_CLI_CONNECTION_H_
+#ifndef DELAYQ_CLI_CONNECTION_H_
+#define DELAYQ_CLI_CONNECTION_H_
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -17,8 +17,8 @@
 #include <string>
 #include <string_view>
 
-#include "app/cli_client.h"
-#include "app/cli_util.h"
+#include "cli/client.h"
+#include "cli/util.h"
 
 namespace delayq::cli {
 
@@ -84,4 +84,4 @@ class Connection {
 
 }  // namespace delayq::cli
 
-#endif  // DELAYQ_APP_CLI_CONNECTION_H_
+#endif  // DELAYQ_CLI_CONNECTION_H_

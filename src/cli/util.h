@@ -1,9 +1,9 @@
 // Pure helpers of the delayq command-line client (docs/cli.md): the server
 // URL, times and numbers given on the command line, job bodies as JSON
 // text or base64, beanstalkd's YAML replies, and times shown to people.
-// None of them does I/O, so each is tested on its own (cli_util_test.cc).
-#ifndef DELAYQ_APP_CLI_UTIL_H_
-#define DELAYQ_APP_CLI_UTIL_H_
+// None of them does I/O, so each is tested on its own (util_test.cc).
+#ifndef DELAYQ_CLI_UTIL_H_
+#define DELAYQ_CLI_UTIL_H_
 
 #include <cstdint>
 #include <optional>
@@ -69,4 +69,4 @@ inline constexpr size_t kMaxReplyDepth = 64;
 
 }  // namespace delayq::cli
 
-#endif  // DELAYQ_APP_CLI_UTIL_H_
+#endif  // DELAYQ_CLI_UTIL_H_

@@ -1,4 +1,4 @@
-#include "app/cli_util.h"
+#include "cli/util.h"
 
 #include <algorithm>
 #include <charconv>

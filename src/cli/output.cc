@@ -1,4 +1,4 @@
-#include "app/cli_output.h"
+#include "cli/output.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "app/cli_util.h"
+#include "cli/util.h"
 
 namespace delayq::cli {
 namespace {

@@ -1,9 +1,9 @@
 // How the command-line client shows results: one compact JSON document per
 // line (-o json), the job's body bytes alone (-o body), or text for people
 // (the default). Every text form is made from the same JSON documents as
-// the JSON output (cli_client.h), so both say the same thing.
-#ifndef DELAYQ_APP_CLI_OUTPUT_H_
-#define DELAYQ_APP_CLI_OUTPUT_H_
+// the JSON output (client.h), so both say the same thing.
+#ifndef DELAYQ_CLI_OUTPUT_H_
+#define DELAYQ_CLI_OUTPUT_H_
 
 #include <rapidjson/document.h>
 
@@ -59,4 +59,4 @@ std::string FieldValue(std::string_view name, const rapidjson::Value& v);
 
 }  // namespace delayq::cli
 
-#endif  // DELAYQ_APP_CLI_OUTPUT_H_
+#endif  // DELAYQ_CLI_OUTPUT_H_

@@ -8,9 +8,9 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 
-#include "app/cli_client.h"
-#include "app/cli_connection.h"
-#include "app/cli_util.h"
+#include "cli/client.h"
+#include "cli/connection.h"
+#include "cli/util.h"
 #include "delayq/version.h"
 
 namespace delayq::cli {

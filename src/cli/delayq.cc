@@ -2,7 +2,7 @@
 // reserves, finishes and inspects jobs over the HTTP/JSON API or the
 // beanstalkd protocol, whichever --server names, and shows results as text
 // or JSON. Results go to stdout, errors to stderr, and the exit code tells
-// what happened (Exit in cli_client.h).
+// what happened (Exit in client.h).
 //
 // Every subcommand is one entry of the command table (Commands()): its
 // name, summary, examples, options and what it runs.
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "app/cli_client.h"
-#include "app/cli_output.h"
-#include "app/cli_util.h"
+#include "cli/client.h"
+#include "cli/output.h"
+#include "cli/util.h"
 #include "delayq/duration.h"
 #include "delayq/engine.h"
 #include "delayq/version.h"

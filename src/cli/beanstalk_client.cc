@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <map>
 
-#include "app/cli_client.h"
-#include "app/cli_connection.h"
+#include "cli/client.h"
+#include "cli/connection.h"
 #include "delayq/types.h"
 
 namespace delayq::cli {

@@ -1,13 +1,13 @@
 // Unit tests of the command-line client's pure helpers: server URLs, times,
 // numbers, keys, bodies as text or base64, beanstalkd YAML, and the text
 // shown for results.
-#include "app/cli_util.h"
+#include "cli/util.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "app/cli_output.h"
+#include "cli/output.h"
 
 namespace delayq::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "app/cli_connection.h"
+#include "cli/connection.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
