@@ -1,0 +1,470 @@
+// The subcommands of the command-line client (commands.h): the checks of
+// their arguments, and what each runs.
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+
+#include "delayq/duration.h"
+#include "delayq/engine.h"
+
+namespace delayq::cli {
+
+namespace {
+constexpr uint32_t kMaxReserveCount = 1000;  // the server's limit for one reserve
+}  // namespace
+
+// ---- output and errors ---------------------------------------------------------
+
+void Out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+
+int Report(const Failure& f) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "delayq: %s\n", f.message.c_str());
+  return static_cast<int>(f.exit);
+}
+
+Failure Usage(const Context& c, std::string message) {
+  const std::string where = c.sub != nullptr ? "delayq " + c.sub->get_name() : "delayq";
+  return Failure{Exit::kUsage, message + "\nRun '" + where + " --help' for help."};
+}
+
+// ---- argument checks ---------------------------------------------------------------
+
+Check Duration(const Context& c, const std::string& text, const char* option, TimeMs* out) {
+  auto d = ParseDuration(text);
+  if (!d.ok())
+    return Usage(c, "bad duration '" + text + "' for " + option +
+                        " (milliseconds, or a number with ms, s, m, h or d: 250ms, 30s, 5m)");
+  *out = *d;
+  return std::nullopt;
+}
+
+namespace {
+
+Check Topic(const Context& c, const std::string& name) {
+  if (IsValidTopicName(name)) return std::nullopt;
+  return Usage(
+      c, "bad topic name '" + name + "' (1-200 bytes of A-Za-z0-9-+/;.$_() not starting with '-')");
+}
+
+Check Key(const Context& c, const std::string& key) {
+  if (IsValidKey(key)) return std::nullopt;
+  return Usage(c, "bad key '" + key + "' (1-200 bytes of printable ASCII without spaces)");
+}
+
+Check Number(const Context& c, const std::string& text, const char* what, uint64_t lo, uint64_t hi,
+             uint64_t* out) {
+  auto n = ParseUint(text, lo, hi);
+  if (!n)
+    return Usage(c, "bad " + std::string(what) + " '" + text + "' (" + std::to_string(lo) + ".." +
+                        std::to_string(hi) + ")");
+  *out = *n;
+  return std::nullopt;
+}
+
+// The value of the running command's `option`, if given.
+Check Uint32(const Context& c, const char* option, const std::string& text, const char* what,
+             std::optional<uint32_t>* out) {
+  if (c.sub->count(option) == 0) return std::nullopt;
+  uint64_t v = 0;
+  if (auto f = Number(c, text, what, 0, UINT32_MAX, &v)) return f;
+  *out = static_cast<uint32_t>(v);
+  return std::nullopt;
+}
+
+// A job named on the command line: ID, or ID@LEASE for a job reserved
+// over HTTP (what `reserve -o lease` prints).
+struct JobRef {
+  JobId id = 0;
+  std::string lease;
+};
+
+// The jobs named. `leased`: finish, release, touch and bury, which over
+// HTTP act for the lease that holds the job (docs/cli.md): each id carries
+// one as ID@LEASE, or --lease gives it to a single id.
+Check Ids(const Context& c, bool leased, std::vector<JobRef>* out) {
+  for (const std::string& s : c.args.ids) {
+    size_t at = s.find('@');
+    auto id = ParseUint(s.substr(0, at), 1, UINT64_MAX);
+    if (!id) return Usage(c, "bad job id '" + s + "'");
+    JobRef r{*id, at == std::string::npos ? std::string() : s.substr(at + 1)};
+    if (at != std::string::npos && (!leased || r.lease.empty()))
+      return Usage(c, leased ? "no lease after '@' in '" + s + "'"
+                             : "'" + s + "': a lease goes with finish, release, touch and bury");
+    out->push_back(std::move(r));
+  }
+  if (out->empty()) return Usage(c, "name at least one job id");
+  if (leased && !c.args.lease.empty()) {
+    if (out->size() != 1 || !out->front().lease.empty())
+      return Usage(c, "--lease goes with one job id (name several as ID@LEASE)");
+    out->front().lease = c.args.lease;
+  }
+  if (leased && c.address.protocol == ServerAddress::Protocol::kHttp) {
+    for (const JobRef& r : *out)
+      if (r.lease.empty())
+        return Usage(c, "job " + std::to_string(r.id) +
+                            ": over HTTP a reserved job is held by the lease its reserve "
+                            "printed; name it as " +
+                            std::to_string(r.id) + "@LEASE or with --lease");
+  }
+  return std::nullopt;
+}
+
+// True when the running command's option `name` was given, even empty.
+bool Given(const Context& c, const char* name) { return c.sub->count(name) > 0; }
+
+// Fails when -o body is asked of a command that shows no job, or -o lease
+// of one that reserves none.
+Check NoBodyFormat(const Context& c) {
+  if (c.format == Format::kLease)
+    return Usage(c, "-o lease prints the jobs a reserve took: it applies to reserve only");
+  if (c.format != Format::kBody) return std::nullopt;
+  return Usage(c, "-o body shows a job's body: it applies to reserve and peek only");
+}
+
+// ---- running --------------------------------------------------------------------
+
+// Prints a reply with `text` in the text format.
+void Show(const Context& c, const rapidjson::Value& reply,
+          const std::function<std::string(const rapidjson::Value&)>& text) {
+  Out(c.format == Format::kJson ? JsonLine(reply) : text(reply));
+}
+
+// Runs `op` for each id; the exit code is the first failure's. A failure
+// that leaves the connection or the arguments unusable stops the loop.
+int EachId(Context& c, bool leased, const std::function<Reply(const JobRef&)>& op,
+           std::string_view verb) {
+  std::vector<JobRef> ids;
+  if (auto f = Ids(c, leased, &ids)) return Report(*f);
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  int code = 0;
+  for (const JobRef& id : ids) {
+    Reply r = op(id);
+    if (!r.ok()) {
+      int e = Report(r.failure());
+      if (code == 0) code = e;
+      if (r.failure().exit == Exit::kIo || r.failure().exit == Exit::kUsage) break;
+      continue;
+    }
+    Show(c, *r, [verb](const rapidjson::Value& v) { return StateText(v, verb); });
+  }
+  return code;
+}
+
+std::string ReadAll(std::FILE* f) {
+  std::string out;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  return out;
+}
+
+}  // namespace
+
+// ---- the subcommands -------------------------------------------------------------
+
+int RunPut(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  PutArgs p;
+  p.topic = a.topic;
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  if (Given(c, "--delay")) {
+    TimeMs d = 0;
+    if (auto f = Duration(c, a.delay, "--delay", &d)) return Report(*f);
+    p.delay_ms = d;
+  }
+  if (Given(c, "--at")) {
+    auto t = ParseTimeArg(a.at);
+    if (!t)
+      return Report(Usage(c, "bad time '" + a.at +
+                                 "' for --at (epoch milliseconds, or RFC 3339 like "
+                                 "2026-05-01T09:00:00Z)"));
+    p.run_at = *t;
+  }
+  if (Given(c, "--ttr")) {
+    TimeMs t = 0;
+    if (auto f = Duration(c, a.ttr, "--ttr", &t)) return Report(*f);
+    if (t < 1) return Report(Usage(c, "--ttr must be at least 1ms"));
+    p.ttr_ms = t;
+  }
+  if (auto f = Uint32(c, "--priority", a.priority, "priority", &p.priority)) return Report(*f);
+  if (auto f = Uint32(c, "--max-tries", a.max_tries, "--max-tries", &p.max_tries))
+    return Report(*f);
+  if (Given(c, "--key")) {
+    if (auto f = Key(c, a.key)) return Report(*f);
+    p.key = a.key;
+  }
+  if (Given(c, "--backoff")) {
+    auto b = ParseBackoff(a.backoff);
+    if (!b.ok() || a.backoff.find(' ') != std::string::npos)
+      return Report(Usage(c, "bad back-off '" + a.backoff +
+                                 "' (a list like 4m,10m,1h; exp:<base>:<cap> like exp:1s:1h; "
+                                 "or none)"));
+    p.backoff = a.backoff;
+  }
+  // The body last: nothing is read before the options are known good.
+  const bool has_body = Given(c, "BODY");
+  if (has_body && Given(c, "--file")) return Report(Usage(c, "give the body or --file, not both"));
+  if (has_body) {
+    p.body = a.body;
+  } else if (a.file == "-" || (!Given(c, "--file") && !isatty(STDIN_FILENO))) {
+    p.body = ReadAll(stdin);
+    if (std::ferror(stdin)) return Report(Failure{Exit::kIo, "cannot read standard input"});
+  } else if (Given(c, "--file")) {
+    std::FILE* f = std::fopen(a.file.c_str(), "rb");
+    if (f == nullptr)
+      return Report(Failure{Exit::kUsage, "cannot open " + a.file + ": " + std::strerror(errno)});
+    p.body = ReadAll(f);
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) return Report(Failure{Exit::kIo, "cannot read " + a.file});
+  } else {
+    return Report(Usage(c,
+                        "no body: give it as an argument, with --file, or on standard input "
+                        "(--file - reads a terminal)"));
+  }
+  Reply r = c.client->Put(p);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [&p](const rapidjson::Value& v) { return PutText(v, p.key); });
+  return 0;
+}
+
+int RunReserve(Context& c) {
+  Args& a = c.args;
+  std::vector<std::string> topics = a.topics;
+  if (topics.empty()) topics.push_back("default");
+  for (const std::string& t : topics)
+    if (auto f = Topic(c, t)) return Report(*f);
+  TimeMs timeout = 0;
+  if (Given(c, "--timeout")) {
+    if (auto f = Duration(c, a.timeout, "--timeout", &timeout)) return Report(*f);
+  }
+  uint64_t count = 1;
+  if (auto f = Number(c, a.count, "--count", 1, kMaxReserveCount, &count)) return Report(*f);
+  if (c.format == Format::kBody && count > 1)
+    return Report(Usage(c, "-o body shows one job's body: it does not go with --count above 1"));
+  Reply r = c.client->Reserve(topics, timeout, static_cast<uint32_t>(count));
+  if (!r.ok()) return Report(r.failure());
+  auto member = r->FindMember("jobs");
+  static const rapidjson::Value kNone(rapidjson::kArrayType);
+  const rapidjson::Value& jobs =
+      member != r->MemberEnd() && member->value.IsArray() ? member->value : kNone;
+  if (jobs.Empty()) {
+    std::string names;
+    for (const std::string& t : topics) names += (names.empty() ? "" : ", ") + t;
+    return Report(Failure{Exit::kTimedOut,
+                          "no job was ready in " + names + " within " + HumanDuration(timeout)});
+  }
+  std::string ids;
+  for (rapidjson::SizeType i = 0; i < jobs.Size(); ++i) {
+    const rapidjson::Value& job = jobs[i];
+    if (c.format == Format::kJson) {
+      Out(JsonLine(job));
+    } else if (c.format == Format::kLease) {
+      Out(JobHandle(job) + "\n");
+    } else if (c.format == Format::kBody) {
+      Out(JobBody(job));
+    } else {
+      Out((i > 0 ? "\n" : "") + JobText(job));
+    }
+    ids += (ids.empty() ? "" : ", ") + std::to_string(UintField(job, "id"));
+  }
+  std::fflush(stdout);
+  if (a.finish) {
+    // Printed first: if delayq dies now, the job comes back (at least once).
+    for (const auto& job : jobs.GetArray()) {
+      Reply f = c.client->Finish(UintField(job, "id"), StringField(job, "lease"));
+      if (!f.ok()) return Report(f.failure());
+    }
+  } else if (c.address.protocol == ServerAddress::Protocol::kBeanstalk) {
+    const bool one = jobs.Size() == 1;
+    std::fprintf(stderr,
+                 "delayq: note: the beanstalkd protocol ends a reservation with its connection, "
+                 "so %s %s %s back to %s topic as delayq exits; --finish deletes what it "
+                 "reserves\n",
+                 one ? "job" : "jobs", ids.c_str(), one ? "goes" : "go", one ? "its" : "their");
+  }
+  return 0;
+}
+
+int RunDelete(Context& c) {
+  Args& a = c.args;
+  if (Given(c, "--key")) {
+    if (auto f = NoBodyFormat(c)) return Report(*f);
+    if (!a.ids.empty()) return Report(Usage(c, "give job ids or --key, not both"));
+    if (auto f = Topic(c, a.topic)) return Report(*f);
+    if (auto f = Key(c, a.key)) return Report(*f);
+    Reply r = c.client->DeleteByKey(a.topic, a.key);
+    if (!r.ok()) return Report(r.failure());
+    Show(c, *r, [](const rapidjson::Value& v) { return StateText(v, "deleted"); });
+    return 0;
+  }
+  if (Given(c, "--topic"))
+    return Report(Usage(c, "--topic goes with --key (a job id names its job alone)"));
+  return EachId(
+      c, false, [&c](const JobRef& j) { return c.client->Delete(j.id); }, "deleted");
+}
+
+int RunRelease(Context& c) {
+  Args& a = c.args;
+  std::optional<TimeMs> delay;
+  if (Given(c, "--delay")) {
+    TimeMs d = 0;
+    if (auto f = Duration(c, a.delay, "--delay", &d)) return Report(*f);
+    delay = d;
+  }
+  std::optional<uint32_t> pri;
+  if (auto f = Uint32(c, "--priority", a.priority, "priority", &pri)) return Report(*f);
+  return EachId(
+      c, true, [&](const JobRef& j) { return c.client->Release(j.id, j.lease, delay, pri); },
+      "released");
+}
+
+int RunBury(Context& c) {
+  std::optional<uint32_t> pri;
+  if (auto f = Uint32(c, "--priority", c.args.priority, "priority", &pri)) return Report(*f);
+  return EachId(
+      c, true, [&](const JobRef& j) { return c.client->Bury(j.id, j.lease, pri); }, "buried");
+}
+
+int RunPeek(Context& c) {
+  Args& a = c.args;
+  PeekArgs p;
+  const int ways = Given(c, "ID") + Given(c, "--key") + a.ready + a.delayed + a.buried;
+  if (ways != 1)
+    return Report(
+        Usage(c, "name one job: an id, --key KEY, or one of --ready, --delayed, --buried"));
+  if (Given(c, "ID")) {
+    if (Given(c, "--topic"))
+      return Report(Usage(c, "--topic goes with --key, --ready, --delayed or --buried"));
+    auto id = ParseUint(a.peek_id, 1, UINT64_MAX);
+    if (!id) return Report(Usage(c, "bad job id '" + a.peek_id + "'"));
+    p.what = PeekWhat::kId;
+    p.id = *id;
+  } else {
+    if (auto f = Topic(c, a.topic)) return Report(*f);
+    p.topic = a.topic;
+    if (Given(c, "--key")) {
+      if (auto f = Key(c, a.key)) return Report(*f);
+      p.what = PeekWhat::kKey;
+      p.key = a.key;
+    } else {
+      p.what = a.ready ? PeekWhat::kReady : a.delayed ? PeekWhat::kDelayed : PeekWhat::kBuried;
+    }
+  }
+  if (c.format == Format::kLease)
+    return Report(Usage(c, "-o lease prints the jobs a reserve took: it applies to reserve only"));
+  Reply r = c.client->Peek(p);
+  if (!r.ok()) return Report(r.failure());
+  if (c.format == Format::kBody) {
+    Out(JobBody(*r));
+  } else {
+    Show(c, *r, JobText);
+  }
+  return 0;
+}
+
+int RunKick(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (Given(c, "--job")) {
+    if (Given(c, "BOUND") || Given(c, "--topic"))
+      return Report(Usage(c, "--job kicks one job: give no topic or bound with it"));
+    auto id = ParseUint(a.job, 1, UINT64_MAX);
+    if (!id) return Report(Usage(c, "bad job id '" + a.job + "'"));
+    Reply r = c.client->KickJob(*id);
+    if (!r.ok()) return Report(r.failure());
+    Show(c, *r, [](const rapidjson::Value& v) { return StateText(v, "kicked"); });
+    return 0;
+  }
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  uint64_t bound = 1;
+  if (auto f = Number(c, a.bound, "bound", 1, UINT32_MAX, &bound)) return Report(*f);
+  Reply r = c.client->Kick(a.topic, bound);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [](const rapidjson::Value& v) {
+    return "kicked " + Plural(UintField(v, "kicked"), "job") + "\n";
+  });
+  return 0;
+}
+
+int RunStats(Context& c) {
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  const std::string& topic = c.args.stats_topic;
+  if (!topic.empty()) {
+    if (auto f = Topic(c, topic)) return Report(*f);
+  }
+  Reply r = topic.empty() ? c.client->Stats() : c.client->TopicStats(topic);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, FieldsText);
+  return 0;
+}
+
+int RunTopics(Context& c) {
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  Reply r = c.client->Topics();
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [](const rapidjson::Value& v) {
+    std::string out;
+    auto topics = v.FindMember("topics");
+    if (topics == v.MemberEnd() || !topics->value.IsArray()) return out;
+    for (const auto& t : topics->value.GetArray())
+      if (t.IsString()) out += std::string(t.GetString(), t.GetStringLength()) + "\n";
+    return out;
+  });
+  return 0;
+}
+
+int RunClear(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  std::vector<std::string> states;
+  for (const std::string& s : a.states) {
+    if (s != "ready" && s != "delayed" && s != "buried")
+      return Report(Usage(
+          c, "bad state '" + s + "' (ready, delayed or buried; reserved jobs are never cleared)"));
+    if (std::find(states.begin(), states.end(), s) == states.end()) states.push_back(s);
+  }
+  Reply r = c.client->Clear(a.topic, states);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [](const rapidjson::Value& v) {
+    return "cleared " + Plural(UintField(v, "cleared"), "job") + "\n";
+  });
+  return 0;
+}
+
+int RunPause(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  TimeMs d = 0;
+  if (auto f = Duration(c, a.duration, "the pause", &d)) return Report(*f);
+  Reply r = c.client->Pause(a.topic, d);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [&a, d](const rapidjson::Value&) {
+    return d == 0 ? "topic " + a.topic + " unpaused\n"
+                  : "topic " + a.topic + " paused for " + HumanDuration(d) + "\n";
+  });
+  return 0;
+}
+
+int RunFinish(Context& c) {
+  return EachId(
+      c, true, [&c](const JobRef& j) { return c.client->Finish(j.id, j.lease); }, "finished");
+}
+
+int RunTouch(Context& c) {
+  return EachId(
+      c, true, [&c](const JobRef& j) { return c.client->Touch(j.id, j.lease); }, "touched");
+}
+
+}  // namespace delayq::cli
