@@ -7,6 +7,7 @@
 // out in one send (the recvs, and then the sends, of all the connections
 // one epoll_wait found ready are made in one batch: io_batch.h); while a reply waits for the socket
 // to take it, or a reserve waits, input is not read further than one buffer (back-pressure).
+// The connection itself: beanstalk_connection.h.
 //
 // Thread: construct, Start and Stop on the loop thread.
 #ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
