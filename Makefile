@@ -98,7 +98,8 @@ FUZZ_MAX_LEN_BEANSTALK ?= 1048576
 # The HTTP API target runs over the engine and the Local backend in memory.
 FUZZ_HTTP_SOURCES = src/server/http_api.cc src/server/http_json.cc src/server/http_input.cc \
 	src/server/http_native.cc src/server/http_youzan.cc src/server/json_input.cc \
-	src/backend/local_backend.cc src/store/writer.cc \
+	src/backend/local_backend.cc src/backend/local_durability.cc src/backend/local_horizon.cc \
+	src/store/writer.cc \
 	src/store/journal.cc src/store/record_codec.cc \
 	$(filter-out %_test.cc,$(wildcard src/core/*.cc))
 define build_fuzzers

@@ -19,6 +19,12 @@
 // key, kick, peek-delayed, clear) takes it into memory first
 // (docs/storage.md, "The horizon").
 //
+// The class is defined in three files: local_backend.cc (the engine
+// adapter: one method per operation, reserves and timers),
+// local_durability.cc (recovery, and the pipeline to the journal and the
+// writer) and local_horizon.cc (the horizon's loader and the lookups of
+// cold jobs).
+//
 // Thread: every method, and `io`, on one thread.
 #ifndef DELAYQ_BACKEND_LOCAL_BACKEND_H_
 #define DELAYQ_BACKEND_LOCAL_BACKEND_H_

@@ -1,0 +1,238 @@
+// The Local backend's durability (local_backend.h): recovery from the store
+// at start-up, and the pipeline that carries the engine's mutations to
+// disk. Each loop turn's mutations are collected into one batch (Collect),
+// which is appended to the journal on this thread (JournalBatch) or handed
+// to the writer thread (Flush); replies held by AfterChange run once their
+// batch is settled (OnSettled). While the journal or the writer fails, the
+// store is degraded (SetHealth) and changes are refused (Writable); batches
+// the journal would not take are kept and appended again (ArmJournalRetry).
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <utility>
+
+#include "backend/local_backend.h"
+#include "store/record_codec.h"
+
+namespace delayq::backend {
+
+Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint64_t every) {
+  if (store_ == nullptr) return Status::Ok();
+  uint64_t loaded = 0;
+  TimeUs now = EngineNow();
+  JobId max_id = 0;
+  // Jobs due beyond the horizon stay on disk; the engine only counts them.
+  TimeMs through = horizon_on() ? Now() + horizon_ms_ : kNever;
+  engine_.SetHorizon(through);
+  // Cold jobs are counted per run of one topic (most runs are long).
+  std::string cold_topic;
+  uint64_t cold_run = 0;
+  JobId cold_first = 0;
+  auto count_cold = [&]() -> Status {
+    if (cold_run == 0) return Status::Ok();
+    Status st = engine_.AddColdJob(cold_topic, cold_run);
+    cold_run = 0;
+    if (st.ok()) return st;
+    return Status::Corruption("job " + std::to_string(cold_first) +
+                              " cannot be restored: " + st.message());
+  };
+  Status st = store_->Load(
+      [&](const JobRecord& r, std::string_view body) {
+        if (r.state == JobState::kDelayed && r.due_ms > through) {
+          if (cold_run > 0 && r.topic != cold_topic) {
+            if (Status c = count_cold(); !c.ok()) return c;
+          }
+          if (cold_run++ == 0) {
+            cold_topic = r.topic;
+            cold_first = r.id;
+          }
+        } else if (Status restored = engine_.Restore(now, r, body); !restored.ok()) {
+          return Status::Corruption("job " + std::to_string(r.id) +
+                                    " cannot be restored: " + restored.message());
+        }
+        if (++loaded % every == 0 && progress) progress(loaded);
+        return Status::Ok();
+      },
+      &max_id);
+  if (st.ok()) st = count_cold();
+  if (!st.ok()) return st;
+  engine_.SkipIdsThrough(max_id);
+  durable_put_id_ = engine_.next_id() - 1;
+  if (progress) progress(loaded);
+  Settle();
+  return Status::Ok();
+}
+
+Status LocalBackend::Writable() const {
+  if (!degraded_) return Status::Ok();
+  return Status::Unavailable("the store refuses writes: " + store_error_.message());
+}
+
+void LocalBackend::Collect() {
+  if (writer_ == nullptr) return;
+  size_t before = open_batch_.size();
+  engine_.TakeMutations(&open_batch_);
+  for (size_t i = before; i < open_batch_.size(); ++i) {
+    const Mutation& m = open_batch_[i];
+    if (m.kind == Mutation::Kind::kPut && m.record.id > open_max_put_id_)
+      open_max_put_id_ = m.record.id;
+    if (horizon_on() && m.kind == Mutation::Kind::kDelete) {
+      // The open batch becomes batch next_seq_.
+      deleting_[m.record.id] = next_seq_;
+      pending_order_.emplace_back(next_seq_, m.record.id);
+    }
+  }
+  if (horizon_on()) {
+    std::vector<ColdJob> evicted;
+    engine_.TakeEvicted(&evicted);
+    for (ColdJob& c : evicted) {
+      JobId id = c.record.id;
+      if (!c.record.key.empty())
+        cold_pending_keys_[store::UserKey(c.record.topic, c.record.key)] = id;
+      if (c.record.named) cold_pending_keys_[store::NameKey(c.record.key)] = id;
+      cold_pending_[id] = Pending{next_seq_, std::move(c)};
+      pending_order_.emplace_back(next_seq_, id);
+    }
+  }
+  if (open_batch_.empty() || flush_posted_) return;
+  // Everything the loop does before this runs joins the batch.
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [this, alive] {
+    if (!alive.expired()) Flush();
+  });
+}
+
+void LocalBackend::Flush() {
+  flush_posted_ = false;
+  if (open_batch_.empty()) return;
+  uint64_t seq = next_seq_++;
+  if (open_max_put_id_ != 0) batch_max_put_id_.emplace_back(seq, open_max_put_id_);
+  open_max_put_id_ = 0;
+  std::vector<Mutation> batch;
+  batch.swap(open_batch_);
+  if (journal_ != nullptr) return JournalBatch(seq, std::move(batch));
+  std::weak_ptr<bool> alive = alive_;
+  writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
+    boost::asio::post(*io, [this, alive, seq, st = std::move(st)] {
+      if (alive.expired()) return;
+      ++store_completions_;
+      OnSettled(seq, st);
+    });
+  });
+}
+
+void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
+  ForgetWritten(progress_->seq.load(std::memory_order_acquire));
+  unjournaled_.emplace_back(seq, std::move(batch));
+  Status st = AppendUnjournaled();
+  if (st.ok() && WaitForWriter()) return;  // OnWriterProgress settles it
+  OnSettled(seq, st);
+}
+
+bool LocalBackend::WaitForWriter() {
+  auto behind = [&] { return submitted_bytes_ - progress_->bytes.load() > max_unwritten_bytes_; };
+  if (!behind()) return false;
+  progress_->wake.store(true);
+  if (behind()) return true;
+  // Caught up meanwhile; a post the writer made anyway finds nothing to do.
+  progress_->wake.store(false, std::memory_order_relaxed);
+  return false;
+}
+
+void LocalBackend::OnWriterProgress() {
+  ForgetWritten(progress_->seq.load(std::memory_order_acquire));
+  if (journaled_seq_ <= settled_seq_ || WaitForWriter()) return;
+  OnSettled(journaled_seq_, Status::Ok());
+}
+
+Status LocalBackend::AppendUnjournaled() {
+  Status st = Status::Ok();
+  uint64_t through = 0;
+  while (!unjournaled_.empty()) {
+    auto& [seq, batch] = unjournaled_.front();
+    uint64_t lsn = 0;
+    st = journal_->Append(batch, &lsn);
+    if (!st.ok()) break;
+    through = seq;
+    uint64_t bytes = 0;
+    for (const Mutation& m : batch)
+      bytes += sizeof(Mutation) + m.record.topic.size() + m.record.key.size() + m.body.size();
+    submitted_bytes_ += bytes;
+    writer_->Submit(
+        std::move(batch),
+        [this, alive = std::weak_ptr<bool>(alive_), io = &io_, p = progress_, seq = seq,
+         bytes](Status written) {
+          if (written.ok()) p->seq.store(seq, std::memory_order_release);
+          p->bytes.fetch_add(bytes);
+          if (p->wake.exchange(false))
+            boost::asio::post(*io, [this, alive] {
+              if (alive.expired()) return;
+              ++store_completions_;
+              OnWriterProgress();
+            });
+        },
+        lsn);
+    unjournaled_.pop_front();
+  }
+  if (through != 0) {
+    journaled_seq_ = through;
+    PutsDurableThrough(through);
+  }
+  if (!st.ok()) {
+    if (!journal_failing_) SetHealth(false, !writer_failing_, st);
+    ArmJournalRetry();
+  } else if (journal_failing_) {
+    SetHealth(true, !writer_failing_, st);
+  }
+  return st;
+}
+
+void LocalBackend::ArmJournalRetry() {
+  if (journal_retry_armed_) return;
+  journal_retry_armed_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  journal_retry_timer_.expires_after(retry_interval_);
+  journal_retry_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    journal_retry_armed_ = false;
+    if (!unjournaled_.empty()) (void)AppendUnjournaled();  // arms the timer again on failure
+    Settle();
+  });
+}
+
+void LocalBackend::SetHealth(bool journal_ok, bool writer_ok, const Status& error) {
+  bool was = degraded_;
+  journal_failing_ = !journal_ok;
+  writer_failing_ = !writer_ok;
+  degraded_ = journal_failing_ || writer_failing_;
+  if (degraded_ == was) {
+    if (degraded_ && !error.ok()) store_error_ = error;
+    return;
+  }
+  store_error_ = error;
+  if (on_store_health_) on_store_health_(!degraded_, error);
+}
+
+void LocalBackend::OnSettled(uint64_t seq, Status st) {
+  settled_seq_ = seq;
+  // A write that worked also wrote every batch kept from failed ones.
+  if (st.ok() && journal_ == nullptr) {
+    PutsDurableThrough(seq);
+    ForgetWritten(seq);
+  }
+  while (!deferred_.empty() && deferred_.front().seq <= seq) {
+    Deferred d = std::move(deferred_.front());
+    deferred_.pop_front();
+    if (d.reply) d.reply(st);
+  }
+  Settle();
+}
+
+void LocalBackend::PutsDurableThrough(uint64_t seq) {
+  while (!batch_max_put_id_.empty() && batch_max_put_id_.front().first <= seq) {
+    durable_put_id_ = std::max(durable_put_id_, batch_max_put_id_.front().second);
+    batch_max_put_id_.pop_front();
+  }
+}
+
+}  // namespace delayq::backend
