@@ -3,7 +3,8 @@
 #   make setup   install the Debian packages the build needs (idempotent)
 #   make build   Release build in build/ (warnings are errors)
 #   make test    build, run every test; then again under ASan+UBSan in build-asan/
-#                (test-release / test-asan run one pass alone)
+#                (clang; it builds the fuzz targets too, which then replay their
+#                corpora and fuzz briefly; test-release / test-asan run one pass alone)
 #   make bench   build, run the benchmarks
 #   make run     build, run delayqd in the foreground (ARGS="..." for flags)
 #   make format  clang-format every tracked C++ source
@@ -19,7 +20,9 @@ ASAN_BUILD_DIR ?= build-asan
 
 # Operations of the engine's randomized model test (read by the tests from
 # DELAYQ_MODEL_OPS); the sanitizer pass is several times slower, so it runs fewer.
-MODEL_OPS ?= 2000000
+# At 2,000,000 the model test alone took ~97 CPU-seconds, the floor of the
+# Release pass; make test-long runs LONG_MODEL_OPS (20,000,000).
+MODEL_OPS ?= 500000
 ASAN_MODEL_OPS ?= 200000
 
 ASAN_OPTIONS ?= detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
@@ -41,9 +44,28 @@ define configure_and_build_release
 	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
 endef
 
-define configure_and_build_asan
+# The sanitizer build: clang (the Release build is g++'s, so both compilers
+# see the code), at -O1 with line tables only (-g1: what the sanitizers'
+# stack traces use); per source file that takes about a third of the CPU
+# time of g++ at -O2 -g. It builds the libFuzzer targets from its own
+# libraries (DELAYQ_FUZZ), so they are not compiled a second time.
+ASAN_CXX ?= clang++
+ASAN_CXX_FLAGS ?= -O1 -g1 -DNDEBUG
+# A sanitizer build directory configured without the fuzz targets (by g++,
+# before the build moved to clang) is configured afresh: CMake cannot move a
+# configured directory to another compiler and keep its settings.
+define configure_asan
+	@if [ -f $(ASAN_BUILD_DIR)/CMakeCache.txt ] && \
+	  ! grep -q '^DELAYQ_FUZZ:BOOL=ON' $(ASAN_BUILD_DIR)/CMakeCache.txt; then \
+	  echo "$(ASAN_BUILD_DIR)/ was configured by another compiler: configuring it afresh"; \
+	  rm -rf $(ASAN_BUILD_DIR)/CMakeCache.txt $(ASAN_BUILD_DIR)/CMakeFiles; fi
 	$(CMAKE) -S . -B $(ASAN_BUILD_DIR) $(CMAKE_GENERATOR_FLAGS) \
-	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDELAYQ_SANITIZE=ON -DDELAYQ_WERROR=ON -DDELAYQ_BENCH=OFF
+	  -DCMAKE_CXX_COMPILER=$(ASAN_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(ASAN_CXX_FLAGS)" \
+	  -DDELAYQ_SANITIZE=ON -DDELAYQ_FUZZ=ON -DDELAYQ_WERROR=ON -DDELAYQ_BENCH=OFF
+endef
+define configure_and_build_asan
+	$(configure_asan)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS)
 endef
 
@@ -70,75 +92,56 @@ test: format-check build
 	$(ctest_release)
 	$(configure_and_build_asan)
 	$(ctest_asan)
-	$(build_fuzzers)
 	$(replay_fuzzers)
 	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 4 + 1))
 
-# libFuzzer targets (clang), run on scratch copies of their seed corpora for
-# FUZZ_SECONDS in all (split between the targets); a crash or a failed check
+# libFuzzer targets (built in the sanitizer build, see above), run on scratch
+# copies of their seed corpora for FUZZ_SECONDS in all (split between the targets); a crash or a failed check
 # fails the run. Inputs may be as large as the server takes them: the HTTP
 # body limit (8 MiB) for the JSON and HTTP targets, 1 MiB for the beanstalkd
 # decoder (well past its 64 KiB job and 224-byte line limits); the seeds
 # include the hostile suite's inputs (JSON nested 300,000 deep, ...).
 FUZZ_SECONDS ?= 60
-# The version of project() in CMakeLists.txt, for the fuzz targets' delayq/version.h
-# (CMake writes the builds' own).
-DELAYQ_VERSION := $(shell sed -n 's/^  VERSION \([0-9.]*\)$$/\1/p' CMakeLists.txt)
 # make test fuzzes this long in all, after the replay (make fuzz: FUZZ_SECONDS).
 TEST_FUZZ_SECONDS ?= 40
+# Scratch copies of the corpora (what fuzzing adds to them).
 FUZZ_DIR ?= build-fuzz
-FUZZ_FLAGS := -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude \
-	-I$(FUZZ_DIR)/generated
+FUZZ_TARGETS := beanstalk_decoder_fuzz http_api_fuzz http_request_fuzz json_input_fuzz
 FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 4 + 1)
 FUZZ_MAX_LEN_HTTP ?= 8388608
-# RapidJSON's stack adds to its null pointer before its first allocation
-# (clang's UBSan reports it; harmless): fuzz/ubsan.supp silences that one.
-FUZZ_ENV = UBSAN_OPTIONS=suppressions=fuzz/ubsan.supp
+# A report of either sanitizer ends the run (the build does not recover).
+FUZZ_ENV = UBSAN_OPTIONS=print_stacktrace=1
 FUZZ_MAX_LEN_BEANSTALK ?= 1048576
-# The HTTP API target runs over the engine and the Local backend in memory.
-FUZZ_HTTP_SOURCES = src/server/http_api.cc src/server/http_json.cc src/server/http_input.cc \
-	src/server/http_native.cc src/server/http_youzan.cc src/server/json_input.cc \
-	src/backend/local_backend.cc src/backend/local_durability.cc src/backend/local_horizon.cc \
-	src/store/writer.cc \
-	src/store/journal.cc src/store/record_codec.cc \
-	$(filter-out %_test.cc,$(wildcard src/core/*.cc))
 define build_fuzzers
-	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
-	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/generated/delayq
-	sed "s/@PROJECT_VERSION@/$(DELAYQ_VERSION)/" cmake/version.h.in \
-	  > $(FUZZ_DIR)/generated/delayq/version.h
-	clang++ $(FUZZ_FLAGS) fuzz/beanstalk_decoder_fuzz.cc src/server/beanstalk_decoder.cc \
-	  -o $(FUZZ_DIR)/beanstalk_decoder_fuzz
-	clang++ $(FUZZ_FLAGS) fuzz/http_api_fuzz.cc $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_api_fuzz
-	clang++ $(FUZZ_FLAGS) fuzz/http_request_fuzz.cc src/server/http_request_reader.cc \
-	  $(FUZZ_HTTP_SOURCES) -o $(FUZZ_DIR)/http_request_fuzz
-	clang++ $(FUZZ_FLAGS) fuzz/json_input_fuzz.cc src/server/json_input.cc \
-	  $(filter-out %_test.cc,$(wildcard src/core/*.cc)) -o $(FUZZ_DIR)/json_input_fuzz
+	$(configure_asan)
+	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
 endef
 
 # Each target for $(1) seconds, on scratch copies of its corpus.
 define run_fuzzers
-	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
+	  $(FUZZ_DIR)/corpus-http-request
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/beanstalk_decoder_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_BEANSTALK) -dict=fuzz/beanstalk_decoder.dict \
 	  $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_api_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict $(FUZZ_DIR)/corpus-http fuzz/corpus/http
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_request_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_request.dict \
 	  $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request
-	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/json_input_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict $(FUZZ_DIR)/corpus-json fuzz/corpus/json
 endef
 
 # Each target once over its seed corpus (libFuzzer's -runs=0: every input
 # is run, nothing new is tried): what CI runs, in seconds.
 define replay_fuzzers
-	$(FUZZ_ENV) $(FUZZ_DIR)/beanstalk_decoder_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/beanstalk_decoder_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
 	  fuzz/corpus/beanstalk
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_api_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/http
-	$(FUZZ_ENV) $(FUZZ_DIR)/http_request_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_api_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/http
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_request_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) \
 	  fuzz/corpus/http-request
-	$(FUZZ_ENV) $(FUZZ_DIR)/json_input_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/json
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/json_input_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/json
 endef
 
 fuzz: setup

@@ -70,7 +70,7 @@ void RedisBackend::RegisterFor(Topic& t, std::vector<Topic::Call> calls, uint64_
   }
   if (t.registering) return;
   Topic* tp = &t;
-  auto fail = [this, tp](Status st) {
+  auto fail = [tp](Status st) {
     auto waiting = std::move(tp->need_number);
     tp->need_number.clear();
     for (Topic::Call& c : waiting) c.done(st, nullptr);

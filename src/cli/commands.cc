@@ -253,10 +253,11 @@ int RunReserve(Context& c) {
     return Report(Usage(c, "-o body shows one job's body: it does not go with --count above 1"));
   Reply r = c.client->Reserve(topics, timeout, static_cast<uint32_t>(count));
   if (!r.ok()) return Report(r.failure());
-  auto member = r->FindMember("jobs");
+  const rapidjson::Document& reply = *r;
+  auto member = reply.FindMember("jobs");
   static const rapidjson::Value kNone(rapidjson::kArrayType);
   const rapidjson::Value& jobs =
-      member != r->MemberEnd() && member->value.IsArray() ? member->value : kNone;
+      member != reply.MemberEnd() && member->value.IsArray() ? member->value : kNone;
   if (jobs.Empty()) {
     std::string names;
     for (const std::string& t : topics) names += (names.empty() ? "" : ", ") + t;

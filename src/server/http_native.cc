@@ -304,8 +304,9 @@ void HttpApiRoutes::Put(HttpApi& api, const HttpRequest& req, const Params& p,
   if (Status st = ParseJsonObject(req.body, doc.get(), false); !st.ok()) return done(BadInput(st));
   TimeMs now = api.backend_.Now();
   auto specs = std::make_shared<std::vector<PutSpec>>();
-  auto jobs = doc->FindMember("jobs");
-  bool batch = jobs != doc->MemberEnd();
+  const rapidjson::Document& body = *doc;
+  auto jobs = body.FindMember("jobs");
+  bool batch = jobs != body.MemberEnd();
   if (batch) {
     if (doc->MemberCount() != 1 || !jobs->value.IsArray())
       return done(
@@ -365,7 +366,7 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
   count = std::min(count, fit);
   Reserve(
       api, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
-      [&api, done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
+      [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
           return done(StatusReply(st));
         ReplyJobs(std::move(jobs), done);

@@ -105,8 +105,9 @@ std::string_view YouzanString(const rapidjson::Value& d, const char* name) {
 
 void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
                           HttpApi::Reply&& done, HttpApi::CallId*) {
-  rapidjson::Document d;
-  if (!YouzanObject(req, &d, done)) return;
+  rapidjson::Document doc;
+  if (!YouzanObject(req, &doc, done)) return;
+  const rapidjson::Document& d = doc;  // const iterators: C++20 compares them unambiguously
   std::string_view id = YouzanString(d, "id"), topic = YouzanString(d, "topic");
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (topic.empty()) return done(YouzanFail("topic must not be empty"));
@@ -148,8 +149,9 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
 
 void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
                          HttpApi::CallId* call) {
-  rapidjson::Document d;
-  if (!YouzanObject(req, &d, done)) return;
+  rapidjson::Document doc;
+  if (!YouzanObject(req, &doc, done)) return;
+  const rapidjson::Document& d = doc;  // const iterators: C++20 compares them unambiguously
   std::vector<std::string> topics;
   if (!SplitTopics(YouzanString(d, "topic"), &topics))
     return done(

@@ -87,7 +87,10 @@ std::string Masked(const std::string& json) {
     if (v->IsArray()) {
       for (auto& e : v->GetArray()) stack.push_back(&e);
     } else if (v->IsObject()) {
-      for (auto& m : v->GetObject()) {
+      // By index: RapidJSON 1.1's non-const member iterators do not compare
+      // unambiguously in C++20.
+      for (rapidjson::SizeType i = 0; i < v->MemberCount(); ++i) {
+        auto& m = v->MemberBegin()[i];
         std::string name = m.name.GetString();
         bool mask = false;
         for (const char* t : kTimes) mask |= name == t;

@@ -914,7 +914,7 @@ TEST_F(RedisModelTest, NeverEarlyAtSubMillisecondInstants) {
     if (i % 50 == 0) {
       for (const auto& [id, j] : jobs) {
         if (j.not_before <= now) continue;
-        auto st = Get<JobStats>([&](Callback<JobStats> cb) { redis->StatsJob(id, cb); });
+        auto st = Get<JobStats>([&, id = id](Callback<JobStats> cb) { redis->StatsJob(id, cb); });
         ASSERT_TRUE(st.ok()) << st.status().ToString() << "\n" << trail();
         ASSERT_EQ(st->state, JobState::kDelayed)
             << "job " << id << " at +" << now - kStart * 1000 << " us, delayed until +"
