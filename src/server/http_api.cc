@@ -1,9 +1,9 @@
-// HttpApi itself: the route table (docs/http-api.md's one list of routes),
-// the dispatch of a request to its route (path segments, percent-decoding,
-// 404 and 405), the reserve sessions and waiting reserves the API holds,
-// and the reserve that both faces share. The handlers are in
-// http_native.cc and http_youzan.cc; JSON in and out in http_input.h and
-// http_json.h.
+// HttpApi itself: the routes (made from the operation table's `http`
+// column, delayq/operations.h, each with the handler it maps to), the
+// dispatch of a request to its route (path segments, percent-decoding, 404
+// and 405), the reserve sessions and waiting reserves the API holds, and
+// the reserve that both faces share. The handlers are in http_native.cc and
+// http_youzan.cc; JSON in and out in http_input.h and http_json.h.
 #include "server/http_api.h"
 
 #include <algorithm>
@@ -70,7 +70,7 @@ const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
 
 // The routes, in the operation table's order: each row's `http` routes
 // with the handler Handlers() maps them to. A route without one is left
-// out (HttpApiTest.EveryOperationRouteHasAHandler fails on it).
+// out (Operations.TheHttpRoutesAreTheTablesRoutes fails on it).
 const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
   static const std::vector<Route> table = [] {
     std::vector<Route> routes;
