@@ -21,6 +21,19 @@ namespace {
 // A path parameter: "{topic}".
 bool IsParam(std::string_view seg) { return !seg.empty() && seg.front() == '{'; }
 
+// The segments of a path after its leading '/', raw ("a/b" -> a, b; a
+// topic name holding '/' comes as %2F and stays one segment).
+std::vector<std::string_view> PathSegments(std::string_view path) {
+  std::vector<std::string_view> segs;
+  for (std::string_view rest = path.substr(1);;) {
+    size_t slash = rest.find('/');
+    segs.push_back(rest.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  return segs;
+}
+
 }  // namespace
 
 // ---- the API ---------------------------------------------------------------------
@@ -79,15 +92,9 @@ const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
         auto h = std::find_if(Handlers().begin(), Handlers().end(),
                               [&](const Mapping& m) { return m.route == spec; });
         if (h == Handlers().end()) continue;
-        Route r{o.op, spec.substr(0, spec.find(' ')), {}, h->handler};
-        std::string_view path = spec.substr(spec.find(' ') + 2);  // after "METHOD /"
-        for (;;) {
-          size_t slash = path.find('/');
-          r.path.push_back(path.substr(0, slash));
-          if (slash == std::string_view::npos) break;
-          path.remove_prefix(slash + 1);
-        }
-        routes.push_back(std::move(r));
+        const size_t space = spec.find(' ');
+        routes.push_back(
+            Route{o.op, spec.substr(0, space), PathSegments(spec.substr(space + 1)), h->handler});
       }
     }
     return routes;
@@ -175,13 +182,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
     return 0;
   }
   // Raw segments: a topic name may hold '/', sent as %2F.
-  std::vector<std::string_view> segs;
-  for (std::string_view rest = target.substr(1);;) {
-    size_t slash = rest.find('/');
-    segs.push_back(rest.substr(0, slash));
-    if (slash == std::string_view::npos) break;
-    rest.remove_prefix(slash + 1);
-  }
+  const std::vector<std::string_view> segs = PathSegments(target);
   std::string allow;
   for (const HttpApiRoutes::Route& r : HttpApiRoutes::Table()) {
     if (r.path.size() != segs.size()) continue;

@@ -14,7 +14,6 @@
 
 #include "backend/backend.h"
 #include "delayq/operations.h"
-#include "server/beanstalk_decoder.h"
 #include "server/rate_limited_log.h"
 
 namespace delayq::server {
