@@ -93,7 +93,7 @@ test: format-check build
 	$(configure_and_build_asan)
 	$(ctest_asan)
 	$(replay_fuzzers)
-	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 4 + 1))
+	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 6 + 1))
 
 # libFuzzer targets (built in the sanitizer build, see above), run on scratch
 # copies of their seed corpora for FUZZ_SECONDS in all (split between the targets); a crash or a failed check
@@ -106,12 +106,16 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 40
 # Scratch copies of the corpora (what fuzzing adds to them).
 FUZZ_DIR ?= build-fuzz
-FUZZ_TARGETS := beanstalk_decoder_fuzz http_api_fuzz http_request_fuzz json_input_fuzz
-FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 4 + 1)
+FUZZ_TARGETS := beanstalk_decoder_fuzz http_api_fuzz http_request_fuzz json_input_fuzz \
+	access_fuzz auth_file_fuzz
+FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 6 + 1)
 FUZZ_MAX_LEN_HTTP ?= 8388608
 # A report of either sanitizer ends the run (the build does not recover).
 FUZZ_ENV = UBSAN_OPTIONS=print_stacktrace=1
 FUZZ_MAX_LEN_BEANSTALK ?= 1048576
+# The access target's scripts and the token file: tens of commands, a file
+# of a few tokens.
+FUZZ_MAX_LEN_ACCESS ?= 65536
 define build_fuzzers
 	$(configure_asan)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -120,7 +124,7 @@ endef
 # Each target for $(1) seconds, on scratch copies of its corpus.
 define run_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
-	  $(FUZZ_DIR)/corpus-http-request
+	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/corpus-access $(FUZZ_DIR)/corpus-auth-file
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/beanstalk_decoder_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_BEANSTALK) -dict=fuzz/beanstalk_decoder.dict \
 	  $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
@@ -131,6 +135,10 @@ define run_fuzzers
 	  $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/json_input_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict $(FUZZ_DIR)/corpus-json fuzz/corpus/json
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/access_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	  -max_len=$(FUZZ_MAX_LEN_ACCESS) -dict=fuzz/access.dict $(FUZZ_DIR)/corpus-access fuzz/corpus/access
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/auth_file_fuzz -max_total_time=$(1) -print_final_stats=1 \
+	  -max_len=$(FUZZ_MAX_LEN_ACCESS) $(FUZZ_DIR)/corpus-auth-file fuzz/corpus/auth-file
 endef
 
 # Each target once over its seed corpus (libFuzzer's -runs=0: every input
@@ -142,6 +150,9 @@ define replay_fuzzers
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_request_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) \
 	  fuzz/corpus/http-request
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/json_input_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_HTTP) fuzz/corpus/json
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/access_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_ACCESS) fuzz/corpus/access
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/auth_file_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_ACCESS) \
+	  fuzz/corpus/auth-file
 endef
 
 fuzz: setup

@@ -48,22 +48,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 start_delayqd() {
-  BEAN_PORT=$(free_port)
-  HTTP_PORT=$(free_port)
-  [[ $HTTP_PORT != "$BEAN_PORT" ]] || HTTP_PORT=$(free_port)
   # shellcheck disable=SC2086
-  "$DELAYQD" -l 127.0.0.1 -p "$BEAN_PORT" --http-port "$HTTP_PORT" --in-memory --log-level warn \
-    $DELAYQD_ARGS >"$WORK/delayqd.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 250); do
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -5 "$WORK/delayqd.log" >&2; die "delayqd exited"; }
-    if (exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT") 2>/dev/null &&
-      (exec 3<>"/dev/tcp/127.0.0.1/$BEAN_PORT") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.02
-  done
-  die "delayqd did not accept within 5 s"
+  start_delayqd_two_ports $DELAYQD_ARGS
 }
 
 value_of() { sed -n "s/^$1: //p" <<<"$2"; }

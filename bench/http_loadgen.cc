@@ -53,11 +53,15 @@ struct Options {
   int body_size = 32;
 };
 
+// "Authorization: Bearer <secret>\r\n" with --token, else empty.
+std::string g_authorization;
+
 std::string Request(std::string_view method, std::string_view target, std::string_view body) {
   std::string r(method);
   r += ' ';
   r += target;
-  r += " HTTP/1.1\r\nHost: b\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  r += " HTTP/1.1\r\nHost: b\r\n" + g_authorization +
+       "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
   r += body;
   return r;
 }
@@ -116,6 +120,14 @@ uint64_t FirstId(const std::string& body) {
   return at == std::string::npos ? 0 : std::strtoull(body.c_str() + at + 5, nullptr, 10);
 }
 
+// The "lease" of the first job in a reserve's reply ("" if none).
+std::string FirstLease(const std::string& body) {
+  size_t at = body.find("\"lease\":\"");
+  if (at == std::string::npos) return "";
+  at += 9;
+  return body.substr(at, body.find('"', at) - at);
+}
+
 double Percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -146,10 +158,12 @@ int main(int argc, char** argv) {
       o.jobs = std::atoi(next().c_str());
     } else if (a == "--body-size") {
       o.body_size = std::atoi(next().c_str());
+    } else if (a == "--token") {
+      g_authorization = "Authorization: Bearer " + next() + "\r\n";
     } else {
       Die(1,
           "usage: http_loadgen --port P --connections N --mode put|lifecycle|longpoll "
-          "[--seconds S] [--warmup S] [--jobs N] [--body-size B]");
+          "[--seconds S] [--warmup S] [--jobs N] [--body-size B] [--token SECRET]");
     }
   }
   if (o.mode != "put" && o.mode != "lifecycle" && o.mode != "longpoll") Die(1, "unknown --mode");
@@ -259,7 +273,9 @@ int main(int argc, char** argv) {
             continue;
           }
           c.step = 2;
-          SendAll(c.fd, Request("POST", "/jobs/" + std::to_string(id) + "/finish", ""));
+          // A finish names the lease the reserve answered with (docs/http-api.md).
+          SendAll(c.fd, Request("POST", "/jobs/" + std::to_string(id) + "/finish",
+                                "{\"lease\":\"" + FirstLease(body) + "\"}"));
         }
       }
     }

@@ -33,6 +33,28 @@ free_port() {
   die "no free loopback port found"
 }
 
+# start_delayqd_two_ports [DELAYQD_FLAG...]: starts $DELAYQD in memory on two
+# free loopback ports, BEAN_PORT (beanstalkd) and HTTP_PORT, with the flags
+# given, its log in $WORK/delayqd.log; sets SERVER_PID and waits until both
+# ports accept.
+start_delayqd_two_ports() {
+  BEAN_PORT=$(free_port)
+  HTTP_PORT=$(free_port)
+  [[ $HTTP_PORT != "$BEAN_PORT" ]] || HTTP_PORT=$(free_port)
+  "$DELAYQD" -l 127.0.0.1 -p "$BEAN_PORT" --http-port "$HTTP_PORT" --in-memory --log-level warn \
+    "$@" >"$WORK/delayqd.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 250); do
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -5 "$WORK/delayqd.log" >&2; die "delayqd exited"; }
+    if (exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT") 2>/dev/null &&
+      (exec 3<>"/dev/tcp/127.0.0.1/$BEAN_PORT") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.02
+  done
+  die "delayqd did not accept within 5 s"
+}
+
 # start_redis_under_callgrind NAME [REDIS_FLAG...]: checks for Valgrind,
 # redis-cli and $REDIS_SERVER, makes the work directory WORK (removed at exit,
 # with the server stopped), starts $REDIS_SERVER (no persistence, unless a

@@ -201,6 +201,7 @@ struct Options {
   int depth = 64;
   bool protocol_ms = false;
   std::string tube = "loadgen";
+  std::string auth;  // a token's secret: `auth` first on every connection
   int producers = 2;
   double rate = 10000;
   uint32_t max_delay_ms = 2000;
@@ -217,7 +218,7 @@ const char kUsage[] =
     "               [--warmup S] [--body-size B] [--pipeline-depth D] [--tube NAME]\n"
     "               [--producers P] [--rate JOBS_PER_S] [--max-delay-ms MS] [--protocol-ms]\n"
     "               [--max-seconds S] [--delay-s S] [--random-body] [--priority PRI]\n"
-    "               [--no-io-uring] [--busy-wait]\n"
+    "               [--no-io-uring] [--busy-wait] [--auth SECRET]\n"
     "  --host H            server address (default 127.0.0.1)\n"
     "  --port P            server port (default 11300)\n"
     "  --connections N     connections (lateness mode: worker connections); default 1\n"
@@ -229,6 +230,7 @@ const char kUsage[] =
     "  --body-size B       job body bytes (default 64; lateness needs >= 24)\n"
     "  --pipeline-depth D  puts in flight per connection in pipeline mode (default 64)\n"
     "  --tube NAME         tube to use and watch (default loadgen)\n"
+    "  --auth SECRET       send `auth SECRET` first on every connection (delayqd's tokens)\n"
     "  --producers P       lateness: producer connections (default 2)\n"
     "  --rate R            lateness: jobs put per second, all producers (default 10000)\n"
     "  --max-delay-ms MS   lateness: delays are uniform in 1..MS ms, or in whole\n"
@@ -310,6 +312,8 @@ Options ParseArgs(int argc, char** argv) {
       o.io_uring = false;
     } else if (a == "--busy-wait") {
       o.busy_wait = true;
+    } else if (a == "--auth") {
+      o.auth = value();
     } else if (a == "--tube") {
       o.tube = value();
       if (o.tube.empty() || o.tube.size() > 200) Die(1, "bad --tube name");
@@ -499,6 +503,7 @@ void LoadGen::SetUp(Conn& c, bool use, bool watch) {
       Die(1, "set-up: '%s' answered '%s'", cmd.substr(0, cmd.size() - 2).c_str(),
           got.substr(0, got.size() >= 2 ? got.size() - 2 : got.size()).c_str());
   };
+  if (!o_.auth.empty()) ask("auth " + o_.auth + "\r\n", "AUTHENTICATED");
   if (use) ask("use " + o_.tube + "\r\n", "USING ");
   if (watch && o_.tube != "default") {
     ask("watch " + o_.tube + "\r\n", "WATCHING ");

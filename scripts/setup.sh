@@ -28,6 +28,7 @@ PACKAGES=(
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
   liburing-dev        # batched socket calls of the beanstalkd connections
+  libssl-dev          # OpenSSL: token digests and secrets (SHA-256, random bytes)
   # tests and benchmarks
   libgtest-dev
   libgmock-dev

@@ -65,11 +65,14 @@ enum class Op : uint8_t {
   kHealth,
 };
 
-// The right an operation needs (docs/architecture.md, "Operations"):
-// kPublic needs none; kRead any right on the topic it reads; kProduce,
-// kConsume and kAdmin that right.
-enum class Scope : uint8_t { kPublic, kRead, kProduce, kConsume, kAdmin };
-std::string_view ScopeName(Scope s);  // "public", "read", "produce", "consume", "admin"
+// The right an operation needs (docs/architecture.md, "Operations";
+// docs/security.md): kPublic is open to every caller, even one not
+// authenticated; kAuthenticated to any authenticated or trusted caller,
+// with no right on a topic; kRead needs any right on the topic it reads;
+// kProduce, kConsume and kAdmin that right.
+enum class Scope : uint8_t { kPublic, kAuthenticated, kRead, kProduce, kConsume, kAdmin };
+// "public", "authenticated", "read", "produce", "consume", "admin"
+std::string_view ScopeName(Scope s);
 
 struct Operation {
   Op op;
@@ -106,9 +109,9 @@ inline constexpr Operation kOperations[] = {
   {Op::kReserveWithTimeout, "reserve-with-timeout", "reserve-with-timeout", "",                                                                 false, true,  "cmd-reserve-with-timeout", Scope::kConsume, "reserve"},
   {Op::kDelete,             "delete",             "delete",               "DELETE /jobs/{id}, POST /delete",                                    true,  false, "cmd-delete",               Scope::kAdmin,   "delete"},
   {Op::kRelease,            "release",            "release",              "POST /jobs/{id}/release",                                            true,  false, "cmd-release",              Scope::kConsume, "release"},
-  {Op::kUse,                "use",                "use",                  "",                                                                   false, false, "cmd-use",                  Scope::kProduce, "session"},
+  {Op::kUse,                "use",                "use",                  "",                                                                   false, false, "cmd-use",                  Scope::kRead,    "session"},
   {Op::kWatch,              "watch",              "watch",                "",                                                                   false, false, "cmd-watch",                Scope::kConsume, "session"},
-  {Op::kIgnore,             "ignore",             "ignore",               "",                                                                   false, false, "cmd-ignore",               Scope::kConsume, "session"},
+  {Op::kIgnore,             "ignore",             "ignore",               "",                                                                   false, false, "cmd-ignore",               Scope::kAuthenticated, "session"},
   {Op::kBury,               "bury",               "bury",                 "POST /jobs/{id}/bury",                                               true,  false, "cmd-bury",                 Scope::kConsume, "bury"},
   {Op::kKick,               "kick",               "kick",                 "POST /topics/{topic}/kick",                                          true,  false, "cmd-kick",                 Scope::kAdmin,   "kick"},
   {Op::kTouch,              "touch",              "touch",                "POST /jobs/{id}/touch",                                              false, false, "cmd-touch",                Scope::kConsume, "touch"},
@@ -116,8 +119,8 @@ inline constexpr Operation kOperations[] = {
   {Op::kStatsJob,           "stats-job",          "stats-job",            "",                                                                   false, false, "cmd-stats-job",            Scope::kRead,    "stats"},
   {Op::kStatsTopic,         "stats-topic",        "stats-tube",           "GET /topics/{topic}",                                                false, false, "cmd-stats-tube",           Scope::kRead,    "stats"},
   {Op::kListTopics,         "list-topics",        "list-tubes",           "GET /topics",                                                        false, false, "cmd-list-tubes",           Scope::kRead,    "stats"},
-  {Op::kListTopicUsed,      "list-topic-used",    "list-tube-used",       "",                                                                   false, false, "cmd-list-tube-used",       Scope::kPublic,  "session"},
-  {Op::kListTopicsWatched,  "list-topics-watched", "list-tubes-watched",  "",                                                                   false, false, "cmd-list-tubes-watched",   Scope::kPublic,  "session"},
+  {Op::kListTopicUsed,      "list-topic-used",    "list-tube-used",       "",                                                                   false, false, "cmd-list-tube-used",       Scope::kAuthenticated, "session"},
+  {Op::kListTopicsWatched,  "list-topics-watched", "list-tubes-watched",  "",                                                                   false, false, "cmd-list-tubes-watched",   Scope::kAuthenticated, "session"},
   {Op::kPauseTopic,         "pause-topic",        "pause-tube",           "POST /topics/{topic}/pause",                                         false, false, "cmd-pause-tube",           Scope::kAdmin,   "pause"},
   {Op::kReserveJob,         "reserve-job",        "reserve-job",          "",                                                                   false, false, "",                         Scope::kConsume, "reserve"},
   {Op::kKickJob,            "kick-job",           "kick-job",             "POST /jobs/{id}/kick",                                               true,  false, "",                         Scope::kAdmin,   "kick"},

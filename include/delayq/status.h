@@ -28,6 +28,9 @@ enum class Code : uint8_t {
   kInternal,           // a bug or an unexpected failure of a dependency
   kCorruption,         // stored data is damaged or of an unknown format
   kLeaseLost,          // the lease named no longer holds the job (docs/engine.md, "Leases")
+  kUnauthenticated,    // no credentials, or credentials that name no token (docs/security.md)
+  kPermissionDenied,   // the caller's token lacks the right on that topic
+  kRateLimited,        // the caller's token is over its request rate; retry later
 };
 
 // Stable lower-case name of a code ("not_found"), used in logs and JSON errors.
@@ -50,6 +53,9 @@ class [[nodiscard]] Status {
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }
   static Status Corruption(std::string_view msg) { return {Code::kCorruption, msg}; }
   static Status LeaseLost(std::string_view msg) { return {Code::kLeaseLost, msg}; }
+  static Status Unauthenticated(std::string_view msg) { return {Code::kUnauthenticated, msg}; }
+  static Status PermissionDenied(std::string_view msg) { return {Code::kPermissionDenied, msg}; }
+  static Status RateLimited(std::string_view msg) { return {Code::kRateLimited, msg}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

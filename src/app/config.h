@@ -67,6 +67,10 @@ struct Config {
   // is refused (docs/limits.md).
   uint64_t max_topics = 100'000;
   TimeMs http_body_timeout_ms = 60'000;
+  // Access (docs/security.md): the token file (empty: no tokens), and the
+  // networks whose clients need no token ("none": no network).
+  std::string auth_file;
+  std::string trusted_networks = "127.0.0.0/8,::1/128";
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 
+#include "app/auth_file.h"
 #include "app/config.h"
 #include "backend/clock.h"
 #include "backend/local_backend.h"
@@ -291,6 +292,15 @@ int main(int argc, char** argv) {
   ctx.max_waiting = config.max_waiting;
   ctx.max_reply_memory = config.max_reply_memory;
   ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
+  // Access: the tokens and the trusted networks (docs/security.md).
+  {
+    auto policy = app::LoadAccessPolicy(config.auth_file, config.trusted_networks);
+    if (!policy.ok()) {
+      spdlog::error("event=bad_auth_file error=\"{}\"", policy.status().message());
+      return 1;
+    }
+    ctx.access.Reload(std::move(policy).value());
+  }
   ctx.max_memory = config.max_memory;
   if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
   utsname u{};
@@ -330,6 +340,23 @@ int main(int argc, char** argv) {
         drain_signal.async_wait(on_drain);
       };
   drain_signal.async_wait(on_drain);
+  // SIGHUP: the token file again. A bad one is logged and the tokens in
+  // force stay; connections stay open, held to the new tokens.
+  boost::asio::signal_set reload_signal(io, SIGHUP);
+  std::function<void(const boost::system::error_code&, int)> on_reload =
+      [&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        auto policy = app::LoadAccessPolicy(config.auth_file, config.trusted_networks);
+        if (policy.ok()) {
+          ctx.access.Reload(std::move(policy).value());
+          spdlog::info("event=reloaded tokens={}", ctx.access.policy()->tokens().size());
+        } else {
+          spdlog::error("event=reload_failed note=\"the tokens in force stay\" error=\"{}\"",
+                        policy.status().message());
+        }
+        reload_signal.async_wait(on_reload);
+      };
+  reload_signal.async_wait(on_reload);
 
   if (Status st = beanstalk.Listen(config.listen, config.port); !st.ok()) {
     spdlog::error("event=listen_failed error=\"{}\"", st.message());
@@ -346,7 +373,8 @@ int main(int argc, char** argv) {
   if (http) http->Start();
   spdlog::info(
       "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
-      "max_job_size={} max_connections={} max_reply_memory={} busy_poll_us={} io_uring={} pid={}",
+      "max_job_size={} max_connections={} max_reply_memory={} busy_poll_us={} io_uring={} "
+      "tokens={} trusted_networks={} pid={}",
       kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
@@ -357,7 +385,8 @@ int main(int argc, char** argv) {
       config.in_memory || on_redis || config.horizon_ms == 0 ? "off"
                                                              : FormatDuration(config.horizon_ms),
       config.max_job_size, config.max_connections, config.max_reply_memory, config.busy_poll_us,
-      beanstalk.io_batch().uses_uring() ? "on" : "off", static_cast<long>(getpid()));
+      beanstalk.io_batch().uses_uring() ? "on" : "off", ctx.access.policy()->tokens().size(),
+      ctx.access.policy()->trusted().ToString(), static_cast<long>(getpid()));
   if (config.io_uring && !beanstalk.io_batch().uses_uring())
     spdlog::info(
         "event=io_uring_unavailable reason=\"{}\" note=\"one system call per recv and send\"",
@@ -375,6 +404,7 @@ int main(int argc, char** argv) {
   boost::system::error_code ignored;
   stop_signals.clear(ignored);
   drain_signal.clear(ignored);
+  reload_signal.clear(ignored);
   std::signal(SIGTERM, SIG_IGN);
   std::signal(SIGINT, SIG_IGN);
   // Connections still open after the grace period are closed; their

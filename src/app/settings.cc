@@ -4,6 +4,7 @@
 
 #include "backend/redis_backend.h"
 #include "delayq/duration.h"
+#include "server/access.h"
 
 namespace delayq::app {
 namespace {
@@ -12,6 +13,14 @@ constexpr const char* kFsyncPolicies[] = {"always", "everysec", "no"};
 constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 // "local" names the default: the engine in this process.
+// "none" or a comma-separated list of networks (server/access.h).
+Status FinishTrustedNetworks(Config* c) {
+  auto n = server::Networks::Parse(c->trusted_networks);
+  if (!n.ok()) return n.status();
+  c->trusted_networks = n->ToString();
+  return Status::Ok();
+}
+
 Status FinishBackend(Config* c) {
   if (c->backend == "local") c->backend.clear();
   if (!c->backend.empty()) {
@@ -326,6 +335,39 @@ const Setting kSettings[] = {
             "takes a ready job or is answered at once as if its timeout had passed "
             "(`TIMED_OUT`; HTTP `{\"jobs\":[]}`), logged `event=max_waiting` once per 10 s. 0: "
             "no limit"},
+    {.flags = "--auth-file",
+     .env = "DELAYQ_AUTH_FILE",
+     .toml = "auth_file",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::auth_file,
+     .help = "Tokens (TOML: name, sha256 of the secret, topic patterns, rights, rate):\n"
+             "clients outside --trusted-networks must authenticate with one; read again\n"
+             "on SIGHUP (docs/security.md; make one with `delayq token new`)",
+     .doc_default = "none",
+     .doc = "the access tokens (docs/security.md, \"The token file\"): each a name, the SHA-256 "
+            "of its secret, topic patterns and rights (`produce`, `consume`, `admin`), and "
+            "optionally a request rate. A client outside `--trusted-networks` must present one "
+            "(beanstalkd `auth`, HTTP `Authorization: Bearer`). Read at start (a bad file stops "
+            "it with a message naming the line) and again on SIGHUP (a bad file is logged and "
+            "the tokens in force stay); open connections keep going, held to the new tokens"},
+    {.flags = "--trusted-networks",
+     .env = "DELAYQ_TRUSTED_NETWORKS",
+     .toml = "trusted_networks",
+     .metavar = "CIDRS",
+     .kind = K::kString,
+     .field = &Config::trusted_networks,
+     .finish = FinishTrustedNetworks,
+     .help = "Clients from these networks need no token and may do everything:\n"
+             "comma-separated, e.g. 10.0.0.0/8,fd00::/8; `none` for none (default\n"
+             "loopback: 127.0.0.0/8,::1/128)",
+     .doc_default = "`127.0.0.0/8,::1/128`",
+     .doc = "clients connecting from these networks (comma-separated `ADDRESS[/PREFIX]`, IPv4 or "
+            "IPv6) need no token and may do everything, as before tokens existed; any other "
+            "client must authenticate first. `none`: every client must. The default trusts "
+            "loopback only, so a delayqd listening on other addresses refuses their clients "
+            "(`UNAUTHORIZED`; HTTP 401) until they authenticate, or until their network is "
+            "listed here"},
     {.flags = "-V,--verbose",
      .env = nullptr,
      .toml = nullptr,

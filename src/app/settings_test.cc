@@ -80,6 +80,8 @@ Sample SampleFor(const Setting& s) {
     case SettingKind::kString:
       if (std::string_view(s.toml) == "backend")
         return {"redis://h:1", "\"redis://h:1\"", "redis://h:1"};
+      if (std::string_view(s.toml) == "trusted_networks")  // written back normalized
+        return {"10.0.0.0/8, ::1", "\"10.0.0.0/8, ::1\"", "10.0.0.0/8,::1/128"};
       return {"x-" + std::string(s.toml), "\"x-" + std::string(s.toml) + "\"",
               "x-" + std::string(s.toml)};
     case SettingKind::kEnum:

@@ -222,7 +222,7 @@ class BeanstalkClient final : public Client {
     std::string request = line + "\r\n";
     request += a.body;
     request += "\r\n";
-    if (auto f = conn_.Write(request)) return *f;
+    if (auto f = Send(request)) return *f;
     std::string reply;
     if (auto f = conn_.ReadLine(&reply)) return *f;
     bool created = true;
@@ -530,8 +530,10 @@ class BeanstalkClient final : public Client {
  private:
   // Sends one command line, returns the reply line. `extra`: time the
   // server may take on top of the I/O timeout (a reserve that waits).
+  std::optional<Failure> Send(std::string_view bytes) { return conn_.Write(bytes); }
+
   Expected<std::string> Command(const std::string& line, milliseconds extra = milliseconds(0)) {
-    if (auto f = conn_.Write(line + "\r\n")) return *f;
+    if (auto f = Send(line + "\r\n")) return *f;
     std::string reply;
     if (auto f = conn_.ReadLine(&reply, extra)) return *f;
     return reply;
@@ -550,6 +552,10 @@ class BeanstalkClient final : public Client {
         {"EXPECTED_CRLF", "the server expected the job's body to end with CRLF"},
         {"DEADLINE_SOON", "a job this connection holds is about to exceed its TTR"},
         {"NOT_IGNORED", "the server refused to watch no topic at all"},
+        {"UNAUTHORIZED",
+         "the server wants a token (DELAYQ_TOKEN or --token-file), or refused the one given"},
+        {"FORBIDDEN", "the token has no right to do that on this topic"},
+        {"RATE_LIMITED", "the token is over its request rate: try again in a moment"},
     };
     const std::string word(reply);
     command = command.substr(0, command.find(' '));

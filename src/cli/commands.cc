@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #include "delayq/duration.h"
 #include "delayq/engine.h"
+#include "delayq/token.h"
 
 namespace delayq::cli {
 
@@ -466,6 +468,62 @@ int RunFinish(Context& c) {
 int RunTouch(Context& c) {
   return EachId(
       c, true, [&c](const JobRef& j) { return c.client->Touch(j.id, j.lease); }, "touched");
+}
+
+int RunToken(Context& c) {
+  Args& a = c.args;
+  if (a.hash) {
+    // The digest of a secret made elsewhere, read from standard input.
+    std::string secret;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) secret.append(buf, n);
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (secret.empty()) return Report(Usage(c, "--hash reads the secret from standard input"));
+    Out(DigestHex(Sha256(secret)) + "\n");
+    return 0;
+  }
+  Token t;
+  t.name = a.token_name;
+  if (Status st = CheckTokenName(t.name); !st.ok()) return Report(Usage(c, st.message()));
+  t.topics = a.patterns.empty() ? std::vector<std::string>{"*"} : a.patterns;
+  for (const std::string& p : t.topics)
+    if (Status st = CheckTopicPattern(p); !st.ok()) return Report(Usage(c, st.message()));
+  for (const std::string& r : a.rights) {
+    const uint8_t bit = RightNamed(r);
+    if (bit == 0) return Report(Usage(c, "unknown right '" + r + "' (produce, consume, admin)"));
+    t.rights |= bit;
+  }
+  if (t.rights == 0) return Report(Usage(c, "give the token a --right (produce, consume, admin)"));
+  for (auto [text, out, what] :
+       {std::tuple{&a.rate, &t.rate, "--rate"}, std::tuple{&a.burst, &t.burst, "--burst"}}) {
+    if (text->empty()) continue;
+    char* end = nullptr;
+    errno = 0;
+    *out = std::strtod(text->c_str(), &end);
+    if (errno != 0 || end != text->c_str() + text->size() || !(*out > 0) || *out > 1e9)
+      return Report(Usage(c, std::string(what) + " must be a number above 0"));
+  }
+  if (t.burst > 0 && t.rate == 0) return Report(Usage(c, "--burst goes with --rate"));
+  auto secret = NewSecret();
+  if (!secret.ok()) return Report(Failure{Exit::kIo, secret.status().message()});
+  t.sha256 = Sha256(*secret);
+  const std::string entry = TokenFileEntry(t);
+  if (c.format == Format::kJson) {
+    rapidjson::Document d(rapidjson::kObjectType);
+    auto& al = d.GetAllocator();
+    d.AddMember("name", rapidjson::Value(t.name.c_str(), al), al);
+    d.AddMember("secret", rapidjson::Value(secret->c_str(), al), al);
+    d.AddMember("sha256", rapidjson::Value(DigestHex(t.sha256).c_str(), al), al);
+    d.AddMember("entry", rapidjson::Value(entry.c_str(), al), al);
+    Out(JsonLine(d));
+    return 0;
+  }
+  Out("secret: " + *secret + "\n" +
+      "# Give the secret to the client (DELAYQ_TOKEN, --token-file, beanstalkd 'auth', HTTP\n"
+      "# 'Authorization: Bearer'); it is shown only now. Add this to the token file\n"
+      "# (--auth-file) and send delayqd a SIGHUP:\n\n" +
+      entry);
+  return 0;
 }
 
 }  // namespace delayq::cli

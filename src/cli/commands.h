@@ -43,6 +43,12 @@ struct Args {
   std::string peek_id;
   std::string lease;  // finish, release, bury, touch
   bool finish = false, ready = false, delayed = false, buried = false;
+  // token
+  std::string token_name, rate, burst;
+  std::vector<std::string> patterns, rights;
+  bool hash = false;
+  // Global: the file whose first line is the secret to present.
+  std::string token_file;
 };
 
 // Everything a subcommand needs to run.
@@ -91,6 +97,8 @@ int RunStats(Context& c);
 int RunTopics(Context& c);
 int RunClear(Context& c);
 int RunPause(Context& c);
+// Makes a token (no server needed): its secret, digest and token-file entry.
+int RunToken(Context& c);
 
 }  // namespace delayq::cli
 

@@ -200,6 +200,34 @@ const std::vector<Command>& Commands() {
              ->required();
        },
        RunPause},
+      {"token", "Make an access token: its secret, and its entry for the token file",
+       "Needs no server. Prints the secret once, and the [[token]] table to add to the\n"
+       "file of delayqd's --auth-file (docs/security.md); --hash prints the SHA-256 of a\n"
+       "secret read from standard input instead.\n"
+       "Examples:\n"
+       "  delayq token orders-producer --topic 'orders.*' --right produce\n"
+       "  delayq token workers --topic 'orders.*' --topic 'payments.*' --right consume --rate 500\n"
+       "  delayq token ops --right admin --right produce --right consume\n"
+       "  delayq token --hash < secret.txt",
+       [](CLI::App* s, Args& a) {
+         s->add_option("NAME", a.token_name, "The token's name (1..64 of A-Za-z0-9._-)")
+             ->type_name("");
+         s->add_option("-t,--topic", a.patterns,
+                       "A topic pattern it may act on ('orders.*'); repeat for more (default *)")
+             ->option_text("PATTERN")
+             ->delimiter(',')
+             ->allow_extra_args(false);
+         s->add_option("-r,--right", a.rights, "produce, consume or admin; repeat for more")
+             ->option_text("RIGHT")
+             ->delimiter(',')
+             ->allow_extra_args(false);
+         s->add_option("--rate", a.rate, "Most requests per second (default: no limit)")
+             ->option_text("N");
+         s->add_option("--burst", a.burst, "Most requests at once (default: the rate)")
+             ->option_text("N");
+         s->add_flag("--hash", a.hash, "Print the SHA-256 of the secret on standard input");
+       },
+       RunToken},
   };
   return table;
 }
@@ -244,12 +272,16 @@ int Main(int argc, char** argv) {
   app.add_option("--io-timeout", args.io_timeout,
                  "Give up connecting, or waiting for a reply, after DURATION (default 10s)")
       ->option_text("DURATION");
+  app.add_option("--token-file", args.token_file,
+                 "Authenticate with the secret on FILE's first line (or DELAYQ_TOKEN)")
+      ->option_text("FILE");
   app.add_flag("-v,--version", args.version, "Print the version and exit");
 
   for (const Command& cmd : Commands()) {
     CLI::App* sub = app.add_subcommand(cmd.name, cmd.summary);
     sub->footer(std::string(cmd.footer) +
-                "\n\nGlobal options: -s URL, -o FORMAT, --json, --io-timeout DURATION (see "
+                "\n\nGlobal options: -s URL, -o FORMAT, --json, --io-timeout DURATION, "
+                "--token-file FILE (see "
                 "'delayq --help').");
     cmd.define(sub, args);
   }
@@ -321,6 +353,24 @@ int Main(int argc, char** argv) {
   auto address = ParseServerUrl(url, &error);
   if (!address) return Report(Usage(c, error));
   c.address = *address;
+  // The token: --token-file, DELAYQ_TOKEN_FILE, DELAYQ_TOKEN (never a flag
+  // of its own: the process list would show it).
+  const std::string token_file =
+      !args.token_file.empty() ? args.token_file : Env("DELAYQ_TOKEN_FILE");
+  if (!token_file.empty()) {
+    std::FILE* f = std::fopen(token_file.c_str(), "rb");
+    char line[1024] = {};
+    const bool read = f != nullptr && std::fgets(line, sizeof line, f) != nullptr;
+    if (f != nullptr) std::fclose(f);
+    c.address.token = line;
+    while (!c.address.token.empty() &&
+           (c.address.token.back() == '\n' || c.address.token.back() == '\r'))
+      c.address.token.pop_back();
+    if (!read || c.address.token.empty())
+      return Report(Usage(c, "cannot read a secret from the first line of " + token_file));
+  } else {
+    c.address.token = Env("DELAYQ_TOKEN");
+  }
   if (!args.io_timeout.empty()) {
     TimeMs t = 0;
     if (auto f = Duration(c, args.io_timeout, "--io-timeout", &t)) return Report(*f);

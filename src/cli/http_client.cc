@@ -217,6 +217,7 @@ class HttpClient final : public Client {
                                    : a.host + ":" + std::to_string(a.port));
     req.set(http::field::user_agent, "delayq/" + std::string(kVersion));
     req.set(http::field::accept, "application/json");
+    if (!a.token.empty()) req.set(http::field::authorization, "Bearer " + a.token);
     if (verb == http::verb::post) req.set(http::field::content_type, "application/json");
     req.keep_alive(true);
     req.body() = std::move(body);

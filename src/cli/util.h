@@ -23,6 +23,9 @@ struct ServerAddress {
   Protocol protocol = Protocol::kHttp;
   std::string host = "127.0.0.1";
   uint16_t port = 11380;
+  // The secret of the token to present (docs/security.md); empty: none.
+  // Never shown.
+  std::string token;
   // "http://127.0.0.1:11380", as shown in messages.
   std::string ToString() const;
 };

@@ -6,6 +6,8 @@ std::string_view ScopeName(Scope s) {
   switch (s) {
     case Scope::kPublic:
       return "public";
+    case Scope::kAuthenticated:
+      return "authenticated";
     case Scope::kRead:
       return "read";
     case Scope::kProduce:

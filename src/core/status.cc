@@ -37,6 +37,12 @@ std::string_view CodeName(Code code) {
       return "corruption";
     case Code::kLeaseLost:
       return "lease_lost";
+    case Code::kUnauthenticated:
+      return "unauthenticated";
+    case Code::kPermissionDenied:
+      return "forbidden";
+    case Code::kRateLimited:
+      return "rate_limited";
   }
   return "unknown";
 }

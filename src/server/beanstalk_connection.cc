@@ -34,7 +34,9 @@ constexpr int kLingerChecks = 20;
 }  // namespace
 
 BeanstalkConnection::BeanstalkConnection(BeanstalkServer& server, tcp::socket socket)
-    : server_(server), handler_(server.ctx_, [this] { OnWake(); }) {
+    : server_(server),
+      handler_(
+          server.ctx_, [this] { OnWake(); }, PeerAddress(socket)) {
   boost::system::error_code ec;
   socket.set_option(tcp::no_delay(true), ec);
   socket.non_blocking(true, ec);

@@ -3,8 +3,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <utility>
 
 #include "delayq/duration.h"
@@ -17,6 +19,9 @@ using backend::Backend;
 using backend::Jobs;
 
 constexpr std::string_view kNotFound = "NOT_FOUND\r\n";
+// A job this connection reserved counts as still held (no look-up of its
+// topic) until this long before its TTR deadline.
+constexpr TimeMs kHoldMargin = 1000;
 constexpr TimeMs kSecond = 1000;
 
 // beanstalkd sends whole seconds, truncated toward zero.
@@ -170,6 +175,12 @@ std::string_view BeanReplyFor(Code code) {
       return "DRAINING\r\n";
     case Code::kResourceExhausted:
       return "OUT_OF_MEMORY\r\n";
+    case Code::kUnauthenticated:
+      return kUnauthorizedReply;
+    case Code::kPermissionDenied:
+      return kForbiddenReply;
+    case Code::kRateLimited:
+      return kRateLimitedReply;
     case Code::kOk:
     case Code::kUnavailable:
     case Code::kInternal:
@@ -179,10 +190,12 @@ std::string_view BeanReplyFor(Code code) {
   return "INTERNAL_ERROR\r\n";
 }
 
-BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wake)
+BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wake,
+                                   std::optional<boost::asio::ip::address> peer)
     : ctx_(ctx),
       backend_(ctx.backend),
       wake_(std::move(wake)),
+      caller_(ctx.access, std::move(peer)),
       decoder_(ctx.max_job_size),
       session_(ctx.backend.OpenSession()) {
   ctx_.counters.connections++;
@@ -241,7 +254,7 @@ void BeanstalkHandler::Process() {
         ctx_.counters.Count(Protocol::kBeanstalk, OperationOf(item.command.op));
         blocked_ = true;  // until the command's reply is written (Done)
         in_command_ = true;
-        Execute(item.command);  // views into in_ stay valid: consumed below
+        Authorize(item.command);  // views into in_ stay valid: consumed below
         in_command_ = false;
         break;
     }
@@ -291,6 +304,7 @@ void BeanstalkHandler::CancelReserve() {
 }
 
 void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) {
+  if (Status st = WatchOnlyConsumable(); !st.ok()) return Refuse(st);
   MarkWorker();
   reserving_ = true;
   backend_.Reserve(ReserveRequest{session_, ctx_.WaitFor(timeout_ms, "beanstalkd"), count, false},
@@ -300,6 +314,7 @@ void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) 
                      if (!st.ok()) {
                        ReplyCode(st);
                      } else {
+                       Hold(jobs);
                        if (batch) {
                          out_.append("RESERVED_BATCH ");
                          AppendUint(out_, jobs.size());
@@ -346,6 +361,125 @@ void BeanstalkHandler::ReplyFirstJob(std::string_view word, Status st, backend::
 void BeanstalkHandler::ReplyYamlOr(Status st, const std::function<std::string()>& yaml) {
   st.ok() ? ReplyYaml(yaml()) : ReplyCode(st);
   Done();
+}
+
+void BeanstalkHandler::Refuse(const Status& st) {
+  ReplyCode(st);
+  Done();
+}
+
+void BeanstalkHandler::Hold(backend::Jobs jobs) {
+  if (caller_.token() == nullptr) return;
+  if (held_.size() >= 4096) {  // reservations that ran out meanwhile go
+    const TimeMs now = backend_.Now();
+    std::erase_if(held_, [now](const auto& h) { return h.second.deadline <= now; });
+  }
+  for (const JobView& j : jobs) held_[j.id] = Held{std::string(j.topic), j.due_ms};
+}
+
+Status BeanstalkHandler::WatchOnlyConsumable() {
+  if (watch_checked_ == caller_.standing() || caller_.Everywhere(Scope::kConsume))
+    return Status::Ok();
+  std::vector<std::string> watched = backend_.WatchedTopics(session_);
+  std::vector<std::string> others;
+  bool any = false;
+  for (std::string& t : watched) {
+    if (caller_.Check(Scope::kConsume, t).ok()) {
+      any = true;
+    } else {
+      others.push_back(std::move(t));
+    }
+  }
+  if (!any) {
+    return Status::PermissionDenied("the token may consume none of the watched topics");
+  }
+  for (const std::string& t : others) {
+    if (auto r = backend_.Ignore(session_, t); !r.ok()) return r.status();
+  }
+  watch_checked_ = caller_.standing();
+  return Status::Ok();
+}
+
+// Every path ends in Execute, or in Refuse (which ends in Done()).
+void BeanstalkHandler::Authorize(BeanCommand& c) {
+  const Operation& row = OperationOf(OperationOf(c.op));
+  int64_t retry_ms = 0;
+  if (Status st = caller_.Admit(row.op, &retry_ms); !st.ok()) return Refuse(st);
+  Status st;
+  switch (c.op) {
+    // The topic is named, or is the one the connection uses.
+    case BeanOp::kUse:
+    case BeanOp::kWatch:
+    case BeanOp::kStatsTube:
+    case BeanOp::kPauseTube:
+    case BeanOp::kClearTube:
+      st = caller_.Check(row.scope, c.name);
+      break;
+    case BeanOp::kPut:
+    case BeanOp::kPutEx:
+      if (use_checked_ == caller_.standing() || caller_.Everywhere(Scope::kProduce)) break;
+      st = caller_.Check(Scope::kProduce, backend_.UsedTopic(session_));
+      if (st.ok()) use_checked_ = caller_.standing();
+      break;
+    case BeanOp::kPeekReady:
+    case BeanOp::kPeekDelayed:
+    case BeanOp::kPeekBuried:
+    case BeanOp::kKick:
+    case BeanOp::kDeleteKey:
+    case BeanOp::kPeekKey:
+      if (!caller_.Everywhere(row.scope))
+        st = caller_.Check(row.scope, backend_.UsedTopic(session_));
+      break;
+    case BeanOp::kStats:
+      if (!caller_.Everywhere(Scope::kAdmin))
+        st = Status::PermissionDenied("server-wide stats need the admin right on every topic");
+      break;
+    // A job, by id: its topic decides. A delete of a reserved job is a
+    // worker finishing it (consume; the backend refuses it unless this
+    // connection holds the job); of any other job, an operator's (admin).
+    case BeanOp::kPeek:
+    case BeanOp::kStatsJob:
+    case BeanOp::kReserveJob:
+    case BeanOp::kRelease:
+    case BeanOp::kBury:
+    case BeanOp::kTouch:
+    case BeanOp::kKickJob:
+    case BeanOp::kDelete: {
+      const bool del = c.op == BeanOp::kDelete;
+      if (caller_.Everywhere(del ? Scope::kAdmin : row.scope)) break;
+      // What a worker does to a job this connection holds: the right to
+      // consume its topic. The job leaves the record (after a touch its
+      // deadline is new: the next command looks it up).
+      const bool worker =
+          del || c.op == BeanOp::kRelease || c.op == BeanOp::kBury || c.op == BeanOp::kTouch;
+      if (auto h = held_.find(c.id); worker && h != held_.end()) {
+        const bool holds = backend_.Now() + kHoldMargin < h->second.deadline;
+        const std::string topic = std::move(h->second.topic);
+        held_.erase(h);
+        if (holds) {
+          st = caller_.Check(Scope::kConsume, topic);
+          break;
+        }
+      }
+      BeanCommand job_cmd = c;  // numbers only: no view into the input is used
+      backend_.StatsJob(c.id, [this, job_cmd, del, scope = row.scope](Result<JobStats> r) mutable {
+        if (!r.ok())
+          return Refuse(r.status().code() == Code::kNotFound ? Status::NotFound() : r.status());
+        const Scope need = del && r->state != JobState::kReserved ? Scope::kAdmin
+                           : del                                  ? Scope::kConsume
+                                                                  : scope;
+        if (Status ok = caller_.Check(need, r->topic); !ok.ok()) return Refuse(ok);
+        Execute(job_cmd);
+      });
+      return;
+    }
+    // Reserves take from the topics the caller may consume (DoReserve);
+    // listings show what it may see (Execute); the rest need no topic.
+    default:
+      break;
+  }
+  if (!st.ok()) return Refuse(st);
+  Execute(c);
 }
 
 // Every path ends in Done(), at once or from the backend's completion.
@@ -396,6 +530,7 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       return;
     }
     case BeanOp::kUse: {
+      use_checked_ = 0;
       Status st = backend_.Use(session_, c.name);
       if (st.ok()) {
         out_.append("USING ");
@@ -416,6 +551,7 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
     case BeanOp::kReserveJob:
       backend_.ReserveJob(session_, c.id, [this](Status st, Jobs jobs) {
         if (st.ok()) MarkWorker();
+        if (st.ok()) Hold(jobs);
         ReplyFirstJob("RESERVED", st, jobs);
       });
       return;
@@ -448,6 +584,7 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       return;
     case BeanOp::kWatch:
     case BeanOp::kIgnore: {
+      watch_checked_ = 0;
       auto res = c.op == BeanOp::kWatch ? backend_.Watch(session_, c.name)
                                         : backend_.Ignore(session_, c.name);
       return ReplyCount("WATCHING ", res.ok() ? Result<uint64_t>(*res) : res.status());
@@ -495,7 +632,11 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       return;
     case BeanOp::kListTubes:
       backend_.ListTopics([this](Result<std::vector<std::string>> res) {
-        ReplyYamlOr(res.status(), [&] { return ListYaml(*res); });
+        std::vector<std::string> seen;  // only the topics the caller may see
+        if (res.ok())
+          std::copy_if(res->begin(), res->end(), std::back_inserter(seen),
+                       [&](const std::string& t) { return caller_.Sees(t); });
+        ReplyYamlOr(res.status(), [&] { return ListYaml(seen); });
       });
       return;
     case BeanOp::kListTubeUsed:
@@ -503,8 +644,11 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       out_.append(backend_.UsedTopic(session_));
       out_.append("\r\n");
       return Done();
-    case BeanOp::kListTubesWatched:
-      return ReplyYamlOr(Status::Ok(), [&] { return ListYaml(backend_.WatchedTopics(session_)); });
+    case BeanOp::kListTubesWatched: {
+      std::vector<std::string> watched = backend_.WatchedTopics(session_);
+      std::erase_if(watched, [&](const std::string& t) { return !caller_.Sees(t); });
+      return ReplyYamlOr(Status::Ok(), [&] { return ListYaml(watched); });
+    }
     case BeanOp::kPauseTube:
       backend_.PauseTopic(c.name, FromSecs(c.delay),
                           [this](Status st) { ReplyOkOr(st, "PAUSED\r\n"); });

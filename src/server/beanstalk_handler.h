@@ -10,9 +10,13 @@
 #ifndef DELAYQ_SERVER_BEANSTALK_HANDLER_H_
 #define DELAYQ_SERVER_BEANSTALK_HANDLER_H_
 
+#include <boost/asio/ip/address.hpp>
 #include <functional>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
+#include "server/access.h"
 #include "server/beanstalk_decoder.h"
 #include "server/byte_buffer.h"
 #include "server/server_context.h"
@@ -23,7 +27,10 @@ class BeanstalkHandler {
  public:
   // `wake` is called when output became available, or the connection
   // should close, outside of Process() (a waiting reserve completed).
-  BeanstalkHandler(ServerContext& ctx, std::function<void()> wake);
+  // `peer`: the client's address, which --trusted-networks may trust
+  // (nullopt: a client in this process, trusted).
+  BeanstalkHandler(ServerContext& ctx, std::function<void()> wake,
+                   std::optional<boost::asio::ip::address> peer = std::nullopt);
   ~BeanstalkHandler();
   BeanstalkHandler(const BeanstalkHandler&) = delete;
   BeanstalkHandler& operator=(const BeanstalkHandler&) = delete;
@@ -66,6 +73,11 @@ class BeanstalkHandler {
   bool want_close() const { return close_; }
 
  private:
+  // Runs the command if the caller may (docs/security.md): at once when
+  // its topic is known, after a look at the job's topic for a command on
+  // one job; else replies UNAUTHORIZED, FORBIDDEN or RATE_LIMITED.
+  void Authorize(BeanCommand& cmd);
+  void Refuse(const Status& st);
   void Execute(BeanCommand& cmd);
   void Reply(std::string_view s) { out_.append(s); }
   void ReplyCode(Status st);
@@ -76,6 +88,11 @@ class BeanstalkHandler {
   void ReplyFirstJob(std::string_view word, Status st, backend::Jobs jobs);
   void ReplyYamlOr(Status st, const std::function<std::string()>& yaml);
   void DoReserve(TimeMs timeout_ms, uint32_t count, bool batch);
+  // A token's connection reserves only from topics it may consume: the
+  // others are ignored first. FORBIDDEN when none is left.
+  Status WatchOnlyConsumable();
+  // Jobs this connection reserved: reserve replies record them.
+  void Hold(backend::Jobs jobs);
   // Keeps ServerContext::waiting counting this connection's reserve while
   // it waits.
   void CountWaiting(bool waits);
@@ -88,6 +105,7 @@ class BeanstalkHandler {
   ServerContext& ctx_;
   backend::Backend& backend_;
   std::function<void()> wake_;
+  Caller caller_;
   BeanDecoder decoder_;
   SessionId session_;
   ByteBuffer in_;
@@ -101,10 +119,31 @@ class BeanstalkHandler {
   bool producer_ = false;
   bool worker_ = false;
   bool session_ended_ = false;
+  // Checks whose answer holds while the caller's standing
+  // (Caller::standing) and the watch list or used topic stay the same.
+  uint64_t watch_checked_ = 0;
+  uint64_t use_checked_ = 0;
+  // The jobs this connection reserved, by id, with their topic and TTR
+  // deadline: while the deadline is ahead the job is still this
+  // connection's, so a delete, release, bury or touch of it needs the
+  // `consume` right on that topic, and no look-up. Kept for a token's
+  // connection only.
+  struct Held {
+    std::string topic;
+    TimeMs deadline = 0;
+  };
+  std::unordered_map<JobId, Held> held_;
 };
 
 // The beanstalkd reply for an error status (NOT_FOUND, BAD_FORMAT, ...).
 std::string_view BeanReplyFor(Code code);
+
+// delayq's replies to a caller that may not do what it asks
+// (docs/security.md): not authenticated (or a wrong secret), no right on
+// the topic, over its token's rate.
+inline constexpr std::string_view kUnauthorizedReply = "UNAUTHORIZED\r\n";
+inline constexpr std::string_view kForbiddenReply = "FORBIDDEN\r\n";
+inline constexpr std::string_view kRateLimitedReply = "RATE_LIMITED\r\n";
 
 // delayq's one reply of its own, sent only to a connection it refuses
 // (--max-connections, out of file descriptors) before closing it.

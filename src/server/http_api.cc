@@ -7,6 +7,8 @@
 #include "server/http_api.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <utility>
 
 #include "delayq/text.h"
@@ -103,7 +105,7 @@ const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
 }
 
 HttpApi::HttpApi(ServerContext& ctx, HttpApiOptions options)
-    : ctx_(ctx), backend_(ctx.backend), options_(options) {}
+    : ctx_(ctx), backend_(ctx.backend), options_(options), local_(ctx.access, std::nullopt) {}
 
 HttpApi::~HttpApi() {
   *alive_ = false;
@@ -198,6 +200,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
       continue;
     }
     HttpApiRoutes::Params params;
+    std::optional<size_t> topic_param, id_param;
     for (size_t i = 0; i < segs.size(); ++i) {
       if (!IsParam(r.path[i])) continue;
       std::string decoded;
@@ -205,11 +208,42 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
         done(ErrorReply(400, "bad_request", "bad percent-encoding in the path"));
         return 0;
       }
+      if (r.path[i] == "{topic}") topic_param = params.size();
+      if (r.path[i] == "{id}") id_param = params.size();
       params.push_back(std::move(decoded));
     }
     ctx_.counters.Count(Protocol::kHttp, r.op);
+    HttpRequest req = request;
+    req.caller = request.caller != nullptr ? request.caller : &local_;
+    if (std::optional<HttpReply> refusal = HttpApiRoutes::Admit(req, r.op)) {
+      done(std::move(*refusal));
+      return 0;
+    }
+    // The right the row names, on the topic the path names, or on the
+    // topic of the job it names (looked up first unless the caller has the
+    // right on every topic). Routes that name topics or jobs in their body
+    // check them in their handlers.
+    const Scope scope = OperationOf(r.op).scope;
+    Status allowed;
+    if (topic_param) allowed = req.caller->Check(scope, params[*topic_param]);
+    if (r.op == Op::kStats && !req.caller->Everywhere(Scope::kAdmin))
+      allowed = Status::PermissionDenied("server-wide stats need the admin right on every topic");
+    if (!allowed.ok()) {
+      done(StatusReply(allowed));
+      return 0;
+    }
+    // (A bad id is the handler's to answer: 400.)
+    if (auto id = id_param ? ParseId(params[*id_param]) : Result<JobId>(Status::NotFound());
+        id.ok() && !req.caller->Everywhere(scope)) {
+      HttpApiRoutes::IfMayOnJob(*this, req, scope, *id, {}, std::move(done),
+                                [this, req, params, handler = r.handler](HttpApi::Reply d) {
+                                  CallId ignored = 0;  // no reserve is named by id: nothing waits
+                                  handler(*this, req, params, std::move(d), &ignored);
+                                });
+      return 0;
+    }
     CallId call = 0;
-    r.handler(*this, request, params, std::move(done), &call);
+    r.handler(*this, req, params, std::move(done), &call);
     return call;
   }
   if (!allow.empty()) {
@@ -222,6 +256,69 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
   }
   done(ErrorReply(404, "not_found", "no route " + std::string(target)));
   return 0;
+}
+
+// ---- access -----------------------------------------------------------------------
+
+std::optional<HttpReply> HttpApiRoutes::Admit(const HttpRequest& req, Op op) {
+  Caller& caller = *req.caller;
+  caller.Reset();
+  if (!req.authorization.empty()) {
+    // RFC 6750: "Bearer" (any case), one space or more, the token.
+    std::string_view v = req.authorization;
+    constexpr std::string_view kScheme = "bearer";
+    bool bearer = v.size() > kScheme.size() && (v[kScheme.size()] == ' ');
+    for (size_t i = 0; bearer && i < kScheme.size(); ++i)
+      bearer = std::tolower(static_cast<unsigned char>(v[i])) == kScheme[i];
+    std::string_view secret = bearer ? v.substr(kScheme.size()) : std::string_view();
+    while (!secret.empty() && secret.front() == ' ') secret.remove_prefix(1);
+    while (!secret.empty() && secret.back() == ' ') secret.remove_suffix(1);
+    if (!bearer || secret.empty()) {
+      HttpReply r =
+          ErrorReply(401, "unauthenticated", "the Authorization header is not 'Bearer <token>'");
+      r.headers = "WWW-Authenticate: Bearer realm=\"delayq\", error=\"invalid_request\"\r\n";
+      return r;
+    }
+    if (Status st = caller.Authenticate(secret); !st.ok()) {
+      HttpReply r = ErrorReply(401, "unauthenticated", "the bearer token is not valid");
+      r.headers = "WWW-Authenticate: Bearer realm=\"delayq\", error=\"invalid_token\"\r\n";
+      return r;
+    }
+  }
+  int64_t retry_ms = 0;
+  Status st = caller.Admit(op, &retry_ms);
+  if (st.ok()) return std::nullopt;
+  HttpReply r = StatusReply(st);
+  if (st.code() == Code::kUnauthenticated)
+    r.headers = "WWW-Authenticate: Bearer realm=\"delayq\"\r\n";
+  if (st.code() == Code::kRateLimited)
+    r.headers = "Retry-After: " + std::to_string((retry_ms + 999) / 1000) + "\r\n";
+  return r;
+}
+
+void HttpApiRoutes::IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope, JobId id,
+                               std::string name, HttpApi::Reply done,
+                               std::function<void(HttpApi::Reply)> then) {
+  if (req.caller == nullptr || req.caller->Everywhere(scope)) return then(std::move(done));
+  using K = backend::Backend::PeekKind;
+  const Caller* caller = req.caller;
+  api.backend_.Peek(SessionId{0}, id != 0 ? K::kId : K::kName, id, {}, name,
+                    [caller, scope, done = std::move(done), then = std::move(then)](
+                        Status st, Jobs jobs) mutable {
+                      // No such job: the operation answers that itself.
+                      if (!st.ok() || jobs.empty()) return then(std::move(done));
+                      if (Status ok = caller->Check(scope, jobs.front().topic); !ok.ok())
+                        return done(StatusReply(ok));
+                      then(std::move(done));
+                    });
+}
+
+Status HttpApiRoutes::CheckEach(const HttpRequest& req, Scope scope,
+                                const std::vector<std::string>& topics) {
+  if (req.caller == nullptr) return Status::Ok();
+  for (const std::string& t : topics)
+    if (Status st = req.caller->Check(scope, t); !st.ok()) return st;
+  return Status::Ok();
 }
 
 // ---- the reserve both faces share -----------------------------------------------

@@ -38,12 +38,19 @@ struct HttpRequest {
   std::string_view method;  // "GET", "POST", "DELETE", ... (HEAD is served as GET)
   std::string_view target;  // origin form: "/topics/a/jobs?x=1"
   std::string_view body;
+  // The Authorization header's value ("Bearer dq_..."), empty if none.
+  std::string_view authorization = {};
+  // Who asks: the connection's caller (its peer address decides whether it
+  // is trusted). nullptr: a caller in this process (tests), trusted.
+  Caller* caller = nullptr;
 };
 
 struct HttpReply {
   int status = 200;
   std::string body;   // JSON, without a trailing newline
   std::string allow;  // 405: the methods the route takes ("GET, POST")
+  // More header lines, each ending in CRLF (WWW-Authenticate, Retry-After).
+  std::string headers = {};
 };
 
 struct HttpApiOptions {
@@ -99,6 +106,7 @@ class HttpApi {
   ServerContext& ctx_;
   backend::Backend& backend_;
   HttpApiOptions options_;
+  Caller local_;  // for requests without a caller
   CallId next_call_ = 1;
   struct Pooled {
     SessionId session;

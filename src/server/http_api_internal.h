@@ -45,6 +45,22 @@ struct HttpApiRoutes {
   };
   static const std::vector<Mapping>& Handlers();
 
+  // ---- access (docs/security.md) ----
+  // Authenticates the request's caller from its Authorization header and
+  // admits it for `op`: nullopt, or the refusal (401 with WWW-Authenticate,
+  // 429 with Retry-After). REQUIRES: req.caller.
+  static std::optional<HttpReply> Admit(const HttpRequest& req, Op op);
+  // Calls `then` with `done` if the caller has `scope` on the topic of the
+  // job `id` (or, id 0, of the job named `name`), or if there is no such
+  // job; else answers 403.
+  static void IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope, JobId id,
+                         std::string name, HttpApi::Reply done,
+                         std::function<void(HttpApi::Reply)> then);
+
+  // The caller's right `scope` on each of `topics`: the first refusal.
+  static Status CheckEach(const HttpRequest& req, Scope scope,
+                          const std::vector<std::string>& topics);
+
   // ---- shared steps ----
   static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
                       uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,

@@ -25,6 +25,12 @@ int HttpStatusFor(Code code) {
       return 409;
     case Code::kJobTooBig:
       return 413;
+    case Code::kUnauthenticated:
+      return 401;
+    case Code::kPermissionDenied:
+      return 403;
+    case Code::kRateLimited:
+      return 429;
     case Code::kTimedOut:
       return 408;
     case Code::kDraining:
@@ -106,6 +112,10 @@ std::string_view HttpReasonPhrase(int status) {
       return "Bad Request";
     case 404:
       return "Not Found";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 405:
       return "Method Not Allowed";
     case 408:
@@ -114,6 +124,8 @@ std::string_view HttpReasonPhrase(int status) {
       return "Conflict";
     case 413:
       return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
     case 431:
       return "Request Header Fields Too Large";
     case 500:

@@ -155,16 +155,18 @@ void HttpApiRoutes::ServerStats(HttpApi& api, const HttpRequest&, const Params&,
   });
 }
 
-void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest&, const Params&,
+void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest& req, const Params&,
                                HttpApi::Reply&& done, HttpApi::CallId*) {
-  api.backend_.ListTopics([done = std::move(done)](Result<std::vector<std::string>> r) {
+  const Caller* caller = req.caller;
+  api.backend_.ListTopics([caller, done = std::move(done)](Result<std::vector<std::string>> r) {
     if (!r.ok()) return done(StatusReply(r.status()));
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     w.StartObject();
     w.Key("topics");
     w.StartArray();
-    for (const std::string& t : *r) Str(w, t);
+    for (const std::string& t : *r)
+      if (caller == nullptr || caller->Sees(t)) Str(w, t);  // only those it may see
     w.EndArray();
     w.EndObject();
     done(HttpReply{200, Done(sb), {}});
@@ -359,6 +361,7 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
   if (Status st = f.Int("count", 1, static_cast<int64_t>(api.options_.max_batch), &count); !st.ok())
     return done(StatusReply(st));
   if (Status st = f.Unknown(); !st.ok()) return done(StatusReply(st));
+  if (Status st = CheckEach(req, Scope::kConsume, topics); !st.ok()) return done(StatusReply(st));
   // One reply holds at most kReserveReplyBudget of bodies at the maximum
   // job size: its memory is bounded whatever the jobs hold.
   const int64_t fit = std::max<int64_t>(

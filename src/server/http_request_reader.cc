@@ -169,9 +169,11 @@ HttpRequestReader::Request HttpRequestReader::request() const {
   const auto& req = parser_->p.get();
   auto method = req.method_string();
   auto target = req.target();
+  auto authorization = req[http::field::authorization];
   return Request{std::string_view(method.data(), method.size()),
                  std::string_view(target.data(), target.size()),
                  req.body(),
+                 std::string_view(authorization.data(), authorization.size()),
                  parser_->p.keep_alive(),
                  req.version() < 11,
                  req.method() == http::verb::head};

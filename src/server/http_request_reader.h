@@ -55,6 +55,7 @@ class HttpRequestReader {
 
   struct Request {
     std::string_view method, target, body;  // valid until Next()
+    std::string_view authorization;         // the header's value, or empty
     bool keep_alive = true;
     bool http10 = false;
     bool head = false;

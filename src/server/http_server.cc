@@ -51,6 +51,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       : server_(server),
         socket_(std::move(socket)),
         reader_(server.options_.max_header_bytes, server.options_.max_body_bytes),
+        caller_(server.ctx_.access, PeerAddress(socket_)),
         last_active_(SteadyClock::now()) {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
@@ -234,7 +235,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     keep_alive_ = req.keep_alive && !draining_;
     http10_ = req.http10;
     head_ = req.head;
-    HttpRequest r{req.method, req.target, req.body};
+    HttpRequest r{req.method, req.target, req.body, req.authorization, &caller_};
     busy_ = true;
     in_handle_ = true;
     std::weak_ptr<HttpConnection> weak = weak_from_this();
@@ -299,6 +300,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       out_.append(r.allow);
       out_.append("\r\n");
     }
+    out_.append(r.headers);
     if (close) {
       out_.append("Connection: close\r\n");
     } else if (http10_) {
@@ -364,6 +366,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   tcp::socket socket_;
   std::array<char, kReadChunk> rbuf_;
   HttpRequestReader reader_;
+  Caller caller_;        // who asks (access.h): authenticated anew by each request
   std::string out_;      // replies not sent yet
   std::string pending_;  // the rest of a write the kernel did not take at once
   HttpApi::CallId call_ = 0;

@@ -116,6 +116,8 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
     return done(YouzanFail("id '" + std::string(id) +
                            "' has the form #<number>, which names a job by its number"));
   if (!IsValidTopicName(topic)) return done(YouzanFail(CheckTopic(topic).message()));
+  if (Status st = CheckEach(req, Scope::kProduce, {std::string(topic)}); !st.ok())
+    return done(StatusReply(st));
   auto num = [&d](const char* name, int64_t lo, int64_t hi, int64_t* out) {
     auto it = d.FindMember(name);
     if (it == d.MemberEnd() || !it->value.IsInt64() || it->value.GetInt64() < lo ||
@@ -159,6 +161,7 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
   if (topics.empty()) return done(YouzanFail("topic must not be empty"));
   for (const std::string& t : topics)
     if (!IsValidTopicName(t)) return done(YouzanFail(CheckTopic(t).message()));
+  if (Status st = CheckEach(req, Scope::kConsume, topics); !st.ok()) return done(StatusReply(st));
   TimeMs timeout = api.options_.pop_wait_ms;
   if (auto it = d.FindMember("timeout"); it != d.MemberEnd()) {
     if (!it->value.IsInt64() || it->value.GetInt64() < 0 || it->value.GetInt64() > 86400)
@@ -207,19 +210,24 @@ void HttpApiRoutes::YById(HttpApi& api, const HttpRequest& req, const Params&,
   std::string id(YouzanString(d, "id"));
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
-  auto reply = [finish, id, done = std::move(done)](Result<JobChange> r) {
-    // As in the original, deleting an id that is not there succeeds; a
-    // finish says that it finished nothing.
-    if (r.ok() || (!finish && r.code() == Code::kNotFound))
-      return done(HttpReply{200, YouzanBody(0, "ok"), {}});
-    if (r.code() == Code::kNotFound) return done(YouzanFail("no job has id '" + id + "'"));
-    done(YouzanFail(r.status()));
-  };
   const JobId number = NumberedId(id);
-  if (number != 0 && finish) return api.backend_.Finish(SessionId{0}, number, std::move(reply));
-  if (number != 0) return api.backend_.Delete(SessionId{0}, number, std::move(reply));
-  if (finish) return api.backend_.FinishByName(id, std::move(reply));
-  api.backend_.DeleteByName(id, std::move(reply));
+  IfMayOnJob(api, req, finish ? Scope::kConsume : Scope::kAdmin, number, id, std::move(done),
+             [&api, finish, number, id](HttpApi::Reply done) {
+               auto reply = [finish, id, done = std::move(done)](Result<JobChange> r) {
+                 // As in the original, deleting an id that is not there succeeds; a
+                 // finish says that it finished nothing.
+                 if (r.ok() || (!finish && r.code() == Code::kNotFound))
+                   return done(HttpReply{200, YouzanBody(0, "ok"), {}});
+                 if (r.code() == Code::kNotFound)
+                   return done(YouzanFail("no job has id '" + id + "'"));
+                 done(YouzanFail(r.status()));
+               };
+               if (number != 0 && finish)
+                 return api.backend_.Finish(SessionId{0}, number, std::move(reply));
+               if (number != 0) return api.backend_.Delete(SessionId{0}, number, std::move(reply));
+               if (finish) return api.backend_.FinishByName(id, std::move(reply));
+               api.backend_.DeleteByName(id, std::move(reply));
+             });
 }
 
 void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
@@ -230,10 +238,15 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
   const JobId number = NumberedId(id);
-  auto reply = [&api, done = std::move(done)](Status st, Jobs jobs) {
+  const Caller* caller = req.caller;
+  auto reply = [&api, caller, done = std::move(done)](Status st, Jobs jobs) {
     if (st.code() == Code::kNotFound || (st.ok() && jobs.empty()))
       return done(HttpReply{200, YouzanBody(0, "ok"), {}});
     if (!st.ok()) return done(YouzanFail(st));
+    if (caller != nullptr) {
+      if (Status ok = caller->Check(Scope::kRead, jobs.front().topic); !ok.ok())
+        return done(StatusReply(ok));
+    }
     const OwnedJob j = Own(jobs.front());
     const JobView& s = j.fig;
     TimeMs now = api.backend_.Now();

@@ -39,6 +39,15 @@
 
 namespace delayq::server {
 
+// A connection's client address, for --trusted-networks (access.h); the
+// unspecified address (trusted by no list short of ::/0) when the socket
+// cannot tell.
+inline boost::asio::ip::address PeerAddress(const boost::asio::ip::tcp::socket& socket) {
+  boost::system::error_code ec;
+  auto ep = socket.remote_endpoint(ec);
+  return ec ? boost::asio::ip::address(boost::asio::ip::address_v6()) : ep.address();
+}
+
 template <typename Conn>
 class Listener {
  public:

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "delayq/operations.h"
+#include "server/access.h"
 #include "server/rate_limited_log.h"
 
 namespace delayq::server {
@@ -62,6 +63,8 @@ struct ServerContext {
   // client reads, and one that holds none runs one at a time.
   size_t max_reply_memory = size_t{64} << 20;
   size_t reply_memory = 0;  // held now
+  // Tokens, trusted networks, rate buckets (access.h; docs/security.md).
+  AccessGuard access;
   // Warnings about clients (limits reached, timeouts), rate-limited per
   // cause; delayqd gives it a sink.
   RateLimitedLog warn;

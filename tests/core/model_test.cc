@@ -115,6 +115,10 @@ const char* CodeStr(Code c) {
       return "CORRUPTION";
     case Code::kLeaseLost:
       return "LEASE_LOST";
+    case Code::kUnauthenticated:
+    case Code::kPermissionDenied:
+    case Code::kRateLimited:
+      break;  // front-end refusals: the engine gives none
   }
   return "?";
 }

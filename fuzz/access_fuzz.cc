@@ -1,0 +1,156 @@
+// libFuzzer target for access control over both front-ends: the beanstalkd
+// `auth` command and every command after it, and HTTP requests with an
+// Authorization header, from a client outside the trusted networks, over a
+// Local backend in memory.
+//
+// The token file lists "orders" (orders.*: produce, consume, admin),
+// "worker" (orders.*: consume) and "slow" (*: produce, 1 a second); the
+// dictionary (fuzz/access.dict) holds their secrets. Before the input runs,
+// a job is put into the topic `payments`, which no token may touch, and one
+// into `default`. Checks:
+//  - whatever the input, both jobs are still there, unchanged, afterwards:
+//    no command and no request of a caller without a right on their topic
+//    removed, reserved, buried, kicked, released or paused them;
+//  - a beanstalkd reply never names the `payments` job's id (no peek or
+//    reserve of it got through), nor an HTTP body;
+//  - every HTTP request is answered once; a 401 carries WWW-Authenticate,
+//    a 429 Retry-After.
+//
+// The input is a script: bytes up to a 0xff byte go to the beanstalkd
+// connection; after it, requests "<method byte><target>\n<authorization>\n
+// <body>" separated by 0xfe bytes go to the HTTP API.
+#include <boost/asio/io_context.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "backend/local_backend.h"
+#include "fuzz_check.h"
+#include "http_fuzz_common.h"
+#include "server/beanstalk_handler.h"
+#include "server/http_api.h"
+
+using namespace delayq;
+
+namespace {
+
+Token MakeToken(const char* name, const char* secret, const char* topic, uint8_t rights,
+                double rate = 0) {
+  Token t;
+  t.name = name;
+  t.sha256 = Sha256(secret);
+  t.topics = {topic};
+  t.rights = rights;
+  t.rate = rate;
+  return t;
+}
+
+// The job `id` is as it was put: ready, in its topic, never reserved.
+void CheckUntouched(backend::LocalBackend& b, JobId id, std::string_view topic) {
+  bool seen = false;
+  b.StatsJob(id, [&](Result<JobStats> r) {
+    seen = true;
+    FUZZ_CHECK(r.ok(), "a job out of every token's scope was removed");
+    FUZZ_CHECK(r->topic == topic, "the job's topic changed");
+    FUZZ_CHECK(r->state == JobState::kReady, "a job out of every token's scope changed state");
+    FUZZ_CHECK(r->reserves == 0 && r->buries == 0 && r->kicks == 0,
+               "a job out of every token's scope was worked on");
+  });
+  FUZZ_CHECK(seen, "StatsJob did not answer");
+  bool paused = true;
+  b.StatsTopic(topic, [&](Result<TopicStats> r) { paused = r.ok() && r->pause_ms > 0; });
+  FUZZ_CHECK(!paused, "a topic out of every token's scope was paused");
+}
+
+JobId PutInto(backend::LocalBackend& b, backend::SessionId s, const char* topic) {
+  FUZZ_CHECK(b.Use(s, topic).ok(), "use");
+  PutRequest r;
+  r.body = "sentinel";
+  r.ttr_ms = 60'000;
+  JobId id = 0;
+  b.Put(s, r, [&](Result<PutResult> p) { id = p.ok() ? p->id : 0; });
+  FUZZ_CHECK(id != 0, "the sentinel put");
+  return id;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const char* kMethods[] = {"GET", "POST", "DELETE", "HEAD"};
+  boost::asio::io_context io;
+  ManualClock clock;
+  backend::LocalBackend::Options o;
+  o.max_job_size = 256;
+  backend::LocalBackend b(io, o, clock);
+  server::ServerContext ctx(b);
+  ctx.max_job_size = 256;
+  auto policy =
+      server::AccessPolicy::Make({MakeToken("orders", "dq_orders", "orders.*", kAllRights),
+                                  MakeToken("worker", "dq_worker", "orders.*", kRightConsume),
+                                  MakeToken("slow", "dq_slow", "*", kRightProduce, 1)},
+                                 *server::Networks::Parse("none"));
+  FUZZ_CHECK(policy.ok(), "the policy");
+  ctx.access.Reload(*policy);
+  const backend::SessionId setup = b.OpenSession();
+  const JobId payments = PutInto(b, setup, "payments");
+  const JobId dflt = PutInto(b, setup, "default");
+  b.CloseSession(setup);
+  const std::string payments_id = " " + std::to_string(payments) + " ";
+  const auto peer = boost::asio::ip::make_address("192.0.2.7");
+
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  const size_t split = in.find('\xff');
+  std::string_view bean = in.substr(0, split);
+  std::string_view http =
+      split == std::string_view::npos ? std::string_view() : in.substr(split + 1);
+  {
+    server::BeanstalkHandler h(ctx, nullptr, peer);
+    h.input().Append(bean);
+    for (int round = 0; round < 64 && !h.want_close(); ++round) {
+      h.Process();
+      FUZZ_CHECK(h.output().find(payments_id) == std::string::npos,
+                 "a reply names the job out of every token's scope");
+      if (h.output().empty() && (h.blocked() || h.input().size() == 0)) break;
+      h.output().clear();
+      if (h.reserving()) h.CancelReserve();
+    }
+  }
+  {
+    server::HttpApi api(ctx);
+    server::Caller caller(ctx.access, peer);
+    while (!http.empty()) {
+      size_t end = http.find('\xfe');
+      std::string_view req = http.substr(0, end);
+      http = end == std::string_view::npos ? std::string_view() : http.substr(end + 1);
+      if (req.empty()) continue;
+      const char* method = kMethods[static_cast<uint8_t>(req[0]) % 4];
+      req.remove_prefix(1);
+      size_t nl = req.find('\n');
+      std::string target(req.substr(0, nl));
+      std::string rest(nl == std::string_view::npos ? std::string_view() : req.substr(nl + 1));
+      size_t nl2 = rest.find('\n');
+      std::string authorization = rest.substr(0, nl2);
+      std::string body = nl2 == std::string::npos ? std::string() : rest.substr(nl2 + 1);
+      int calls = 0;
+      api.Handle(server::HttpRequest{method, target, body, authorization, &caller},
+                 [&](server::HttpReply r) {
+                   calls++;
+                   FUZZ_CHECK(r.status != 401 || r.headers.find("WWW-Authenticate: Bearer") == 0,
+                              "a 401 without WWW-Authenticate");
+                   FUZZ_CHECK(r.status != 429 || r.headers.find("Retry-After: ") == 0,
+                              "a 429 without Retry-After");
+                   FUZZ_CHECK(
+                       r.body.find("\"id\":" + std::to_string(payments) + ",") == std::string::npos,
+                       "a reply shows the job out of every token's scope");
+                 });
+      clock.now += 1000;
+      b.Poll();
+      api.WakeWaiters();
+      FUZZ_CHECK(calls == 1, "an HTTP request was not answered exactly once");
+    }
+  }
+  CheckUntouched(b, payments, "payments");
+  // `default` is out of every token's scope too.
+  CheckUntouched(b, dflt, "default");
+  return 0;
+}
