@@ -81,10 +81,12 @@ std::string Encode(const BeanDecoder::Item& item, size_t max_job_size) {
   PutStr(&e, c.name);
   PutStr(&e, c.key);
   PutStr(&e, c.backoff);
+  PutStr(&e, c.secret);
   PutStr(&e, c.body);
 
   FUZZ_CHECK(c.op != BeanOp::kQuit);
-  FUZZ_CHECK(c.name.size() <= 200 && c.key.size() <= 200 && c.backoff.size() <= 100);
+  FUZZ_CHECK(c.name.size() <= 200 && c.key.size() <= 200 && c.backoff.size() <= 100 &&
+             c.secret.size() <= 200);
   if (c.op == BeanOp::kPut || c.op == BeanOp::kPutEx) {
     FUZZ_CHECK(c.body.size() == c.bytes && c.bytes <= max_job_size);
   } else {

@@ -63,6 +63,7 @@ enum class Op : uint8_t {
   kReserveBatch,
   kClearTopic,
   kHealth,
+  kAuth,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -131,6 +132,7 @@ inline constexpr Operation kOperations[] = {
   {Op::kReserveBatch,       "reserve-batch",      "reserve-batch",        "",                                                                   false, true,  "",                         Scope::kConsume, "reserve"},
   {Op::kClearTopic,         "clear-topic",        "clear-tube",           "POST /topics/{topic}/clear",                                         true,  false, "",                         Scope::kAdmin,   "clear"},
   {Op::kHealth,             "health",             "",                     "GET /healthz",                                                       false, false, "",                         Scope::kPublic,  "health"},
+  {Op::kAuth,               "auth",               "auth",                 "",                                                                   false, false, "",                         Scope::kPublic,  "auth"},
 };
 // clang-format on
 
@@ -150,7 +152,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kHealth) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kAuth) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -530,7 +530,22 @@ class BeanstalkClient final : public Client {
  private:
   // Sends one command line, returns the reply line. `extra`: time the
   // server may take on top of the I/O timeout (a reserve that waits).
-  std::optional<Failure> Send(std::string_view bytes) { return conn_.Write(bytes); }
+  // Writes `bytes`, having authenticated the connection first when the
+  // address carries a token (`auth`, docs/security.md).
+  std::optional<Failure> Send(std::string_view bytes) {
+    if (!authenticated_ && !conn_.address().token.empty()) {
+      if (auto f = conn_.Write("auth " + conn_.address().token + "\r\n")) return f;
+      std::string reply;
+      if (auto f = conn_.ReadLine(&reply, milliseconds(0))) return f;
+      if (reply == "UNKNOWN_COMMAND")
+        return Failure{Exit::kServer,
+                       "the server does not take a token ('auth'): it needs delayqd, not "
+                       "beanstalkd (UNKNOWN_COMMAND)"};
+      if (reply != "AUTHENTICATED") return ReplyFailure(reply, "auth", "");
+      authenticated_ = true;
+    }
+    return conn_.Write(bytes);
+  }
 
   Expected<std::string> Command(const std::string& line, milliseconds extra = milliseconds(0)) {
     if (auto f = Send(line + "\r\n")) return *f;
@@ -700,6 +715,7 @@ class BeanstalkClient final : public Client {
   }
 
   Connection conn_;
+  bool authenticated_ = false;
   // The jobs this connection reserved and holds, with their priority.
   std::map<JobId, std::string> held_;
   // A new connection uses and watches `default`.

@@ -233,6 +233,7 @@ enum class Grammar : uint8_t {
   kKey,             // the rest is exactly one valid key
   kReserveBatch,    // <count> <timeout>
   kClearTube,       // <tube> <states>
+  kSecret,          // the rest is exactly one secret (as a key: 1..200 graphic bytes)
 };
 
 // The beanstalkd front-end's mapping: each command, its grammar, and the
@@ -252,6 +253,7 @@ constexpr CommandSpec kCommands[] = {
     {"peek-key ", BeanOp::kPeekKey, Grammar::kKey, Op::kPeekKey},
     {"reserve-batch ", BeanOp::kReserveBatch, Grammar::kReserveBatch, Op::kReserveBatch},
     {"clear-tube ", BeanOp::kClearTube, Grammar::kClearTube, Op::kClearTopic},
+    {"auth ", BeanOp::kAuth, Grammar::kSecret, Op::kAuth},
     // beanstalkd 1.12, in which_cmd's order.
     {"put ", BeanOp::kPut, Grammar::kPut, Op::kPut},
     {"peek ", BeanOp::kPeek, Grammar::kId, Op::kPeek},
@@ -445,6 +447,10 @@ bool ParseLine(std::string_view line, size_t max_job_size, BeanCommand* cmd,
     case Grammar::kKey:
       cmd->key = a.Rest();
       return ValidKey(cmd->key);
+
+    case Grammar::kSecret:
+      cmd->secret = a.Rest();
+      return ValidKey(cmd->secret);
 
     case Grammar::kReserveBatch: {
       uint32_t timeout;

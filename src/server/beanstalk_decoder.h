@@ -79,8 +79,9 @@ enum class BeanOp : uint8_t {
   kPeekKey,    // peek-key <key>              (in the used tube)
   kReserveBatch,  // reserve-batch <count> <timeout-seconds>
   kClearTube,     // clear-tube <tube> <states>  states: all | comma list of ready,delayed,buried
+  kAuth,          // auth <secret>               (docs/security.md)
 };
-inline constexpr size_t kNumBeanOps = static_cast<size_t>(BeanOp::kClearTube) + 1;
+inline constexpr size_t kNumBeanOps = static_cast<size_t>(BeanOp::kAuth) + 1;
 
 // The row of the operation table (delayq/operations.h) a command asks for:
 // put and put-ex are both Op::kPut.
@@ -107,6 +108,7 @@ struct BeanCommand {
   std::string_view name;     // tube: use, watch, ignore, stats-tube, pause-tube, clear-tube
   std::string_view key;      // put-ex key=, delete-key, peek-key (1..200 bytes of 0x21..0x7e)
   std::string_view backoff;  // put-ex backoff= (unparsed spec, 1..100 bytes of 0x21..0x7e)
+  std::string_view secret;   // auth (1..200 bytes of 0x21..0x7e)
   std::string_view body;     // put, put-ex: the body, without its trailing CRLF
 };
 

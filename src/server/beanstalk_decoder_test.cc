@@ -39,6 +39,7 @@ struct Rec {
   std::string name = {};
   std::string key = {};
   std::string backoff = {};
+  std::string secret = {};
   std::string body = {};
   bool counted = false;  // replies: Item::counted (op then says which put)
 
@@ -68,7 +69,7 @@ void PrintTo(const Rec& r, std::ostream* os) {
       << " bytes=" << r.bytes << " delay=" << r.delay << " ttr=" << r.ttr
       << " timeout=" << r.timeout << " count=" << r.count << " has_at=" << r.has_at
       << " at=" << r.at << " tries=" << r.tries << " mask=" << int{r.clear_mask} << " name='"
-      << r.name << "' key='" << r.key << "' backoff='" << r.backoff
+      << r.name << "' key='" << r.key << "' backoff='" << r.backoff << "' secret='" << r.secret
       << "' body.size=" << r.body.size() << "}";
 }
 
@@ -97,6 +98,7 @@ Rec FromItem(const BeanDecoder::Item& item) {
   r.name = std::string(c.name);
   r.key = std::string(c.key);
   r.backoff = std::string(c.backoff);
+  r.secret = std::string(c.secret);
   r.body = std::string(c.body);
   return r;
 }
@@ -795,6 +797,18 @@ TEST(BeanDecoder, DeleteKeyAndPeekKey) {
       ExpectBad(p + key);
     }
   }
+}
+
+TEST(BeanDecoder, Auth) {
+  for (std::string secret : {"a"s, "dq_mBQYS5ETL-4nLKNioML4sRGBQwGpSYKz6-R-yQXv7os"s, "!\"#=~{}"s,
+                             std::string(200, 's')}) {
+    EXPECT_EQ(One("auth " + secret), (Rec{.op = BeanOp::kAuth, .secret = secret})) << secret;
+  }
+  for (std::string secret :
+       {""s, " a"s, "a "s, "a b"s, "a\tb"s, "\x7f"s, "\x80"s, std::string(201, 's')}) {
+    ExpectBad("auth " + secret);
+  }
+  ExpectUnknown("auth");
 }
 
 TEST(BeanDecoder, ReserveBatch) {

@@ -660,6 +660,13 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
     case BeanOp::kQuit:
       close_ = true;
       return Done();
+    case BeanOp::kAuth:
+      if (Status st = caller_.Authenticate(c.secret); !st.ok()) {
+        ctx_.warn.Warn("auth_failed", "protocol=beanstalkd reason=\"" + st.message() + "\"");
+        return Refuse(st);
+      }
+      Reply(kAuthenticatedReply);
+      return Done();
   }
   Done();
 }

@@ -140,10 +140,11 @@ std::string_view BeanReplyFor(Code code);
 
 // delayq's replies to a caller that may not do what it asks
 // (docs/security.md): not authenticated (or a wrong secret), no right on
-// the topic, over its token's rate.
+// the topic, over its token's rate; and to a good `auth`.
 inline constexpr std::string_view kUnauthorizedReply = "UNAUTHORIZED\r\n";
 inline constexpr std::string_view kForbiddenReply = "FORBIDDEN\r\n";
 inline constexpr std::string_view kRateLimitedReply = "RATE_LIMITED\r\n";
+inline constexpr std::string_view kAuthenticatedReply = "AUTHENTICATED\r\n";
 
 // delayq's one reply of its own, sent only to a connection it refuses
 // (--max-connections, out of file descriptors) before closing it.
