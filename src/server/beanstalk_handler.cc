@@ -98,6 +98,9 @@ std::string TopicStatsYaml(const TopicStats& s) {
 }
 
 std::string ListYaml(const std::vector<std::string>& names) {
+  // An empty list (beanstalkd always has `default`; a token may see no
+  // topic) is written so that YAML reads a list, not nothing.
+  if (names.empty()) return "--- []\n";
   std::string y = "---\n";
   for (const std::string& n : names) {
     y += "- ";
@@ -644,11 +647,10 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       out_.append(backend_.UsedTopic(session_));
       out_.append("\r\n");
       return Done();
-    case BeanOp::kListTubesWatched: {
-      std::vector<std::string> watched = backend_.WatchedTopics(session_);
-      std::erase_if(watched, [&](const std::string& t) { return !caller_.Sees(t); });
-      return ReplyYamlOr(Status::Ok(), [&] { return ListYaml(watched); });
-    }
+    case BeanOp::kListTubesWatched:
+      // The connection's own list: every topic in it but `default` (which
+      // every connection starts with) it watched with the right to.
+      return ReplyYamlOr(Status::Ok(), [&] { return ListYaml(backend_.WatchedTopics(session_)); });
     case BeanOp::kPauseTube:
       backend_.PauseTopic(c.name, FromSecs(c.delay),
                           [this](Status st) { ReplyOkOr(st, "PAUSED\r\n"); });

@@ -16,6 +16,7 @@ require 'tempfile'
 require 'tmpdir'
 require 'fileutils'
 require 'timeout'
+require 'digest'
 
 module DelayqServer
   ROOT = File.expand_path('../..', __dir__)
@@ -66,13 +67,13 @@ module DelayqServer
       !ENV['BEANSTALKD_ADDR'].nil? && !ENV['BEANSTALKD_ADDR'].empty?
     end
 
-    # A delayqd of the caller's own (in memory), for a test that changes the
-    # whole server (drain mode). Returns [pid, address]; stop it with
-    # stop_extra.
-    def spawn_extra
+    # A delayqd of the caller's own (in memory, with `args`), for a test that
+    # changes the whole server (drain mode, tokens). Returns [pid, address];
+    # stop it with stop_extra.
+    def spawn_extra(*args)
       binary = ENV.fetch('DELAYQD', File.join(ROOT, 'build', 'delayqd'))
       port = free_port
-      pid = Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s, '--in-memory',
+      pid = Process.spawn(binary, '-l', '127.0.0.1', '-p', port.to_s, '--in-memory', *args,
                           in: File::NULL, out: File::NULL, err: File::NULL)
       deadline = Time.now + 20
       begin
@@ -223,6 +224,49 @@ class BeaneaterAgainstDelayqTest < Minitest::Test
     pid = nil
   ensure
     producer&.close
+    if pid
+      Process.kill('KILL', pid)
+      Process.wait(pid)
+    end
+  end
+
+  # A client outside the trusted networks (here none are) authenticates
+  # with delayq's `auth` through Beaneater's raw transmit; before that every
+  # command is refused, and Beaneater hands the UNAUTHORIZED status back. A
+  # token for rb.* then works through Beaneater's own calls, and may not
+  # touch another topic.
+  def test_a_token_authenticates_a_connection
+    skip 'needs a delayqd of its own (BEANSTALKD_ADDR is set)' if DelayqServer.external?
+    secret = "dq_#{SecureRandom.hex(16)}"
+    tokens = Tempfile.new(['tokens', '.toml'])
+    tokens.write(<<~TOML)
+      [[token]]
+      name = "rb-worker"
+      sha256 = "#{Digest::SHA256.hexdigest(secret)}"
+      topics = ["rb.*"]
+      rights = ["produce", "consume"]
+    TOML
+    tokens.flush
+    pid, address = DelayqServer.spawn_extra('--auth-file', tokens.path, '--trusted-networks', 'none')
+    client = Beaneater.new(address)
+    assert_equal 'UNAUTHORIZED', client.connection.transmit('stats-tube default')[:status]
+    assert_equal 'UNAUTHORIZED', client.connection.transmit('auth dq_not-this-one')[:status]
+    assert_equal 'AUTHENTICATED', client.connection.transmit("auth #{secret}")[:status]
+    tube = client.tubes['rb.orders']
+    id = tube.put('hello')[:id]
+    client.tubes.watch!('rb.orders')
+    job = client.tubes.reserve(1)
+    assert_equal id, job.id
+    assert_equal 'hello', job.body
+    job.delete
+    assert_equal ['rb.orders'], client.tubes.all.map(&:name)
+    assert_equal 'FORBIDDEN', client.connection.transmit('use payments')[:status]
+    assert_equal 'FORBIDDEN', client.connection.transmit('stats')[:status]
+    client.close
+    assert DelayqServer.stop_extra(pid).success?, 'delayqd did not exit 0 on SIGTERM'
+    pid = nil
+  ensure
+    tokens&.close!
     if pid
       Process.kill('KILL', pid)
       Process.wait(pid)

@@ -86,7 +86,8 @@ class AuthTest : public ::testing::TestWithParam<Backend> {
   RawClient Conn(std::string_view secret) {
     RawClient c(server_.port());
     EXPECT_TRUE(c.ok()) << c.error();
-    if (!secret.empty()) EXPECT_EQ(c.Call("auth " + std::string(secret) + "\r\n"), "AUTHENTICATED\r\n");
+    if (!secret.empty())
+      EXPECT_EQ(c.Call("auth " + std::string(secret) + "\r\n"), "AUTHENTICATED\r\n");
     return c;
   }
 
@@ -138,7 +139,7 @@ struct BeanCase {
   std::vector<const char*> setup;  // sent first, replies not checked ({ID} replaced)
   const char* line;                // the command ({ID} replaced); a put's body follows
   const char* good;                // the good token's reply starts so
-  bool topic_right = true;  // needs a right on a topic (else any token may: FORBIDDEN never)
+  bool topic_right = true;         // needs a right on a topic (else any token may: FORBIDDEN never)
   const char* good_secret = kOrders;
 };
 
@@ -196,7 +197,8 @@ TEST_P(AuthTest, EveryBeanstalkCommandWithNoWrongOtherAndGoodToken) {
   for (const BeanCase& bc : BeanCases()) {
     SCOPED_TRACE(bc.command);
     // quit and auth are open to every caller (Scope::kPublic).
-    const bool open = std::string_view(bc.command) == "quit" || std::string_view(bc.command) == "auth";
+    const bool open =
+        std::string_view(bc.command) == "quit" || std::string_view(bc.command) == "auth";
     for (const char* who : {"none", "wrong", "other", "good"}) {
       SCOPED_TRACE(who);
       const std::string id = Prepare(bc.prepare);
@@ -204,7 +206,8 @@ TEST_P(AuthTest, EveryBeanstalkCommandWithNoWrongOtherAndGoodToken) {
       ASSERT_TRUE(c.ok());
       const std::string_view w = who;
       if (w == "wrong") EXPECT_EQ(c.Call("auth dq_not-a-token\r\n"), "UNAUTHORIZED\r\n");
-      if (w == "other") EXPECT_EQ(c.Call("auth " + std::string(kPayments) + "\r\n"), "AUTHENTICATED\r\n");
+      if (w == "other")
+        EXPECT_EQ(c.Call("auth " + std::string(kPayments) + "\r\n"), "AUTHENTICATED\r\n");
       if (w == "good")
         EXPECT_EQ(c.Call("auth " + std::string(bc.good_secret) + "\r\n"), "AUTHENTICATED\r\n");
       for (const char* s : bc.setup) c.Call(WithId(s, id) + "\r\n");
@@ -253,13 +256,12 @@ const std::vector<HttpCase>& HttpCases() {
        R"({"delay_ms":0})", 200},
       {"POST /topics/{topic}/clear", "ready", "POST", "/topics/orders.eu/clear", "{}", 200},
       {"GET /topics/{topic}/keys/{key}", "keyed", "GET", "/topics/orders.eu/keys/k", "", 200},
-      {"DELETE /topics/{topic}/keys/{key}", "keyed", "DELETE", "/topics/orders.eu/keys/k", "",
-       200},
+      {"DELETE /topics/{topic}/keys/{key}", "keyed", "DELETE", "/topics/orders.eu/keys/k", "", 200},
       {"POST /reserve", "ready", "POST", "/reserve", R"({"topics":["orders.eu"]})", 200},
       {"GET /jobs/{id}", "ready", "GET", "/jobs/{ID}", "", 200},
       {"DELETE /jobs/{id}", "ready", "DELETE", "/jobs/{ID}", "", 200},
-      {"POST /jobs/{id}/finish", "reserved", "POST", "/jobs/{ID}/finish",
-       R"({"lease":"{LEASE}"})", 200},
+      {"POST /jobs/{id}/finish", "reserved", "POST", "/jobs/{ID}/finish", R"({"lease":"{LEASE}"})",
+       200},
       {"POST /jobs/{id}/release", "reserved", "POST", "/jobs/{ID}/release",
        R"({"lease":"{LEASE}"})", 200},
       {"POST /jobs/{id}/bury", "reserved", "POST", "/jobs/{ID}/bury", R"({"lease":"{LEASE}"})",
@@ -378,6 +380,8 @@ TEST_P(AuthTest, AJobWhoseReservationRanOutIsNoLongerTheWorkers) {
 }
 
 TEST_P(AuthTest, ListingsShowOnlyWhatTheTokenMaySee) {
+  // Nothing it may see yet: an empty list that YAML reads as one.
+  EXPECT_EQ(Conn(kPayments).Call("list-tubes\r\n"), "OK 7\r\n--- []\n\r\n");
   Put("orders.eu");
   Put("payments");
   RawClient c = Conn(kOrders);
@@ -442,8 +446,8 @@ TEST(AuthStart, LoopbackIsTrustedByDefaultAndATokenNarrowsIt) {
   std::ofstream(file) << TokenFile();
   ServerProcess server;
   std::string error;
-  ASSERT_TRUE(server.Start(DelayqdPath(), {"--in-memory", "--auth-file", file, "--http-port", "0"},
-                           &error))
+  ASSERT_TRUE(
+      server.Start(DelayqdPath(), {"--in-memory", "--auth-file", file, "--http-port", "0"}, &error))
       << error;
   RawClient c(server.port());
   EXPECT_EQ(c.Call("use payments\r\n"), "USING payments\r\n");  // trusted: no token
@@ -475,9 +479,11 @@ TEST(AuthStart, ABadTokenFileOrNetworkStopsTheStartWithItsLine) {
   // delayqd with `args` on a port of its own: its exit status and output
   // (it stops before it listens).
   auto run = [](const std::string& args, std::string* out) {
-    std::FILE* p = ::popen((DelayqdPath() + " --in-memory -p 0 --no-http " + args + " 2>&1").c_str(), "r");
+    std::FILE* p =
+        ::popen((DelayqdPath() + " --in-memory -p 0 --no-http " + args + " 2>&1").c_str(), "r");
     char buf[4096];
-    for (size_t n; p != nullptr && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out->append(buf, n);
+    for (size_t n; p != nullptr && (n = std::fread(buf, 1, sizeof buf, p)) > 0;)
+      out->append(buf, n);
     return p == nullptr ? -1 : ::pclose(p);
   };
   for (const Bad& b : bads) {
