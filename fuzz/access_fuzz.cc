@@ -13,8 +13,9 @@
 //    removed, reserved, buried, kicked, released or paused them;
 //  - a beanstalkd reply never names the `payments` job's id (no peek or
 //    reserve of it got through), nor an HTTP body;
-//  - every HTTP request is answered once; a 401 carries WWW-Authenticate,
-//    a 429 Retry-After.
+//  - every HTTP request is answered once, with a documented status and
+//    error code in a JSON body (http_fuzz_common.h); a 401 carries
+//    WWW-Authenticate, a 429 Retry-After.
 //
 // The input is a script: bytes up to a 0xff byte go to the beanstalkd
 // connection; after it, requests "<method byte><target>\n<authorization>\n
@@ -62,7 +63,7 @@ void CheckUntouched(backend::LocalBackend& b, JobId id, std::string_view topic) 
   FUZZ_CHECK(!paused, "a topic out of every token's scope was paused");
 }
 
-JobId PutInto(backend::LocalBackend& b, backend::SessionId s, const char* topic) {
+JobId PutInto(backend::LocalBackend& b, SessionId s, const char* topic) {
   FUZZ_CHECK(b.Use(s, topic).ok(), "use");
   PutRequest r;
   r.body = "sentinel";
@@ -91,7 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                  *server::Networks::Parse("none"));
   FUZZ_CHECK(policy.ok(), "the policy");
   ctx.access.Reload(*policy);
-  const backend::SessionId setup = b.OpenSession();
+  const SessionId setup = b.OpenSession();
   const JobId payments = PutInto(b, setup, "payments");
   const JobId dflt = PutInto(b, setup, "default");
   b.CloseSession(setup);
@@ -135,6 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       api.Handle(server::HttpRequest{method, target, body, authorization, &caller},
                  [&](server::HttpReply r) {
                    calls++;
+                   CheckReply(r, /*access=*/true);
                    FUZZ_CHECK(r.status != 401 || r.headers.find("WWW-Authenticate: Bearer") == 0,
                               "a 401 without WWW-Authenticate");
                    FUZZ_CHECK(r.status != 429 || r.headers.find("Retry-After: ") == 0,
