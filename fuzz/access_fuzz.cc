@@ -11,8 +11,8 @@
 //  - whatever the input, both jobs are still there, unchanged, afterwards:
 //    no command and no request of a caller without a right on their topic
 //    removed, reserved, buried, kicked, released or paused them;
-//  - a beanstalkd reply never names the `payments` job's id (no peek or
-//    reserve of it got through), nor an HTTP body;
+//  - no beanstalkd reply shows either job (FOUND, RESERVED, stats-job),
+//    nor an HTTP body;
 //  - every HTTP request is answered once, with a documented status and
 //    error code in a JSON body (http_fuzz_common.h); a 401 carries
 //    WWW-Authenticate, a 429 Retry-After.
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/local_backend.h"
 #include "fuzz_check.h"
@@ -74,6 +75,38 @@ JobId PutInto(backend::LocalBackend& b, SessionId s, const char* topic) {
   return id;
 }
 
+// The ids of the jobs the replies in `out` show: FOUND and RESERVED with
+// their bodies, and stats-job's YAML ("---\nid: N\n"). Replies are whole.
+std::vector<JobId> HandedOut(std::string_view out) {
+  std::vector<JobId> ids;
+  while (!out.empty()) {
+    const size_t eol = out.find("\r\n");
+    FUZZ_CHECK(eol != std::string_view::npos, "a reply without its line end");
+    const std::string_view line = out.substr(0, eol);
+    out.remove_prefix(eol + 2);
+    auto number = [](std::string_view s) {
+      uint64_t v = 0;
+      for (char c : s.substr(0, s.find(' '))) v = v * 10 + static_cast<uint64_t>(c - '0');
+      return v;
+    };
+    uint64_t bytes = 0;
+    if (line.starts_with("FOUND ") || line.starts_with("RESERVED ")) {
+      const std::string_view rest = line.substr(line.find(' ') + 1);
+      ids.push_back(number(rest));
+      bytes = number(rest.substr(rest.find(' ') + 1));
+    } else if (line.starts_with("OK ")) {
+      bytes = number(line.substr(3));
+      const std::string_view yaml = out.substr(0, bytes);
+      if (yaml.starts_with("---\nid: ")) ids.push_back(number(yaml.substr(8)));
+    } else {
+      continue;
+    }
+    FUZZ_CHECK(out.size() >= bytes + 2, "a reply shorter than it says");
+    out.remove_prefix(bytes + 2);
+  }
+  return ids;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -96,7 +129,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const JobId payments = PutInto(b, setup, "payments");
   const JobId dflt = PutInto(b, setup, "default");
   b.CloseSession(setup);
-  const std::string payments_id = " " + std::to_string(payments) + " ";
   const auto peer = boost::asio::ip::make_address("192.0.2.7");
 
   std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -109,8 +141,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     h.input().Append(bean);
     for (int round = 0; round < 64 && !h.want_close(); ++round) {
       h.Process();
-      FUZZ_CHECK(h.output().find(payments_id) == std::string::npos,
-                 "a reply names the job out of every token's scope");
+      for (JobId id : HandedOut(h.output()))
+        FUZZ_CHECK(id != payments && id != dflt,
+                   "a reply hands out a job out of every token's scope");
       if (h.output().empty() && (h.blocked() || h.input().size() == 0)) break;
       h.output().clear();
       if (h.reserving()) h.CancelReserve();
@@ -141,9 +174,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                               "a 401 without WWW-Authenticate");
                    FUZZ_CHECK(r.status != 429 || r.headers.find("Retry-After: ") == 0,
                               "a 429 without Retry-After");
-                   FUZZ_CHECK(
-                       r.body.find("\"id\":" + std::to_string(payments) + ",") == std::string::npos,
-                       "a reply shows the job out of every token's scope");
+                   for (JobId id : {payments, dflt})
+                     FUZZ_CHECK(
+                         r.body.find("\"id\":" + std::to_string(id) + ",") == std::string::npos,
+                         "a reply shows a job out of every token's scope");
                  });
       clock.now += 1000;
       b.Poll();

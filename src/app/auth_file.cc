@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/toml_text.h"
+
 namespace delayq::app {
 namespace {
 
@@ -102,6 +104,7 @@ Status ParseToken(std::string_view source, const toml::table& t, Token* out) {
 }  // namespace
 
 Result<std::vector<Token>> ParseAuthFile(std::string_view text, std::string_view source) {
+  if (Status st = CheckTomlText(text, source, /*ascii_only=*/true); !st.ok()) return st;
   toml::table root;
   try {
     root = toml::parse(text, source);

@@ -6,9 +6,11 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "app/settings.h"
+#include "app/toml_text.h"
 #include "delayq/duration.h"
 #include "delayq/version.h"
 
@@ -179,9 +181,15 @@ Status FromToml(const Setting& s, const toml::node& node, const std::string& pat
 
 // Applies the TOML file's keys to `c`. Unknown keys and wrong types are errors.
 Status LoadToml(const std::string& path, Config* c) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument("config file " + path + ": cannot read it");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (Status st = CheckTomlText(text.str(), "config file " + path, /*ascii_only=*/false); !st.ok())
+    return st;
   toml::table t;
   try {
-    t = toml::parse_file(path);
+    t = toml::parse(text.str(), path);
   } catch (const toml::parse_error& e) {  // toml++ reports by exception; it stops here
     std::ostringstream os;
     os << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line
