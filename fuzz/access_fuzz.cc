@@ -4,7 +4,7 @@
 // Local backend in memory.
 //
 // The token file lists "orders" (orders.*: produce, consume, admin),
-// "worker" (orders.*: consume) and "slow" (*: produce, 1 a second); the
+// "worker" (orders.*: consume) and "slow" (slow.*: produce, 1 a second); the
 // dictionary (fuzz/access.dict) holds their secrets. Before the input runs,
 // a job is put into the topic `payments`, which no token may touch, and one
 // into `default`. Checks:
@@ -121,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto policy =
       server::AccessPolicy::Make({MakeToken("orders", "dq_orders", "orders.*", kAllRights),
                                   MakeToken("worker", "dq_worker", "orders.*", kRightConsume),
-                                  MakeToken("slow", "dq_slow", "*", kRightProduce, 1)},
+                                  MakeToken("slow", "dq_slow", "slow.*", kRightProduce, 1)},
                                  *server::Networks::Parse("none"));
   FUZZ_CHECK(policy.ok(), "the policy");
   ctx.access.Reload(*policy);
