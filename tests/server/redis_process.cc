@@ -16,20 +16,28 @@ namespace delayq::testing {
 
 namespace {
 
-// True when 127.0.0.1:port answers "PING" with "+PONG", or with "-NOAUTH"
-// (it is up, and wants a password first).
-bool Pong(uint16_t port) {
+// A socket connected to 127.0.0.1:port (replies awaited up to 1 s), or -1.
+int ConnectLoopback(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = false;
   timeval tv{1, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// True when 127.0.0.1:port answers "PING" with "+PONG", or with "-NOAUTH"
+// (it is up, and wants a password first).
+bool Pong(uint16_t port) {
+  int fd = ConnectLoopback(port);
+  if (fd < 0) return false;
+  bool ok = false;
+  if (send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     char buf[16] = {};
     ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
     ok = (n >= 5 && std::strncmp(buf, "+PONG", 5) == 0) ||
@@ -37,6 +45,14 @@ bool Pong(uint16_t port) {
   }
   close(fd);
   return ok;
+}
+
+// True when 127.0.0.1:port takes a TCP connection.
+bool Listening(uint16_t port) {
+  int fd = ConnectLoopback(port);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
 }
 
 }  // namespace
@@ -61,7 +77,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
     if (fresh) port_ = FreeLoopbackPort();
     std::vector<std::string> args = {kRedisServerPath,
                                      "--port",
-                                     std::to_string(port_),
+                                     tls_ ? "0" : std::to_string(port_),
                                      "--bind",
                                      "127.0.0.1",
                                      "--dir",
@@ -74,6 +90,10 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
                                      "no",
                                      "--logfile",
                                      dir_.path() + "/redis.log"};
+    if (tls_) {
+      args.insert(args.end(), {"--tls-port", std::to_string(port_)});
+      args.insert(args.end(), tls_flags_.begin(), tls_flags_.end());
+    }
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& s : args) argv.push_back(s.data());
@@ -105,7 +125,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
         pid_ = -1;
         break;  // exited: the port was taken meanwhile, most likely
       }
-      if (Pong(port_)) return true;
+      if (tls_ ? Listening(port_) : Pong(port_)) return true;
       std::this_thread::sleep_for(milliseconds(10));
     }
     if (pid_ > 0) {

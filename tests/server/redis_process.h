@@ -33,19 +33,30 @@ class RedisProcess {
   // and waits until it answers PING. False with *error set otherwise.
   bool Start(std::string* error, const std::vector<std::string>& extra = {},
              milliseconds timeout = milliseconds(10000));
+  // From the next Start on: serve TLS alone, on port() (`--port 0
+  // --tls-port`), with `tls_flags` (its certificate files, ...). Ready
+  // once the port takes connections (a plain PING cannot tell).
+  void UseTls(std::vector<std::string> tls_flags) {
+    tls_ = true;
+    tls_flags_ = std::move(tls_flags);
+  }
   // SIGKILL, and reaps it.
   void Kill();
   // SIGTERM, waits for the exit.
   void Stop();
   bool running() const { return pid_ > 0; }
   uint16_t port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (tls_ ? "rediss://127.0.0.1:" : "redis://127.0.0.1:") + std::to_string(port_);
+  }
   const std::string& dir() const { return dir_.path(); }
 
  private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   std::vector<std::string> extra_;
+  bool tls_ = false;
+  std::vector<std::string> tls_flags_;
   TempDir dir_;
 };
 
