@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace delayq::testing {
@@ -47,12 +49,19 @@ bool Pong(uint16_t port) {
   return ok;
 }
 
-// True when 127.0.0.1:port takes a TCP connection.
-bool Listening(uint16_t port) {
-  int fd = ConnectLoopback(port);
-  if (fd < 0) return false;
-  close(fd);
-  return true;
+// True when the log at `path` says, past its first `from` bytes, that
+// redis-server serves ("Ready to accept connections": it listens before
+// it has checked all its settings, a cluster's port among them).
+bool ReadyInLog(const std::string& path, std::streamoff from) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find("Ready to accept connections") != std::string::npos;
+}
+
+std::streamoff FileSize(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  return in ? static_cast<std::streamoff>(in.tellg()) : 0;
 }
 
 }  // namespace
@@ -95,6 +104,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
       args.insert(args.end(), tls_flags_.begin(), tls_flags_.end());
     }
     args.insert(args.end(), extra_.begin(), extra_.end());
+    const std::streamoff log_from = FileSize(dir_.path() + "/redis.log");
     std::vector<char*> argv;
     for (std::string& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -125,7 +135,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
         pid_ = -1;
         break;  // exited: the port was taken meanwhile, most likely
       }
-      if (tls_ ? Listening(port_) : Pong(port_)) return true;
+      if (tls_ ? ReadyInLog(dir_.path() + "/redis.log", log_from) : Pong(port_)) return true;
       std::this_thread::sleep_for(milliseconds(10));
     }
     if (pid_ > 0) {

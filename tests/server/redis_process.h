@@ -35,7 +35,7 @@ class RedisProcess {
              milliseconds timeout = milliseconds(10000));
   // From the next Start on: serve TLS alone, on port() (`--port 0
   // --tls-port`), with `tls_flags` (its certificate files, ...). Ready
-  // once the port takes connections (a plain PING cannot tell).
+  // once its log says so (a plain PING cannot tell).
   void UseTls(std::vector<std::string> tls_flags) {
     tls_ = true;
     tls_flags_ = std::move(tls_flags);
