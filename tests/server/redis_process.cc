@@ -12,7 +12,10 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <thread>
+
+#include "server/test_pki.h"
 
 namespace delayq::testing {
 
@@ -64,7 +67,37 @@ std::streamoff FileSize(const std::string& path) {
   return in ? static_cast<std::streamoff>(in.tellg()) : 0;
 }
 
+// The CA and the certificate (for 127.0.0.1) of this test process's
+// TLS-only redis-servers; null with *error set if openssl failed.
+const TestPki* SharedPki(std::string* error) {
+  static std::unique_ptr<TestPki> pki;
+  static std::string failed;
+  if (pki == nullptr && failed.empty()) {
+    auto made = std::make_unique<TestPki>();
+    if (made->Init(&failed) && made->Issue("redis", "IP:127.0.0.1", &failed)) pki = std::move(made);
+  }
+  if (pki == nullptr) *error = failed;
+  return pki.get();
+}
+
 }  // namespace
+
+bool RedisProcess::StartForDelayqd(std::string* error, std::vector<std::string>* args) {
+  const TestPki* pki = nullptr;
+  if (AgainstRedisTls()) {
+    pki = SharedPki(error);
+    if (pki == nullptr) return false;
+    if (!tls_) {
+      std::vector<std::string> flags = pki->RedisFlags("redis");
+      flags.insert(flags.end(), {"--tls-auth-clients", "no"});
+      UseTls(flags);
+    }
+  }
+  if (!running() && !Start(error)) return false;
+  args->insert(args->end(), {"--backend", url()});
+  if (pki != nullptr) args->insert(args->end(), {"--redis-tls-ca-file", pki->ca()});
+  return true;
+}
 
 bool RedisServerAvailable() { return access(kRedisServerPath, X_OK) == 0; }
 

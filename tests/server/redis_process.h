@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/server_process.h"
@@ -19,6 +21,13 @@
 namespace delayq::testing {
 
 inline constexpr const char* kRedisServerPath = "/usr/bin/redis-server";
+// Whether the black-box fixtures that run delayqd on the Redis backend
+// (AgainstRedis) run it over TLS instead (DELAYQ_TEST_AGAINST=rediss: the
+// ctest entry http_on_rediss).
+inline bool AgainstRedisTls() {
+  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
+  return e != nullptr && std::string_view(e) == "rediss";
+}
 bool RedisServerAvailable();
 
 class RedisProcess {
@@ -40,6 +49,10 @@ class RedisProcess {
     tls_ = true;
     tls_flags_ = std::move(tls_flags);
   }
+  // For a black-box fixture's delayqd: starts it unless it runs (over TLS
+  // when AgainstRedisTls(), with a CA and certificate of this test
+  // process's own), and adds to `args` the flags that put delayqd on it.
+  bool StartForDelayqd(std::string* error, std::vector<std::string>* args);
   // SIGKILL, and reaps it.
   void Kill();
   // SIGTERM, waits for the exit.
