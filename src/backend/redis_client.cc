@@ -399,8 +399,7 @@ void RedisClient::OnLinkUp(const std::shared_ptr<Link>& link) {
   }
   retry_ = std::chrono::milliseconds(100);
   ReadMore(link);
-  if (!options_.auth.password.empty()) return SendAuth();  // Ready once it is accepted
-  Ready();
+  SendAuth();  // Ready once it is answered
 }
 
 void RedisClient::Ready() {
@@ -410,12 +409,17 @@ void RedisClient::Ready() {
     for (const std::string& ch : channels_) SendSubscribe("SUBSCRIBE", ch);
 }
 
+// The first command of every connection: AUTH with credentials, PING
+// without, so that "connected" means Redis answered (not a TLS port taken
+// for a plain one, nor a TLS 1.3 server that ends the connection right
+// after the handshake for want of a client certificate).
 void RedisClient::SendAuth() {
-  std::vector<std::string_view> argv = {"AUTH"};
-  if (!options_.auth.user.empty()) argv.push_back(options_.auth.user);
-  argv.push_back(options_.auth.password);
+  const bool auth = !options_.auth.password.empty();
+  std::vector<std::string_view> argv = {auth ? "AUTH" : "PING"};
+  if (auth && !options_.auth.user.empty()) argv.push_back(options_.auth.user);
+  if (auth) argv.push_back(options_.auth.password);
   std::weak_ptr<Link> sent_on = link_;
-  SendNow(resp::Format(argv), [this, sent_on](const redisReply* r) {
+  SendNow(resp::Format(argv), [this, sent_on, auth](const redisReply* r) {
     std::shared_ptr<Link> link = sent_on.lock();
     if (r == nullptr || link == nullptr || link != link_) return;  // lost meanwhile
     if (r->type != REDIS_REPLY_ERROR) {
@@ -423,13 +427,18 @@ void RedisClient::SendAuth() {
       return Ready();
     }
     // Redis's words ("WRONGPASS invalid username-password pair or user is
-    // disabled.") name no secret. The connection goes; it is tried again.
-    Fail(link, "AUTH refused: " + std::string(r->str, r->len));
+    // disabled.", "NOAUTH Authentication required.") name no secret. The
+    // connection goes; it is tried again.
+    Fail(link, (auth ? "AUTH refused: " : "Redis refused: ") + std::string(r->str, r->len));
   });
 }
 
 void RedisClient::Fail(const std::shared_ptr<Link>& link, std::string error) {
   if (link->client == nullptr || link != link_) return;
+  // Lost before the first command was answered, with no word from Redis.
+  if (link->plain && link->up && !connected_ && !error.starts_with("AUTH refused: ") &&
+      !error.starts_with("Redis refused: "))
+    error += " before Redis answered (is " + address() + " a TLS port? Then rediss://)";
   link->Close();
   link_.reset();
   last_error_ = std::move(error);

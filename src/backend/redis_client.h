@@ -13,8 +13,9 @@
 // `on_message`, and Redis's confirmations of its subscriptions to
 // `on_subscribed`; it re-subscribes its channels after a reconnect.
 //
-// With credentials, every (re)connect first sends AUTH, and the client is
-// connected only once Redis accepts it: nothing runs unauthenticated.
+// Every (re)connect first sends AUTH (with credentials) or PING, and the
+// client is connected only once Redis answers it without an error: nothing
+// runs unauthenticated, and "connected" means Redis answered.
 //
 // With TLS, every (re)connect first completes a TLS handshake that checks
 // the server's certificate against the context's CAs and its name (or IP
@@ -143,7 +144,7 @@ class RedisClient {
   void Flush(const std::shared_ptr<Link>& link);
   void WriteAsync(const std::shared_ptr<Link>& link);
   void SendSubscribe(const char* verb, const std::string& channel);
-  // After AUTH, if any: connected; on_connect; the subscriptions.
+  // After AUTH or PING: connected; on_connect; the subscriptions.
   void Ready();
   void SendAuth();
   // Send, connected or not. REQUIRES: link_ != nullptr.

@@ -10,6 +10,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,18 +115,21 @@ class RedisTlsTest : public ::testing::Test {
     std::string error;
     ASSERT_TRUE(r.Start(&error, extra)) << error;
   }
-  // A RedisClient over TLS to `host`:`port` with `ctx`, run until it is
-  // connected or has failed; returns last_error() ("" when connected).
+  // A RedisClient to `host`:`port`, over TLS with `tls` (nullopt: plain
+  // TCP), run until it is connected or has failed; returns last_error()
+  // ("" when connected).
   std::string ConnectOnce(const std::string& host, uint16_t port,
-                          const backend::RedisTlsOptions& tls) {
-    auto ctx = backend::NewRedisTlsContext(tls);
-    EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
-    if (!ctx.ok()) return "no context";
+                          const std::optional<backend::RedisTlsOptions>& tls) {
     boost::asio::io_context io;
     backend::RedisClient::Options o;
     o.host = host;
     o.port = port;
-    o.tls = *ctx;
+    if (tls) {
+      auto ctx = backend::NewRedisTlsContext(*tls);
+      EXPECT_TRUE(ctx.ok()) << ctx.status().ToString();
+      if (!ctx.ok()) return "no context";
+      o.tls = *ctx;
+    }
     o.connect_timeout = milliseconds(1000);
     backend::RedisClient client(io, o);
     client.Start();
@@ -213,24 +217,33 @@ TEST_F(RedisTlsTest, ACertificateForAnotherHostIsRefused) {
   ASSERT_TRUE(pki_.Issue("elsewhere", "DNS:elsewhere.example", &error)) << error;
   RedisProcess redis;
   StartRedis(redis, "elsewhere", false);
-  EXPECT_EQ(ConnectOnce("127.0.0.1", redis.port(), {.ca_file = pki_.ca()}),
+  EXPECT_EQ(ConnectOnce("127.0.0.1", redis.port(), backend::RedisTlsOptions{pki_.ca()}),
             "TLS handshake failed: certificate verify failed (IP address mismatch)");
-  EXPECT_EQ(ConnectOnce("localhost", redis.port(), {.ca_file = pki_.ca()}),
+  EXPECT_EQ(ConnectOnce("localhost", redis.port(), backend::RedisTlsOptions{pki_.ca()}),
             "TLS handshake failed: certificate verify failed (hostname mismatch)");
   // The certificate that names the host passes the same checks.
   RedisProcess good;
   StartRedis(good, "redis", false);
-  EXPECT_EQ(ConnectOnce("localhost", good.port(), {.ca_file = pki_.ca()}), "");
-  EXPECT_EQ(ConnectOnce("127.0.0.1", good.port(), {.ca_file = pki_.ca()}), "");
+  EXPECT_EQ(ConnectOnce("localhost", good.port(), backend::RedisTlsOptions{pki_.ca()}), "");
+  EXPECT_EQ(ConnectOnce("127.0.0.1", good.port(), backend::RedisTlsOptions{pki_.ca()}), "");
 }
 
-TEST_F(RedisTlsTest, TlsToAPlaintextPortSaysSo) {
+TEST_F(RedisTlsTest, TlsToAPlaintextPortAndBackSaySo) {
   RedisProcess plain;
   std::string error;
   ASSERT_TRUE(plain.Start(&error)) << error;
-  std::string e = ConnectOnce("127.0.0.1", plain.port(), {.ca_file = pki_.ca()});
+  std::string e = ConnectOnce("127.0.0.1", plain.port(), backend::RedisTlsOptions{pki_.ca()});
   EXPECT_EQ(e.rfind("TLS handshake ", 0), 0u) << e;
   EXPECT_NE(e.find("a TLS port?"), std::string::npos) << e;
+  // And the other way round: plain TCP to a TLS port is never taken for
+  // connected (its first command, a PING, has no answer).
+  RedisProcess tls;
+  StartRedis(tls, "redis", false);
+  e = ConnectOnce("127.0.0.1", tls.port(), std::nullopt);
+  EXPECT_NE(e.find(" before Redis answered (is 127.0.0.1:" + std::to_string(tls.port()) +
+                   " a TLS port? Then rediss://)"),
+            std::string::npos)
+      << e;
 }
 
 TEST_F(RedisTlsTest, AClientCertificateWhenRedisAsksForOne) {
@@ -247,7 +260,7 @@ TEST_F(RedisTlsTest, AClientCertificateWhenRedisAsksForOne) {
   ExpectAJobGoesThrough(server.port());
   // Without one, Redis ends the connection (TLS 1.3: after the handshake,
   // with an alert that says why).
-  std::string e = ConnectOnce("127.0.0.1", redis.port(), {.ca_file = pki_.ca()});
+  std::string e = ConnectOnce("127.0.0.1", redis.port(), backend::RedisTlsOptions{pki_.ca()});
   EXPECT_NE(e.find("certificate required"), std::string::npos) << e;
   // A key that is not the certificate's stops the start.
   ServerProcess refused;
