@@ -27,6 +27,7 @@ PACKAGES=(
   rapidjson-dev       # JSON of the HTTP API
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
+  libssl-dev          # TLS to Redis (rediss://)
   liburing-dev        # batched socket calls of the beanstalkd connections
   libssl-dev          # OpenSSL: token digests and secrets (SHA-256, random bytes)
   # tests and benchmarks
@@ -38,6 +39,7 @@ PACKAGES=(
   ruby-beaneater      # a real beanstalkd client for the black-box tests
   ruby                # runs it (ruby-beaneater does not depend on ruby)
   redis-server        # the Redis the Redis backend's tests start
+  openssl             # the TLS tests make their certificates with it
   valgrind            # bench/redis_call_cost.sh, delayqd_redis_cost.sh count instructions per job
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):

@@ -26,6 +26,11 @@ struct Config {
   std::string backend;
   // The Redis password's file (its first line), when the URL holds none.
   std::string redis_password_file;
+  // TLS to Redis (rediss://): the CA file that verifies its certificate
+  // (empty: the system's store), and a client certificate and key.
+  std::string redis_tls_ca_file;
+  std::string redis_tls_cert;
+  std::string redis_tls_key;
   bool in_memory = false;          // --in-memory: no store, nothing survives a restart
   std::string fsync = "everysec";  // always | everysec | no
   // Delayed jobs due later than this are kept on disk only, and loaded

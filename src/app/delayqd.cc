@@ -217,6 +217,26 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
     address->auth.password = *password;
   }
   backend::RedisBackend::Options ro;
+  const bool tls_files = !config.redis_tls_ca_file.empty() || !config.redis_tls_cert.empty() ||
+                         !config.redis_tls_key.empty();
+  if (tls_files && !address->tls) {
+    // Not silently in plain text: the operator asked for TLS.
+    spdlog::error(
+        "event=bad_redis_tls backend={} error=\"--redis-tls-ca-file, --redis-tls-cert and "
+        "--redis-tls-key need a rediss:// or rediss-cluster:// backend\"",
+        shown);
+    return nullptr;
+  }
+  if (address->tls) {
+    auto tls = backend::NewRedisTlsContext({.ca_file = config.redis_tls_ca_file,
+                                            .cert_file = config.redis_tls_cert,
+                                            .key_file = config.redis_tls_key});
+    if (!tls.ok()) {
+      spdlog::error("event=bad_redis_tls backend={} error=\"{}\"", shown, tls.status().message());
+      return nullptr;
+    }
+    ro.tls = *tls;
+  }
   ro.address = *address;
   ro.max_job_size = config.max_job_size;
   ro.max_topics = config.max_topics;

@@ -110,12 +110,14 @@ const Setting kSettings[] = {
      .finish = FinishBackend,
      .help = "Keep the queue in Redis instead: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or\n"
              "redis-cluster://[[USER]:PASSWORD@]HOST[:PORT],... (many delayqd may share it;\n"
-             "docs/redis-backend.md)",
+             "rediss:// and rediss-cluster:// for TLS; docs/redis-backend.md)",
      .doc_default = "`local`",
      .doc = "where the queue lives: `local` (the engine in this process, over the store of "
             "`-b`), `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` or "
             "`redis-cluster://[[USER]:PASSWORD@]HOST[:PORT],...` (any reachable nodes; a "
-            "password authenticates every connection, as the ACL user USER if given). On Redis, "
+            "password authenticates every connection, as the ACL user USER if given); "
+            "`rediss://...` and `rediss-cluster://...` the same over TLS, the server's "
+            "certificate verified (`--redis-tls-ca-file`). On Redis, "
             "any number of delayqd may serve one queue, and `-b`, `--fsync`, `--horizon` and "
             "`--in-memory` have no effect: durability is Redis's (use AOF). See "
             "`docs/redis-backend.md`. A malformed URL stops the start with a message; logs show "
@@ -131,6 +133,39 @@ const Setting kSettings[] = {
      .doc = "the Redis password, read from the first line of this file at start, for a URL "
             "that holds none (with `user@` in the URL, the ACL user it belongs to); a missing "
             "or empty file, or a URL with a password too, stops the start with a message"},
+    {.flags = "--redis-tls-ca-file",
+     .env = "DELAYQ_REDIS_TLS_CA_FILE",
+     .toml = "redis_tls_ca_file",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::redis_tls_ca_file,
+     .help = "rediss://: trust the CA certificates of FILE (PEM) for Redis's certificate\n"
+             "(default: the system's CA store)",
+     .doc_default = "the system's CA store",
+     .doc = "with a `rediss://` backend: the CA certificates (PEM) that Redis's certificate "
+            "must chain to. Redis's certificate must also name the host of the URL (or of each "
+            "cluster node) as a DNS name or IP address; a connection that fails either check is "
+            "refused (`TLS handshake failed: certificate verify failed (...)` in the log) and "
+            "tried again. A file that cannot be read stops the start with a message"},
+    {.flags = "--redis-tls-cert",
+     .env = "DELAYQ_REDIS_TLS_CERT",
+     .toml = "redis_tls_cert",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::redis_tls_cert,
+     .help = "rediss://: show Redis this client certificate chain (PEM), for Redis's\n"
+             "tls-auth-clients; with --redis-tls-key",
+     .doc = "with a `rediss://` backend: the client certificate chain (PEM) delayqd shows "
+            "Redis, for Redis's `tls-auth-clients yes` (its default); with `--redis-tls-key`"},
+    {.flags = "--redis-tls-key",
+     .env = "DELAYQ_REDIS_TLS_KEY",
+     .toml = "redis_tls_key",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::redis_tls_key,
+     .help = "rediss://: the private key (PEM, unencrypted) of --redis-tls-cert",
+     .doc = "the private key (PEM, not encrypted) of `--redis-tls-cert`; a key that does not "
+            "match the certificate stops the start with a message"},
     {.flags = "--in-memory",
      .env = "DELAYQ_IN_MEMORY",
      .toml = "in_memory",

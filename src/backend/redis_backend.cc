@@ -102,13 +102,26 @@ Result<JobChange> ChangeOf(JobId id, const redisReply* r, std::string_view what)
 
 namespace {
 
-constexpr std::string_view kPlainScheme = "redis://", kClusterScheme = "redis-cluster://";
+struct Scheme {
+  std::string_view prefix;
+  bool cluster, tls;
+};
+constexpr Scheme kSchemes[] = {{"redis://", false, false},
+                               {"rediss://", false, true},
+                               {"redis-cluster://", true, false},
+                               {"rediss-cluster://", true, true}};
+
+// The scheme `url` starts with, or nullptr for another.
+const Scheme* SchemeOf(std::string_view url) {
+  for (const Scheme& s : kSchemes)
+    if (url.starts_with(s.prefix)) return &s;
+  return nullptr;
+}
 
 // The part of `url` after its scheme, or npos for another scheme.
 size_t AfterScheme(std::string_view url) {
-  if (url.starts_with(kPlainScheme)) return kPlainScheme.size();
-  if (url.starts_with(kClusterScheme)) return kClusterScheme.size();
-  return std::string_view::npos;
+  const Scheme* s = SchemeOf(url);
+  return s != nullptr ? s->prefix.size() : std::string_view::npos;
 }
 
 // The user information of `url` ("user:password" before the last '@' of
@@ -142,8 +155,10 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
   if (from == std::string_view::npos)
     return Status::InvalidArgument(
         "a Redis address is redis://[[user]:password@]host[:port][/db] or "
-        "redis-cluster://[[user]:password@]host[:port],...");
-  a.cluster = url.starts_with(kClusterScheme);
+        "redis-cluster://[[user]:password@]host[:port],... (rediss:// and rediss-cluster:// "
+        "for TLS)");
+  a.cluster = SchemeOf(url)->cluster;
+  a.tls = SchemeOf(url)->tls;
   std::string_view rest = url.substr(from);
   if (auto [info_from, info_len] = UserInfo(url); info_from != std::string_view::npos) {
     std::string_view info = url.substr(info_from, info_len);
@@ -185,7 +200,10 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
   }
   if (a.nodes.empty()) return Status::InvalidArgument("no host in " + shown);
   if (!a.cluster && a.nodes.size() > 1)
-    return Status::InvalidArgument("redis:// names one server; use redis-cluster:// for several");
+    return Status::InvalidArgument(a.tls ? "rediss:// names one server; use rediss-cluster:// "
+                                           "for several"
+                                         : "redis:// names one server; use redis-cluster:// for "
+                                           "several");
   return a;
 }
 
@@ -212,6 +230,15 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   ro.cluster = options_.address.cluster;
   ro.db = options_.address.db;
   ro.auth = options_.address.auth;
+  if (options_.address.tls && !options_.tls) {
+    auto made = NewRedisTlsContext({});
+    if (made.ok()) {
+      options_.tls = *made;
+    } else {
+      tls_error_ = made.status().message();
+    }
+  }
+  ro.tls = options_.address.tls ? options_.tls : nullptr;
   ro.on_node_connect = [](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
   };
@@ -222,6 +249,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.host = options_.address.nodes.front().host;
   so.port = options_.address.nodes.front().port;
   so.auth = options_.address.auth;
+  so.tls = ro.tls;
   so.subscriber = true;
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
@@ -247,13 +275,16 @@ RedisBackend::~RedisBackend() {
 }
 
 void RedisBackend::Start() {
+  if (!tls_error_.empty()) return;  // never in plain text instead
   router_->Start();
   subscriber_->Start();
   Sweep();
 }
 
 bool RedisBackend::connected() const { return router_->connected(); }
-std::string RedisBackend::last_error() const { return router_->last_error(); }
+std::string RedisBackend::last_error() const {
+  return tls_error_.empty() ? router_->last_error() : tls_error_;
+}
 
 std::string RedisBackend::Owner(SessionId sid) const {
   if (auto it = sessions_.find(sid); it != sessions_.end()) return it->second.owner;

@@ -47,11 +47,13 @@ namespace delayq::backend {
 
 // Parsed `redis://[[user]:password@]host[:port][/db]` or
 // `redis-cluster://[[user]:password@]host[:port],host[:port],...` (any
-// reachable nodes of the cluster; it tells the rest). The user and password
-// are percent-decoded (a password holding '@', ':' or '/' is written %40,
-// %3A, %2F).
+// reachable nodes of the cluster; it tells the rest), or the same over TLS:
+// `rediss://...`, `rediss-cluster://...`. The user and password are
+// percent-decoded (a password holding '@', ':' or '/' is written %40, %3A,
+// %2F).
 struct RedisAddress {
   bool cluster = false;
+  bool tls = false;  // rediss:// or rediss-cluster://
   std::vector<RedisRouter::Node> nodes;
   int db = 0;
   RedisCredentials auth;
@@ -87,6 +89,9 @@ class RedisBackend final : public Backend {
     // incarnation ends and its number leaves the registry
     // (docs/redis-backend.md, "Topics come and go").
     TimeMs topic_idle_ms = 24 * 3600 * 1000;
+    // The TLS context of every connection when `address.tls`
+    // (NewRedisTlsContext); null: one trusting the system's CA store.
+    std::shared_ptr<boost::asio::ssl::context> tls;
   };
   RedisBackend(boost::asio::io_context& io, Options options, const Clock& clock);
   ~RedisBackend() override;
@@ -335,6 +340,9 @@ class RedisBackend final : public Backend {
   BackendInfo info_;
   std::unique_ptr<RedisRouter> router_;
   std::unique_ptr<RedisClient> subscriber_;
+  // Why no TLS context could be made for a rediss:// address (then nothing
+  // connects), or empty.
+  std::string tls_error_;
   std::unordered_map<std::string, std::unique_ptr<Topic>> topics_;
   std::unordered_map<uint64_t, Topic*> by_number_;
   std::unordered_map<SessionId, Session> sessions_;

@@ -1,85 +1,29 @@
 #include "backend/redis_client.h"
 
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <cstring>
+#include <deque>
+#include <fstream>
+#include <optional>
 
 #include "backend/resp.h"
 
 namespace delayq::backend {
 
-// Watches the connection's socket for hiredis: its hooks ask for read and
-// write readiness, and the watcher calls back into hiredis when it comes.
-// Shared with the pending waits, so it outlives a context hiredis freed.
-struct RedisClient::Io : std::enable_shared_from_this<RedisClient::Io> {
-  Io(boost::asio::io_context& io, int fd) : sd(io, fd) {}
-  boost::asio::posix::stream_descriptor sd;
-  redisAsyncContext* ac = nullptr;  // null once hiredis cleaned up
-  bool want_read = false, want_write = false;
-  bool reading = false, writing = false;
-  // Set while Send queues a command: it writes the command itself (WriteNow)
-  // rather than wait for write readiness.
-  bool direct = false;
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
-  void ArmRead() {
-    if (reading || ac == nullptr || !want_read) return;
-    reading = true;
-    sd.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                  [self = shared_from_this()](const boost::system::error_code& ec) {
-                    self->reading = false;
-                    if (ec || self->ac == nullptr || !self->want_read) return;
-                    redisAsyncHandleRead(self->ac);
-                    self->ArmRead();
-                  });
-  }
-  void ArmWrite() {
-    if (writing || ac == nullptr || !want_write) return;
-    writing = true;
-    sd.async_wait(boost::asio::posix::stream_descriptor::wait_write,
-                  [self = shared_from_this()](const boost::system::error_code& ec) {
-                    self->writing = false;
-                    if (ec || self->ac == nullptr || !self->want_write) return;
-                    redisAsyncHandleWrite(self->ac);
-                    self->ArmWrite();
-                  });
-  }
-  // Writes what hiredis has queued at once: waiting for write readiness
-  // cost an epoll_ctl per command and held the command back until the
-  // loop's next epoll_wait, behind every handler ready by then. What the
-  // socket does not take, and any error, is left to ArmWrite (hiredis's
-  // own write then sees the error and disconnects, as it would have).
-  void WriteNow() {
-    int done = 0;
-    if (ac != nullptr && redisBufferWrite(&ac->c, &done) == REDIS_OK && done) {
-      want_write = false;
-      AddRead(this);  // as hiredis does after a write
-      return;
-    }
-    ArmWrite();
-  }
-  static Io* From(void* p) { return static_cast<Io*>(p); }
-  static void AddRead(void* p) {
-    From(p)->want_read = true;
-    From(p)->ArmRead();
-  }
-  static void DelRead(void* p) { From(p)->want_read = false; }
-  static void AddWrite(void* p) {
-    From(p)->want_write = true;
-    if (!From(p)->direct) From(p)->ArmWrite();
-  }
-  static void DelWrite(void* p) { From(p)->want_write = false; }
-  static void Cleanup(void* p) {
-    Io* io = From(p);
-    io->ac = nullptr;
-    io->want_read = io->want_write = false;
-    // hiredis closes the descriptor; Asio must only forget it.
-    if (io->sd.is_open()) io->sd.release();
-  }
-};
+namespace {
 
 // The reply objects hiredis's reader builds, carved out of blocks that are
 // kept from reply to reply; a reply's whole tree goes at once when hiredis
@@ -90,10 +34,13 @@ struct RedisClient::Io : std::enable_shared_from_this<RedisClient::Io> {
 //
 // The objects are redisReply structures, as hiredis's own. Each is preceded
 // by a pointer to its arena: freeObject gets the object alone.
-class RedisClient::ReplyArena {
+class ReplyArena {
  public:
   static const redisReplyObjectFunctions kFunctions;
 
+  ReplyArena() = default;
+  ReplyArena(const ReplyArena&) = delete;
+  ReplyArena& operator=(const ReplyArena&) = delete;
   ~ReplyArena() { Reset(); }
 
  private:
@@ -185,30 +132,181 @@ class RedisClient::ReplyArena {
   redisReply* root_ = nullptr;
 };
 
-const redisReplyObjectFunctions RedisClient::ReplyArena::kFunctions = {
+const redisReplyObjectFunctions ReplyArena::kFunctions = {
     &ReplyArena::CreateString, &ReplyArena::CreateArray, &ReplyArena::CreateInteger,
     &ReplyArena::CreateNil, &ReplyArena::FreeObject};
 
+// Bytes read from the socket at a time (as hiredis reads).
+constexpr size_t kReadSize = 16 * 1024;
+// An output buffer that grew past this (a big command) is let go once sent.
+constexpr size_t kKeptOutput = 1 << 20;
+
+// OpenSSL's reason for its latest error ("no certificate or crl found"),
+// and its error queue emptied.
+std::string OpenSslReason() {
+  unsigned long e = ERR_peek_last_error();
+  const char* reason = e != 0 ? ERR_reason_error_string(e) : nullptr;
+  ERR_clear_error();
+  return reason != nullptr ? reason : "unknown OpenSSL error";
+}
+
+// Checks that `path` can be opened, before OpenSSL's vaguer words for it.
+Status Readable(const std::string& what, const std::string& path) {
+  if (std::ifstream(path).good()) return Status::Ok();
+  return Status::InvalidArgument("cannot read the " + what + " " + path + ": " +
+                                 std::strerror(errno));
+}
+
+// A pub/sub message or confirmation (subscriber mode): not the reply of a
+// command in flight.
+bool IsPush(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return false;
+  const redisReply* kind = r->element[0];
+  if (kind->type != REDIS_REPLY_STRING || kind->str == nullptr) return false;
+  std::string_view k(kind->str, kind->len);
+  return k == "message" || k == "subscribe" || k == "unsubscribe" || k == "pmessage" ||
+         k == "psubscribe" || k == "punsubscribe";
+}
+
+}  // namespace
+
+Result<std::shared_ptr<asio::ssl::context>> NewRedisTlsContext(const RedisTlsOptions& o) {
+  if (o.cert_file.empty() != o.key_file.empty())
+    return Status::InvalidArgument(
+        "a TLS client certificate needs its key, and a key its "
+        "certificate");
+  std::shared_ptr<asio::ssl::context> ctx;
+  try {
+    ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("TLS: ") + e.what());
+  }
+  SSL_CTX* c = ctx->native_handle();
+  ERR_clear_error();
+  SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+  SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
+  // An encrypted key is refused rather than asked for on the terminal.
+  SSL_CTX_set_default_passwd_cb(c, [](char*, int, int, void*) { return 0; });
+  if (o.ca_file.empty()) {
+    // The system's store; where there is none, every certificate is
+    // refused ("unable to get local issuer certificate").
+    SSL_CTX_set_default_verify_paths(c);
+    ERR_clear_error();
+  } else {
+    if (Status st = Readable("CA file", o.ca_file); !st.ok()) return st;
+    if (SSL_CTX_load_verify_locations(c, o.ca_file.c_str(), nullptr) != 1)
+      return Status::InvalidArgument("cannot use the CA file " + o.ca_file + ": " +
+                                     OpenSslReason());
+  }
+  if (!o.cert_file.empty()) {
+    if (Status st = Readable("TLS certificate", o.cert_file); !st.ok()) return st;
+    if (Status st = Readable("TLS key", o.key_file); !st.ok()) return st;
+    if (SSL_CTX_use_certificate_chain_file(c, o.cert_file.c_str()) != 1)
+      return Status::InvalidArgument("cannot use the TLS certificate " + o.cert_file + ": " +
+                                     OpenSslReason());
+    if (SSL_CTX_use_PrivateKey_file(c, o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      bool mismatch = ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+      std::string reason = OpenSslReason();
+      if (!mismatch)
+        return Status::InvalidArgument("cannot use the TLS key " + o.key_file + ": " + reason);
+    }
+    if (SSL_CTX_check_private_key(c) != 1) {
+      ERR_clear_error();
+      return Status::InvalidArgument("the TLS key " + o.key_file + " does not match the " +
+                                     "certificate " + o.cert_file);
+    }
+  }
+  return ctx;
+}
+
+// One connection. The asynchronous operations on it hold it, so it
+// outlives a client that let go of it; `client` is null from then on, and
+// every completion looks at it first.
+struct RedisClient::Link {
+  Link(asio::io_context& io, RedisClient* c, std::shared_ptr<asio::ssl::context> tls_context)
+      : client(c), context(std::move(tls_context)), resolver(io), timer(io) {
+    if (context) {
+      tls.emplace(io, *context);
+    } else {
+      plain.emplace(io);
+    }
+    reader = redisReaderCreateWithFunctions(
+        const_cast<redisReplyObjectFunctions*>(&ReplyArena::kFunctions));
+    if (reader != nullptr) reader->privdata = &arena;
+  }
+  ~Link() {
+    if (reader != nullptr) redisReaderFree(reader);
+  }
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  tcp::socket& socket() { return tls ? tls->next_layer() : *plain; }
+  // Ends every operation on it; their completions find `client` null.
+  void Close() {
+    client = nullptr;
+    boost::system::error_code ignored;
+    resolver.cancel();
+    timer.cancel();
+    socket().close(ignored);
+  }
+
+  RedisClient* client;  // null once the client let go of it
+  std::shared_ptr<asio::ssl::context> context;
+  tcp::resolver resolver;
+  asio::steady_timer timer;  // the connect timeout
+  std::optional<tcp::socket> plain;
+  std::optional<asio::ssl::stream<tcp::socket>> tls;
+  bool tcp_up = false;  // connected (TLS: the handshake may still be going)
+  bool up = false;      // connected, TLS handshake done
+  ReplyArena arena;     // where `reader` builds the replies
+  redisReader* reader = nullptr;
+  std::deque<Handler> handlers;  // of the commands in flight, oldest first
+  std::string out;               // queued, not yet being written
+  std::string writing;           // being written (asynchronously)
+  bool write_in_flight = false;
+  std::unique_ptr<char[]> buf = std::make_unique<char[]>(kReadSize);
+};
+
 namespace {
 
-RedisClient* ClientOf(const redisAsyncContext* ac) { return static_cast<RedisClient*>(ac->data); }
+// Why a TLS handshake failed, in OpenSSL's words: "certificate verify
+// failed (hostname mismatch)", "wrong version number (is ... a TLS port?)".
+std::string HandshakeError(const boost::system::error_code& ec, SSL* ssl,
+                           const std::string& address) {
+  std::string out = "TLS handshake failed: ";
+  if (ec == asio::ssl::error::stream_truncated || ec == asio::error::eof)
+    return out + "the server closed the connection (is " + address + " a TLS port?)";
+  if (ec.category() != asio::error::get_ssl_category()) return out + ec.message();
+  const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+  out += reason != nullptr ? reason : ec.message();
+  long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) return out + " (" + X509_verify_cert_error_string(verify) + ")";
+  return out + " (is " + address + " a TLS port?)";
+}
+
+// Why a connection that was up was lost: "Server closed the connection",
+// "TLS: tlsv13 alert certificate required".
+std::string ReadError(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof || ec == asio::ssl::error::stream_truncated)
+    return "Server closed the connection";
+  if (ec.category() != asio::error::get_ssl_category()) return ec.message();
+  const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+  return std::string("TLS: ") + (reason != nullptr ? reason : ec.message());
+}
 
 }  // namespace
 
 RedisClient::RedisClient(boost::asio::io_context& io, Options options)
-    : io_(io),
-      options_(std::move(options)),
-      arena_(std::make_unique<ReplyArena>()),
-      reconnect_timer_(io) {}
+    : io_(io), options_(std::move(options)), reconnect_timer_(io) {}
 
 RedisClient::~RedisClient() {
   stopping_ = true;
   reconnect_timer_.cancel();
-  if (ctx_ != nullptr) {
+  if (link_) {
     // Handlers still due are dropped, not called: their owner is going.
-    ctx_->data = nullptr;
-    redisAsyncFree(ctx_);
-    ctx_ = nullptr;
+    link_->Close();
+    link_->handlers.clear();
+    link_.reset();
   }
 }
 
@@ -219,37 +317,65 @@ std::string RedisClient::address() const {
 void RedisClient::Start() { Connect(); }
 
 void RedisClient::Connect() {
-  if (stopping_ || ctx_ != nullptr) return;
-  redisAsyncContext* ac = redisAsyncConnect(options_.host.c_str(), options_.port);
-  if (ac == nullptr) {
+  if (stopping_ || link_) return;
+  auto link = std::make_shared<Link>(io_, this, options_.tls);
+  if (link->reader == nullptr) {
     last_error_ = "out of memory";
     return ScheduleReconnect();
   }
-  if (ac->err != 0) {
-    last_error_ = ac->errstr;
-    redisAsyncFree(ac);
-    return ScheduleReconnect();
+  link_ = link;
+  link->timer.expires_after(options_.connect_timeout);
+  link->timer.async_wait([this, link](const boost::system::error_code& ec) {
+    // Up meanwhile: a cancel that came after the expiry does not stop this.
+    if (ec || link->client == nullptr || link->up) return;
+    Fail(link, link->tcp_up ? "TLS handshake timed out (is " + address() + " a TLS port?)"
+                            : "connect timed out");
+  });
+  auto on_connect = [this, link](const boost::system::error_code& ec) {
+    if (link->client == nullptr) return;
+    if (ec) return Fail(link, ec.message());
+    link->tcp_up = true;
+    boost::system::error_code ignored;
+    link->socket().set_option(tcp::no_delay(true), ignored);
+    if (!link->tls) return OnLinkUp(link);
+    SSL* ssl = link->tls->native_handle();
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    boost::system::error_code not_ip;
+    asio::ip::make_address(options_.host, not_ip);
+    if (!not_ip) {
+      // An address: the certificate must list it (an IP subjectAltName).
+      X509_VERIFY_PARAM_set1_ip_asc(param, options_.host.c_str());
+    } else {
+      // A name: sent as SNI (never an address, RFC 6066), and matched
+      // against the certificate's DNS names.
+      SSL_set_tlsext_host_name(ssl, options_.host.c_str());
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      X509_VERIFY_PARAM_set1_host(param, options_.host.c_str(), 0);
+    }
+    link->tls->async_handshake(
+        asio::ssl::stream_base::client, [this, link](const boost::system::error_code& hec) {
+          if (link->client == nullptr) return;
+          if (hec) return Fail(link, HandshakeError(hec, link->tls->native_handle(), address()));
+          OnLinkUp(link);
+        });
+  };
+  boost::system::error_code not_ip;
+  asio::ip::address ip = asio::ip::make_address(options_.host, not_ip);
+  if (!not_ip) {
+    link->socket().async_connect(tcp::endpoint(ip, static_cast<uint16_t>(options_.port)),
+                                 on_connect);
+    return;
   }
-  ctx_ = ac;
-  ac->data = this;
-  ac->c.reader->fn = const_cast<redisReplyObjectFunctions*>(&ReplyArena::kFunctions);
-  ac->c.reader->privdata = arena_.get();
-  watcher_ = std::make_shared<Io>(io_, ac->c.fd);
-  watcher_->ac = ac;
-  ac->ev.data = watcher_.get();
-  ac->ev.addRead = &Io::AddRead;
-  ac->ev.delRead = &Io::DelRead;
-  ac->ev.addWrite = &Io::AddWrite;
-  ac->ev.delWrite = &Io::DelWrite;
-  ac->ev.cleanup = &Io::Cleanup;
-  redisAsyncSetConnectCallback(ac, [](const redisAsyncContext* c, int status) {
-    if (RedisClient* self = ClientOf(c)) self->OnConnected(status);
-  });
-  redisAsyncSetDisconnectCallback(ac, [](const redisAsyncContext* c, int status) {
-    if (RedisClient* self = ClientOf(c)) self->OnDisconnected(status);
-  });
-  // The connection completes on the first write readiness.
-  Io::AddWrite(watcher_.get());
+  link->resolver.async_resolve(
+      options_.host, std::to_string(options_.port),
+      [this, link, on_connect](const boost::system::error_code& ec,
+                               const tcp::resolver::results_type& results) {
+        if (link->client == nullptr) return;
+        if (ec) return Fail(link, "cannot resolve " + options_.host + ": " + ec.message());
+        asio::async_connect(link->socket(), results,
+                            [on_connect](const boost::system::error_code& cec,
+                                         const tcp::endpoint&) { on_connect(cec); });
+      });
 }
 
 void RedisClient::ScheduleReconnect() {
@@ -262,16 +388,18 @@ void RedisClient::ScheduleReconnect() {
   });
 }
 
-void RedisClient::OnConnected(int status) {
-  if (status != REDIS_OK) {
-    // hiredis frees the context after this returns.
-    last_error_ = ctx_ != nullptr && ctx_->errstr != nullptr ? ctx_->errstr : "connect failed";
-    ctx_ = nullptr;
-    return ScheduleReconnect();
+void RedisClient::OnLinkUp(const std::shared_ptr<Link>& link) {
+  link->up = true;
+  link->timer.cancel();
+  if (link->plain) {
+    // Reads and writes are tried at once and must not block (ReadMore, Flush).
+    boost::system::error_code ec;
+    link->plain->non_blocking(true, ec);
+    if (ec) return Fail(link, ec.message());
   }
   retry_ = std::chrono::milliseconds(100);
-  if (!options_.auth.password.empty()) return SendAuth();  // Ready once it is accepted
-  Ready();
+  ReadMore(link);
+  SendAuth();  // Ready once it is answered
 }
 
 void RedisClient::Ready() {
@@ -281,42 +409,99 @@ void RedisClient::Ready() {
     for (const std::string& ch : channels_) SendSubscribe("SUBSCRIBE", ch);
 }
 
+// The first command of every connection: AUTH with credentials, PING
+// without, so that "connected" means Redis answered (not a TLS port taken
+// for a plain one, nor a TLS 1.3 server that ends the connection right
+// after the handshake for want of a client certificate).
 void RedisClient::SendAuth() {
-  std::vector<std::string_view> argv = {"AUTH"};
-  if (!options_.auth.user.empty()) argv.push_back(options_.auth.user);
-  argv.push_back(options_.auth.password);
-  redisAsyncContext* sent_on = ctx_;
-  SendNow(resp::Format(argv), [this, sent_on](const redisReply* r) {
-    if (r == nullptr || ctx_ != sent_on || ctx_ == nullptr) return;  // lost meanwhile
+  const bool auth = !options_.auth.password.empty();
+  std::vector<std::string_view> argv = {auth ? "AUTH" : "PING"};
+  if (auth && !options_.auth.user.empty()) argv.push_back(options_.auth.user);
+  if (auth) argv.push_back(options_.auth.password);
+  std::weak_ptr<Link> sent_on = link_;
+  SendNow(resp::Format(argv), [this, sent_on, auth](const redisReply* r) {
+    std::shared_ptr<Link> link = sent_on.lock();
+    if (r == nullptr || link == nullptr || link != link_) return;  // lost meanwhile
     if (r->type != REDIS_REPLY_ERROR) {
       last_error_.clear();
       return Ready();
     }
     // Redis's words ("WRONGPASS invalid username-password pair or user is
-    // disabled.") name no secret. The connection goes; it is tried again.
-    last_error_ = "AUTH refused: " + std::string(r->str, r->len);
-    redisAsyncDisconnect(ctx_);
+    // disabled.", "NOAUTH Authentication required.") name no secret. The
+    // connection goes; it is tried again.
+    Fail(link, (auth ? "AUTH refused: " : "Redis refused: ") + std::string(r->str, r->len));
   });
 }
 
-void RedisClient::OnDisconnected(int status) {
-  // A refused AUTH closed it: keep saying so.
-  if (!last_error_.starts_with("AUTH refused: "))
-    last_error_ = status == REDIS_OK                           ? "disconnected"
-                  : ctx_ != nullptr && ctx_->errstr != nullptr ? ctx_->errstr
-                                                               : "connection lost";
-  // hiredis frees the context after this returns.
-  ctx_ = nullptr;
+void RedisClient::Fail(const std::shared_ptr<Link>& link, std::string error) {
+  if (link->client == nullptr || link != link_) return;
+  // Lost before the first command was answered, with no word from Redis.
+  if (link->plain && link->up && !connected_ && !error.starts_with("AUTH refused: ") &&
+      !error.starts_with("Redis refused: "))
+    error += " before Redis answered (is " + address() + " a TLS port? Then rediss://)";
+  link->Close();
+  link_.reset();
+  last_error_ = std::move(error);
   bool was = connected_;
   connected_ = false;
+  // The commands in flight get null replies, in order; then on_disconnect.
+  std::deque<Handler> handlers = std::move(link->handlers);
+  std::weak_ptr<bool> alive = alive_;
+  for (Handler& h : handlers) {
+    if (h) h(nullptr);
+    if (alive.expired()) return;
+  }
   if (was && options_.on_disconnect) options_.on_disconnect(last_error_);
+  if (alive.expired()) return;
   ScheduleReconnect();
 }
 
-void RedisClient::OnReply(redisAsyncContext* ac, void* reply, void* privdata) {
-  std::unique_ptr<Handler> h(static_cast<Handler*>(privdata));
-  if (ac->data == nullptr || !*h) return;  // the client is going away
-  (*h)(static_cast<const redisReply*>(reply));
+void RedisClient::ReadMore(const std::shared_ptr<Link>& link) {
+  if (link->tls) {
+    link->tls->async_read_some(asio::buffer(link->buf.get(), kReadSize),
+                               [this, link](const boost::system::error_code& ec, size_t n) {
+                                 if (link->client == nullptr) return;
+                                 if (ec) return Fail(link, ReadError(ec));
+                                 OnRead(link, n);
+                               });
+    return;
+  }
+  // Plain TCP: wait for readiness, then one read, as hiredis did: Asio's
+  // async_read_some would first try a read that finds nothing.
+  link->plain->async_wait(
+      tcp::socket::wait_read, [this, link](const boost::system::error_code& ec) {
+        if (link->client == nullptr) return;
+        if (ec) return Fail(link, ReadError(ec));
+        boost::system::error_code rec;
+        size_t n = link->plain->read_some(asio::buffer(link->buf.get(), kReadSize), rec);
+        if (rec == asio::error::would_block || rec == asio::error::try_again) return ReadMore(link);
+        if (rec) return Fail(link, ReadError(rec));
+        OnRead(link, n);
+      });
+}
+
+void RedisClient::OnRead(const std::shared_ptr<Link>& link, size_t n) {
+  if (redisReaderFeed(link->reader, link->buf.get(), n) != REDIS_OK)
+    return Fail(link, "out of memory");
+  for (;;) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(link->reader, &reply) != REDIS_OK)
+      return Fail(link, std::string("protocol error: ") + link->reader->errstr);
+    if (reply == nullptr) break;
+    Dispatch(link, static_cast<const redisReply*>(reply));
+    ReplyArena::kFunctions.freeObject(reply);
+    // The handler may have dropped the connection, or the client.
+    if (link->client == nullptr) return;
+  }
+  ReadMore(link);
+}
+
+void RedisClient::Dispatch(const std::shared_ptr<Link>& link, const redisReply* r) {
+  if (options_.subscriber && IsPush(r)) return OnPubSub(r);
+  if (link->handlers.empty()) return;  // e.g. an error a SUBSCRIBE got
+  Handler h = std::move(link->handlers.front());
+  link->handlers.pop_front();
+  if (h) h(r);
 }
 
 void RedisClient::Command(const std::vector<std::string_view>& argv, Handler done) {
@@ -324,7 +509,7 @@ void RedisClient::Command(const std::vector<std::string_view>& argv, Handler don
 }
 
 void RedisClient::Send(std::string_view command, Handler done) {
-  if (!connected_ || ctx_ == nullptr) {
+  if (!connected_ || !link_) {
     boost::asio::post(io_, [done = std::move(done)] { done(nullptr); });
     return;
   }
@@ -332,40 +517,69 @@ void RedisClient::Send(std::string_view command, Handler done) {
 }
 
 void RedisClient::SendNow(std::string_view command, Handler done) {
-  auto* h = new Handler(std::move(done));
-  std::shared_ptr<Io> io = watcher_;
-  io->direct = true;
-  int rc =
-      redisAsyncFormattedCommand(ctx_, &RedisClient::OnReply, h, command.data(), command.size());
-  io->direct = false;
-  if (rc != REDIS_OK) {
-    std::unique_ptr<Handler> owned(h);
-    boost::asio::post(io_, [done = std::move(*owned)] { done(nullptr); });
-  }
-  if (io->want_write) io->WriteNow();
+  link_->handlers.push_back(std::move(done));
+  link_->out.append(command);
+  Flush(link_);
 }
 
-void RedisClient::OnPubSub(redisAsyncContext* ac, void* reply, void*) {
-  RedisClient* self = ClientOf(ac);
-  const auto* r = static_cast<const redisReply*>(reply);
-  if (self == nullptr || r == nullptr || r->type != REDIS_REPLY_ARRAY || r->elements < 3) return;
+void RedisClient::Flush(const std::shared_ptr<Link>& link) {
+  if (link->write_in_flight || link->out.empty()) return;
+  if (link->plain) {
+    // Written at once: waiting for write readiness cost an epoll_ctl per
+    // command and held the command back until the loop's next epoll_wait,
+    // behind every handler ready by then. What the socket does not take,
+    // and any error, is left to the asynchronous write.
+    boost::system::error_code ec;
+    size_t n = link->plain->write_some(asio::buffer(link->out), ec);
+    if (!ec && n == link->out.size()) {
+      link->out.clear();
+      return;
+    }
+    if (!ec) link->out.erase(0, n);
+  }
+  WriteAsync(link);
+}
+
+void RedisClient::WriteAsync(const std::shared_ptr<Link>& link) {
+  link->write_in_flight = true;
+  link->writing.swap(link->out);
+  auto done = [this, link](const boost::system::error_code& ec, size_t) {
+    if (link->client == nullptr) return;
+    link->write_in_flight = false;
+    if (link->writing.capacity() > kKeptOutput) {
+      std::string().swap(link->writing);
+    } else {
+      link->writing.clear();
+    }
+    if (ec) return Fail(link, ec.message());
+    Flush(link);
+  };
+  if (link->tls) {
+    asio::async_write(*link->tls, asio::buffer(link->writing), done);
+  } else {
+    asio::async_write(*link->plain, asio::buffer(link->writing), done);
+  }
+}
+
+void RedisClient::OnPubSub(const redisReply* r) {
   std::string_view kind(r->element[0]->str, r->element[0]->len);
   const redisReply* ch = r->element[1];
-  if (kind == "subscribe" && ch->str != nullptr && self->options_.on_subscribed) {
-    self->options_.on_subscribed(std::string_view(ch->str, ch->len));
+  if (kind == "subscribe" && ch->str != nullptr && options_.on_subscribed) {
+    options_.on_subscribed(std::string_view(ch->str, ch->len));
     return;
   }
-  if (kind != "message" || !self->options_.on_message) return;
+  if (kind != "message" || !options_.on_message || ch->str == nullptr) return;
   const redisReply* msg = r->element[2];
-  self->options_.on_message(std::string_view(ch->str, ch->len),
-                            msg->str != nullptr ? std::string_view(msg->str, msg->len) : "");
+  options_.on_message(std::string_view(ch->str, ch->len),
+                      msg->str != nullptr ? std::string_view(msg->str, msg->len) : "");
 }
 
 void RedisClient::SendSubscribe(const char* verb, const std::string& channel) {
-  if (!connected_ || ctx_ == nullptr) return;
-  const char* argv[2] = {verb, channel.data()};
-  size_t lens[2] = {std::char_traits<char>::length(verb), channel.size()};
-  redisAsyncCommandArgv(ctx_, &RedisClient::OnPubSub, nullptr, 2, argv, lens);
+  if (!connected_ || !link_) return;
+  // No handler: Redis answers with pushes (OnPubSub), not replies.
+  std::string_view argv[2] = {verb, channel};
+  link_->out.append(resp::Format(argv));
+  Flush(link_);
 }
 
 void RedisClient::Subscribe(const std::string& channel) {

@@ -1,6 +1,7 @@
-// One connection to a Redis server, driven by hiredis's asynchronous API on
-// the Asio loop thread (docs/redis-backend.md). Commands are sent in the
-// order issued and their handlers run in that order; nothing blocks the loop.
+// One connection to a Redis server on the Asio loop thread: a TCP socket, or
+// a TLS stream over it (rediss://, docs/redis-backend.md), that Asio drives;
+// hiredis's reader parses the replies. Commands are sent in the order
+// issued and their handlers run in that order; nothing blocks the loop.
 //
 // The connection re-establishes itself: when it is lost (Redis restarted, a
 // network error) every command in flight completes with a null reply, and
@@ -12,8 +13,15 @@
 // `on_message`, and Redis's confirmations of its subscriptions to
 // `on_subscribed`; it re-subscribes its channels after a reconnect.
 //
-// With credentials, every (re)connect first sends AUTH, and the client is
-// connected only once Redis accepts it: nothing runs unauthenticated.
+// Every (re)connect first sends AUTH (with credentials) or PING, and the
+// client is connected only once Redis answers it without an error: nothing
+// runs unauthenticated, and "connected" means Redis answered.
+//
+// With TLS, every (re)connect first completes a TLS handshake that checks
+// the server's certificate against the context's CAs and its name (or IP
+// address) against `host`, which is also sent as SNI; a failure is kept as
+// last_error() ("TLS handshake failed: certificate verify failed (...)")
+// and tried again later, as a refused connection is.
 //
 // Thread: every method, and every handler, on the loop thread.
 #ifndef DELAYQ_BACKEND_REDIS_CLIENT_H_
@@ -21,6 +29,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <set>
@@ -28,8 +37,13 @@
 #include <string_view>
 #include <vector>
 
-struct redisAsyncContext;
+#include "delayq/status.h"
+
 struct redisReply;
+
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
 
 namespace delayq::backend {
 
@@ -41,6 +55,20 @@ struct RedisCredentials {
   bool operator==(const RedisCredentials&) const = default;
 };
 
+// What TLS connections to Redis trust and show (docs/redis-backend.md,
+// "TLS"). The server's certificate is always verified.
+struct RedisTlsOptions {
+  std::string ca_file = {};    // PEM; empty: the system's CA store
+  std::string cert_file = {};  // the client's certificate chain (PEM), for
+                               // tls-auth-clients; empty: none
+  std::string key_file = {};   // its private key (PEM); with cert_file only
+};
+
+// A client TLS context for Redis connections: TLS 1.2 or later, peers
+// verified against `o`'s CAs. kInvalidArgument naming the file and
+// OpenSSL's reason when a file cannot be used (never its contents).
+Result<std::shared_ptr<boost::asio::ssl::context>> NewRedisTlsContext(const RedisTlsOptions& o);
+
 class RedisClient {
  public:
   // `reply` is null when the connection failed or was lost before a reply.
@@ -51,6 +79,12 @@ class RedisClient {
     std::string host = "127.0.0.1";
     int port = 6379;
     bool subscriber = false;
+    // Non-null: connect over TLS with this context (NewRedisTlsContext),
+    // verifying that the certificate names `host`.
+    std::shared_ptr<boost::asio::ssl::context> tls;
+    // A connection (resolving, TCP, and the TLS handshake) not made within
+    // this is given up, and tried again later.
+    std::chrono::milliseconds connect_timeout{3000};
     // Sent as AUTH first on every (re)connect: the client counts as
     // connected, runs `on_connect` and takes commands only once Redis has
     // accepted it. A refusal is kept as last_error() ("AUTH refused:
@@ -77,6 +111,9 @@ class RedisClient {
   // Starts connecting (and reconnecting whenever the connection is lost).
   void Start();
   bool connected() const { return connected_; }
+  // Why the connection was lost or could not be made ("Connection refused",
+  // "TLS handshake failed: certificate verify failed (hostname mismatch)",
+  // "AUTH refused: WRONGPASS ..."); never holds a secret.
   const std::string& last_error() const { return last_error_; }
   std::string address() const;
 
@@ -90,27 +127,32 @@ class RedisClient {
   void Unsubscribe(const std::string& channel);
 
  private:
-  struct Io;         // the socket's watcher, shared with hiredis's hooks
-  class ReplyArena;  // where hiredis's reader builds the replies
+  struct Link;  // one connection: its socket or TLS stream, reader, handlers
   void Connect();
   void ScheduleReconnect();
-  void OnConnected(int status);
-  void OnDisconnected(int status);
-  static void OnReply(redisAsyncContext* ac, void* reply, void* privdata);
-  static void OnPubSub(redisAsyncContext* ac, void* reply, void* privdata);
+  // The connection is up (TCP, and TLS if any): AUTH, or Ready.
+  void OnLinkUp(const std::shared_ptr<Link>& link);
+  // Ends `link` (if it is still the current one) with `error`: the handlers
+  // in flight get null replies, on_disconnect runs, a reconnect is due.
+  void Fail(const std::shared_ptr<Link>& link, std::string error);
+  void ReadMore(const std::shared_ptr<Link>& link);
+  // Parses `n` bytes just read and runs the handlers of the replies whole.
+  void OnRead(const std::shared_ptr<Link>& link, size_t n);
+  void Dispatch(const std::shared_ptr<Link>& link, const redisReply* r);
+  void OnPubSub(const redisReply* r);
+  // Writes what `link` has queued: at once if it can, else on the loop.
+  void Flush(const std::shared_ptr<Link>& link);
+  void WriteAsync(const std::shared_ptr<Link>& link);
   void SendSubscribe(const char* verb, const std::string& channel);
-  // After AUTH, if any: connected; on_connect; the subscriptions.
+  // After AUTH or PING: connected; on_connect; the subscriptions.
   void Ready();
   void SendAuth();
-  // Send, connected or not. REQUIRES: ctx_ != nullptr.
+  // Send, connected or not. REQUIRES: link_ != nullptr.
   void SendNow(std::string_view command, Handler done);
 
   boost::asio::io_context& io_;
   Options options_;
-  // Declared before ctx_: a context hiredis frees may free a reply into it.
-  std::unique_ptr<ReplyArena> arena_;
-  redisAsyncContext* ctx_ = nullptr;
-  std::shared_ptr<Io> watcher_;
+  std::shared_ptr<Link> link_;  // null while there is no connection
   bool connected_ = false;
   bool stopping_ = false;
   std::string last_error_;

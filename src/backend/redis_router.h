@@ -34,6 +34,9 @@ class RedisRouter {
     bool cluster = false;
     int db = 0;             // plain only (a cluster has database 0 only)
     RedisCredentials auth;  // every node's connection authenticates so
+    // Non-null: every node, the seeds and those CLUSTER SLOTS and MOVED
+    // name, is reached over TLS with this context (RedisClient::Options).
+    std::shared_ptr<boost::asio::ssl::context> tls;
     // Runs after every (re)connect of a node, before later commands to it
     // (e.g. SCRIPT LOAD).
     std::function<void(RedisClient& node)> on_node_connect;

@@ -39,16 +39,14 @@ using namespace std::chrono_literals;
 
 // The error code of an error reply, or "<none>".
 // DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
-// backend, with a redis-server of its own for each test.
+// backend, with a redis-server of its own for each test (=rediss: the same
+// over TLS).
 class HttpFixture : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> args = {"--in-memory"}) {
     std::string error;
-    if (AgainstRedis()) {
-      if (!redis_.running()) ASSERT_TRUE(redis_.Start(&error)) << error;
-      args.push_back("--backend");
-      args.push_back(redis_.url());
-    }
+    if (AgainstRedis() || AgainstRedisTls())
+      ASSERT_TRUE(redis_.StartForDelayqd(&error, &args)) << error;
     ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
     http_port_ = HttpPortOf(server_);
     ASSERT_NE(http_port_, 0) << server_.Log();

@@ -11,6 +11,7 @@
 
 #include "backend/redis_backend.h"
 #include "server/redis_process.h"
+#include "server/redis_test_util.h"
 #include "server/server_process.h"
 
 namespace delayq::testing {
@@ -19,19 +20,6 @@ namespace {
 constexpr const char* kSecret = "s3cr3t-p@ss/w:rd";
 // kSecret as a URL's userinfo writes it.
 constexpr const char* kSecretInUrl = "s3cr3t-p%40ss%2Fw%3Ard";
-
-std::string HostPort(const RedisProcess& r) { return "127.0.0.1:" + std::to_string(r.port()); }
-
-// put, reserve and delete one job over the beanstalkd protocol.
-void ExpectAJobGoesThrough(uint16_t port) {
-  RawClient c(port);
-  ASSERT_TRUE(c.ok()) << c.error();
-  std::string put = c.Call("put 0 0 60 5\r\nhello\r\n");
-  ASSERT_EQ(put.rfind("INSERTED ", 0), 0u) << put;
-  std::string id = put.substr(9, put.size() - 11);
-  EXPECT_EQ(c.Call("reserve-with-timeout 5\r\n"), "RESERVED " + id + " 5\r\nhello\r\n");
-  EXPECT_EQ(c.Call("delete " + id + "\r\n"), "DELETED\r\n");
-}
 
 void ExpectNoSecretIn(const std::string& log) {
   EXPECT_EQ(log.find("s3cr3t"), std::string::npos) << "a password in the log:\n" << log;
@@ -166,33 +154,16 @@ TEST(RedisClusterAuth, EveryNodeIsReachedWithThePassword) {
                                  "--cluster-node-timeout", "5000", "--requirepass", kSecret,
                                  "--masterauth", kSecret}))
         << error;
-  const std::string cli = "REDISCLI_AUTH='" + std::string(kSecret) + "' redis-cli";
-  std::string cmd = cli + " --cluster create";
-  for (auto& n : nodes) cmd += " " + HostPort(n);
-  cmd += " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  for (auto& n : nodes) {
-    std::string check = "for i in $(seq 100); do " + cli + " -p " + std::to_string(n.port()) +
-                        " cluster info 2>/dev/null | grep -q cluster_state:ok && exit 0;"
-                        " sleep 0.1; done; exit 1";
-    ASSERT_EQ(std::system(check.c_str()), 0) << "cluster not ok on " << n.port();
-  }
+  CreateRedisCluster(nodes, "REDISCLI_AUTH='" + std::string(kSecret) + "' redis-cli");
+  if (HasFatalFailure()) return;
   ServerProcess server;
   ASSERT_TRUE(server.Start(
       DelayqdPath(),
       {"--backend", "redis-cluster://:" + std::string(kSecretInUrl) + "@" + HostPort(nodes[0])},
       &error))
       << error;
-  RawClient c(server.port());
-  ASSERT_TRUE(c.ok());
   // Topics spread over the masters: each is reached with the password.
-  for (int i = 0; i < 8; ++i) {
-    std::string tube = "t" + std::to_string(i);
-    EXPECT_EQ(c.Call("use " + tube + "\r\n"), "USING " + tube + "\r\n");
-    EXPECT_EQ(c.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED", 0), 0u) << tube;
-  }
-  std::string stats = c.Call("stats\r\n");
-  EXPECT_NE(stats.find("\ntotal-jobs: 8\n"), std::string::npos) << stats;
+  ExpectJobsOnEveryMaster(server.port());
   ExpectNoSecretIn(server.Log());
 }
 

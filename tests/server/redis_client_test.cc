@@ -1,7 +1,9 @@
 // RedisClient against a real redis-server: replies of every type and size
 // come through whole, as hiredis's reader parses them into the client's
 // reply arena (backend/redis_client.cc), also when a reply arrives in many
-// reads and when replies follow each other in one read.
+// reads and when replies follow each other in one read. Every test runs
+// twice: over plain TCP, and over TLS (a redis-server serving TLS alone,
+// with a certificate the test makes).
 #include "backend/redis_client.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 
 #include "server/io_wait.h"
 #include "server/redis_process.h"
+#include "server/test_pki.h"
 
 namespace delayq::backend {
 namespace {
@@ -46,14 +49,24 @@ Value Int(long long i) { return Value{REDIS_REPLY_INTEGER, i, "", {}}; }
 Value Nil() { return Value{REDIS_REPLY_NIL, 0, "", {}}; }
 Value Arr(std::vector<Value> e) { return Value{REDIS_REPLY_ARRAY, 0, "", std::move(e)}; }
 
-class RedisClientTest : public ::testing::Test {
+class RedisClientTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     std::string error;
-    ASSERT_TRUE(redis_.Start(&error)) << error;
-    RedisClient::Options o;
-    o.port = redis_.port();
-    client_ = std::make_unique<RedisClient>(io_, o);
+    if (GetParam()) {
+      ASSERT_TRUE(pki_.Init(&error)) << error;
+      ASSERT_TRUE(pki_.Issue("redis", "IP:127.0.0.1", &error)) << error;
+      std::vector<std::string> flags = pki_.RedisFlags("redis");
+      flags.insert(flags.end(), {"--tls-auth-clients", "no"});
+      redis_.UseTls(flags);
+      auto ctx = NewRedisTlsContext({.ca_file = pki_.ca()});
+      ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+      tls_ = *ctx;
+    }
+    // A script that runs long on a loaded machine must not make Redis
+    // answer BUSY to the other connections (ACommandTheSocketTakesIn...).
+    ASSERT_TRUE(redis_.Start(&error, {"--busy-reply-threshold", "60000"})) << error;
+    client_ = std::make_unique<RedisClient>(io_, Options());
     client_->Start();
     ASSERT_TRUE(testing::RunIoUntil(
         io_, [&] { return client_->connected(); }, milliseconds(5000)));
@@ -74,12 +87,22 @@ class RedisClientTest : public ::testing::Test {
     return out;
   }
 
+  // A client's options for redis_.
+  RedisClient::Options Options() const {
+    RedisClient::Options o;
+    o.port = redis_.port();
+    o.tls = tls_;
+    return o;
+  }
+
+  testing::TestPki pki_;
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // null: plain TCP
   testing::RedisProcess redis_;
   boost::asio::io_context io_;
   std::unique_ptr<RedisClient> client_;
 };
 
-TEST_F(RedisClientTest, EveryReplyTypeComesThrough) {
+TEST_P(RedisClientTest, EveryReplyTypeComesThrough) {
   auto r = Run({{"SET", "k", "v"},
                 {"GET", "k"},
                 {"GET", "missing"},
@@ -96,15 +119,13 @@ TEST_F(RedisClientTest, EveryReplyTypeComesThrough) {
             Arr({Int(1), Arr({Int(2), Arr({Str("a"), Str("b")}), Arr({})}), Str("x"), Nil()}));
 }
 
-// A command is written when it is sent (RedisClient::Io::WriteNow); what
-// the socket does not take goes on write readiness. Redis, busy in a
+// A command is written when it is sent (RedisClient::Flush; over TLS, on
+// the loop); what the socket does not take goes on write readiness. Redis, busy in a
 // script on another connection, reads nothing meanwhile, so a command of
 // 24 MB fills the socket's buffers and leaves in parts; the commands after
 // it wait their turn, and all come back whole and in order.
-TEST_F(RedisClientTest, ACommandTheSocketTakesInPartsGoesWhole) {
-  RedisClient::Options o;
-  o.port = redis_.port();
-  RedisClient busy(io_, o);
+TEST_P(RedisClientTest, ACommandTheSocketTakesInPartsGoesWhole) {
+  RedisClient busy(io_, Options());
   busy.Start();
   ASSERT_TRUE(testing::RunIoUntil(
       io_, [&] { return busy.connected(); }, milliseconds(5000)));
@@ -123,7 +144,7 @@ TEST_F(RedisClientTest, ACommandTheSocketTakesInPartsGoesWhole) {
   EXPECT_EQ(Run({{"GET", "big"}})[0], Str(big));
 }
 
-TEST_F(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
+TEST_P(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
   std::mt19937 rng(11);
   auto random_string = [&](size_t n) {
     std::string s(n, '\0');
@@ -160,10 +181,9 @@ TEST_F(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
 
 // A subscriber hears Redis confirm each subscription before any message of
 // the channel, and again for each channel it renews after Redis restarted.
-TEST_F(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) {
+TEST_P(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) {
   std::vector<std::string> events;  // "+channel" confirmed, "channel:message"
-  RedisClient::Options so;
-  so.port = redis_.port();
+  RedisClient::Options so = Options();
   so.subscriber = true;
   so.on_message = [&](std::string_view ch, std::string_view msg) {
     events.push_back(std::string(ch) + ":" + std::string(msg));
@@ -198,6 +218,11 @@ TEST_F(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) 
       io_, [&] { return events.size() == 3; }, milliseconds(5000)));
   EXPECT_EQ(events.back(), "b:after");
 }
+
+INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisClientTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Tls" : "Plain";
+                         });
 
 }  // namespace
 }  // namespace delayq::backend

@@ -10,26 +10,39 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <thread>
+
+#include "server/test_pki.h"
 
 namespace delayq::testing {
 
 namespace {
 
-// True when 127.0.0.1:port answers "PING" with "+PONG", or with "-NOAUTH"
-// (it is up, and wants a password first).
-bool Pong(uint16_t port) {
+// A socket connected to 127.0.0.1:port (replies awaited up to 1 s), or -1.
+int ConnectLoopback(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = false;
   timeval tv{1, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+// True when 127.0.0.1:port answers "PING" with "+PONG", or with "-NOAUTH"
+// (it is up, and wants a password first).
+bool Pong(uint16_t port) {
+  int fd = ConnectLoopback(port);
+  if (fd < 0) return false;
+  bool ok = false;
+  if (send(fd, "PING\r\n", 6, MSG_NOSIGNAL) == 6) {
     char buf[16] = {};
     ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
     ok = (n >= 5 && std::strncmp(buf, "+PONG", 5) == 0) ||
@@ -39,7 +52,52 @@ bool Pong(uint16_t port) {
   return ok;
 }
 
+// True when the log at `path` says, past its first `from` bytes, that
+// redis-server serves ("Ready to accept connections": it listens before
+// it has checked all its settings, a cluster's port among them).
+bool ReadyInLog(const std::string& path, std::streamoff from) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(from);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text.find("Ready to accept connections") != std::string::npos;
+}
+
+std::streamoff FileSize(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  return in ? static_cast<std::streamoff>(in.tellg()) : 0;
+}
+
+// The CA and the certificate (for 127.0.0.1) of this test process's
+// TLS-only redis-servers; null with *error set if openssl failed.
+const TestPki* SharedPki(std::string* error) {
+  static std::unique_ptr<TestPki> pki;
+  static std::string failed;
+  if (pki == nullptr && failed.empty()) {
+    auto made = std::make_unique<TestPki>();
+    if (made->Init(&failed) && made->Issue("redis", "IP:127.0.0.1", &failed)) pki = std::move(made);
+  }
+  if (pki == nullptr) *error = failed;
+  return pki.get();
+}
+
 }  // namespace
+
+bool RedisProcess::StartForDelayqd(std::string* error, std::vector<std::string>* args) {
+  const TestPki* pki = nullptr;
+  if (AgainstRedisTls()) {
+    pki = SharedPki(error);
+    if (pki == nullptr) return false;
+    if (!tls_) {
+      std::vector<std::string> flags = pki->RedisFlags("redis");
+      flags.insert(flags.end(), {"--tls-auth-clients", "no"});
+      UseTls(flags);
+    }
+  }
+  if (!running() && !Start(error)) return false;
+  args->insert(args->end(), {"--backend", url()});
+  if (pki != nullptr) args->insert(args->end(), {"--redis-tls-ca-file", pki->ca()});
+  return true;
+}
 
 bool RedisServerAvailable() { return access(kRedisServerPath, X_OK) == 0; }
 
@@ -61,7 +119,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
     if (fresh) port_ = FreeLoopbackPort();
     std::vector<std::string> args = {kRedisServerPath,
                                      "--port",
-                                     std::to_string(port_),
+                                     tls_ ? "0" : std::to_string(port_),
                                      "--bind",
                                      "127.0.0.1",
                                      "--dir",
@@ -74,7 +132,12 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
                                      "no",
                                      "--logfile",
                                      dir_.path() + "/redis.log"};
+    if (tls_) {
+      args.insert(args.end(), {"--tls-port", std::to_string(port_)});
+      args.insert(args.end(), tls_flags_.begin(), tls_flags_.end());
+    }
     args.insert(args.end(), extra_.begin(), extra_.end());
+    const std::streamoff log_from = FileSize(dir_.path() + "/redis.log");
     std::vector<char*> argv;
     for (std::string& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -105,7 +168,7 @@ bool RedisProcess::Start(std::string* error, const std::vector<std::string>& ext
         pid_ = -1;
         break;  // exited: the port was taken meanwhile, most likely
       }
-      if (Pong(port_)) return true;
+      if (tls_ ? ReadyInLog(dir_.path() + "/redis.log", log_from) : Pong(port_)) return true;
       std::this_thread::sleep_for(milliseconds(10));
     }
     if (pid_ > 0) {

@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/server_process.h"
@@ -19,6 +21,13 @@
 namespace delayq::testing {
 
 inline constexpr const char* kRedisServerPath = "/usr/bin/redis-server";
+// Whether the black-box fixtures that run delayqd on the Redis backend
+// (AgainstRedis) run it over TLS instead (DELAYQ_TEST_AGAINST=rediss: the
+// ctest entry http_on_rediss).
+inline bool AgainstRedisTls() {
+  const char* e = std::getenv("DELAYQ_TEST_AGAINST");
+  return e != nullptr && std::string_view(e) == "rediss";
+}
 bool RedisServerAvailable();
 
 class RedisProcess {
@@ -33,19 +42,34 @@ class RedisProcess {
   // and waits until it answers PING. False with *error set otherwise.
   bool Start(std::string* error, const std::vector<std::string>& extra = {},
              milliseconds timeout = milliseconds(10000));
+  // From the next Start on: serve TLS alone, on port() (`--port 0
+  // --tls-port`), with `tls_flags` (its certificate files, ...). Ready
+  // once its log says so (a plain PING cannot tell).
+  void UseTls(std::vector<std::string> tls_flags) {
+    tls_ = true;
+    tls_flags_ = std::move(tls_flags);
+  }
+  // For a black-box fixture's delayqd: starts it unless it runs (over TLS
+  // when AgainstRedisTls(), with a CA and certificate of this test
+  // process's own), and adds to `args` the flags that put delayqd on it.
+  bool StartForDelayqd(std::string* error, std::vector<std::string>* args);
   // SIGKILL, and reaps it.
   void Kill();
   // SIGTERM, waits for the exit.
   void Stop();
   bool running() const { return pid_ > 0; }
   uint16_t port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (tls_ ? "rediss://127.0.0.1:" : "redis://127.0.0.1:") + std::to_string(port_);
+  }
   const std::string& dir() const { return dir_.path(); }
 
  private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
   std::vector<std::string> extra_;
+  bool tls_ = false;
+  std::vector<std::string> tls_flags_;
   TempDir dir_;
 };
 
