@@ -27,9 +27,8 @@ PACKAGES=(
   rapidjson-dev       # JSON of the HTTP API
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
-  libssl-dev          # TLS to Redis (rediss://)
   liburing-dev        # batched socket calls of the beanstalkd connections
-  libssl-dev          # OpenSSL: token digests and secrets (SHA-256, random bytes)
+  libssl-dev          # OpenSSL: TLS to Redis (rediss://), token digests and secrets
   # tests and benchmarks
   libgtest-dev
   libgmock-dev
