@@ -34,7 +34,11 @@
 #include <string_view>
 #include <vector>
 
+#include "http_reply.h"
+
 namespace {
+
+namespace bench = delayq::bench;
 
 using Clock = std::chrono::steady_clock;
 
@@ -101,20 +105,6 @@ void SendAll(int fd, const std::string& s) {
   }
 }
 
-// A complete reply at the front of `in`: its status and body; consumed.
-bool TakeReply(std::string& in, int* status, std::string* body) {
-  size_t end = in.find("\r\n\r\n");
-  if (end == std::string::npos) return false;
-  size_t cl = in.find("Content-Length: ");
-  if (cl == std::string::npos || cl > end) Die(2, "reply without Content-Length");
-  size_t len = std::strtoul(in.c_str() + cl + 16, nullptr, 10);
-  if (in.size() < end + 4 + len) return false;
-  *status = std::atoi(in.c_str() + 9);
-  body->assign(in, end + 4, len);
-  in.erase(0, end + 4 + len);
-  return true;
-}
-
 uint64_t FirstId(const std::string& body) {
   size_t at = body.find("\"id\":");
   return at == std::string::npos ? 0 : std::strtoull(body.c_str() + at + 5, nullptr, 10);
@@ -126,12 +116,6 @@ std::string FirstLease(const std::string& body) {
   if (at == std::string::npos) return "";
   at += 9;
   return body.substr(at, body.find('"', at) - at);
-}
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
 }  // namespace
@@ -235,7 +219,7 @@ int main(int argc, char** argv) {
       auto arrived = Clock::now();
       c.in.append(buf, static_cast<size_t>(got));
       int status;
-      while (TakeReply(c.in, &status, &body)) {
+      while (bench::TakeHttpReply(c.in, &status, &body, "http_loadgen")) {
         if (longpoll) {
           if (i == producer) {
             if (status != 201) Die(2, "put: " + std::to_string(status) + " " + body);
@@ -283,12 +267,12 @@ int main(int argc, char** argv) {
   double secs = std::chrono::duration<double>(stop_at - measured_start).count();
   if (longpoll) {
     std::printf("samples: %zu\n", lat.size());
-    std::printf("wakeup_p50_us: %.0f\n", Percentile(lat, 0.50));
-    std::printf("wakeup_p99_us: %.0f\n", Percentile(lat, 0.99));
+    std::printf("wakeup_p50_us: %.0f\n", bench::Percentile(lat, 0.50));
+    std::printf("wakeup_p99_us: %.0f\n", bench::Percentile(lat, 0.99));
   } else {
     std::printf("jobs_per_s: %.0f\n", static_cast<double>(done) / secs);
-    std::printf("latency_p50_us: %.0f\n", Percentile(lat, 0.50));
-    std::printf("latency_p99_us: %.0f\n", Percentile(lat, 0.99));
+    std::printf("latency_p50_us: %.0f\n", bench::Percentile(lat, 0.50));
+    std::printf("latency_p99_us: %.0f\n", bench::Percentile(lat, 0.99));
   }
   return 0;
 }

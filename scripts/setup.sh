@@ -28,13 +28,14 @@ PACKAGES=(
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
   liburing-dev        # batched socket calls of the beanstalkd connections
-  libssl-dev          # OpenSSL: TLS to Redis (rediss://), token digests and secrets
+  libssl-dev          # OpenSSL: TLS (listeners, rediss://), token digests and secrets
   # tests and benchmarks
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
   beanstalkd          # the peer the load benchmark compares against
-  curl                # runs the examples of docs/http-api.md in their test
+  curl                # runs the examples of docs/http-api.md in their test; HTTPS in the TLS test
+  openssl             # the TLS test's certificates and its s_client
   ruby-beaneater      # a real beanstalkd client for the black-box tests
   ruby                # runs it (ruby-beaneater does not depend on ruby)
   redis-server        # the Redis the Redis backend's tests start

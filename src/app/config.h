@@ -76,6 +76,15 @@ struct Config {
   // networks whose clients need no token ("none": no network).
   std::string auth_file;
   std::string trusted_networks = "127.0.0.0/8,::1/128";
+  // TLS (docs/security.md, "TLS"): the certificate chain and key (both or
+  // neither; empty: TLS off), the CA client certificates must chain to
+  // (empty: none asked for), whether plaintext is refused from outside the
+  // trusted networks, and how long a handshake may take.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool tls_required = false;
+  TimeMs tls_handshake_timeout_ms = 10'000;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

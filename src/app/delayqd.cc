@@ -29,6 +29,7 @@
 #include "server/event_loop.h"
 #include "server/http_server.h"
 #include "server/server_context.h"
+#include "server/tls.h"
 #include "store/rocks_store.h"
 
 extern char** environ;
@@ -321,6 +322,22 @@ int main(int argc, char** argv) {
     }
     ctx.access.Reload(std::move(policy).value());
   }
+  // TLS (docs/security.md, "TLS"): the files are read now; a bad one stops
+  // the start.
+  const server::TlsFiles tls_files{config.tls_cert, config.tls_key, config.tls_client_ca};
+  if (!tls_files.cert.empty()) {
+    auto tls = server::LoadTlsContext(tls_files);
+    if (!tls.ok()) {
+      spdlog::error("event=bad_tls error=\"{}\"", tls.status().message());
+      return 1;
+    }
+    ctx.tls = std::move(tls).value();
+    ctx.tls_required = config.tls_required;
+    ctx.tls_handshake_timeout = std::chrono::milliseconds(config.tls_handshake_timeout_ms);
+    spdlog::info("event=tls {} client_certificates={} tls_required={}",
+                 server::TlsCertificateSummary(*ctx.tls),
+                 tls_files.client_ca.empty() ? "off" : "required", ctx.tls_required ? "on" : "off");
+  }
   ctx.max_memory = config.max_memory;
   if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
   utsname u{};
@@ -361,7 +378,9 @@ int main(int argc, char** argv) {
       };
   drain_signal.async_wait(on_drain);
   // SIGHUP: the token file again. A bad one is logged and the tokens in
-  // force stay; connections stay open, held to the new tokens.
+  // force stay; connections stay open, held to the new tokens. With TLS,
+  // the certificate, key and client CA again, for new connections (a bad
+  // file is logged and the ones in force stay).
   boost::asio::signal_set reload_signal(io, SIGHUP);
   std::function<void(const boost::system::error_code&, int)> on_reload =
       [&](const boost::system::error_code& ec, int) {
@@ -373,6 +392,17 @@ int main(int argc, char** argv) {
         } else {
           spdlog::error("event=reload_failed note=\"the tokens in force stay\" error=\"{}\"",
                         policy.status().message());
+        }
+        if (ctx.tls != nullptr) {
+          auto tls = server::LoadTlsContext(tls_files);
+          if (tls.ok()) {
+            ctx.tls = std::move(tls).value();
+            spdlog::info("event=tls_reloaded {}", server::TlsCertificateSummary(*ctx.tls));
+          } else {
+            spdlog::error(
+                "event=tls_reload_failed note=\"the certificate in force stays\" error=\"{}\"",
+                tls.status().message());
+          }
         }
         reload_signal.async_wait(on_reload);
       };

@@ -29,6 +29,20 @@ Status FinishBackend(Config* c) {
   return Status::Ok();
 }
 
+// Both the certificate and the key, or neither; the rest only with them.
+// (Whether the files can be read and match is checked at start.)
+Status FinishTls(Config* c) {
+  if (c->tls_cert.empty() != c->tls_key.empty())
+    return Status::InvalidArgument(
+        c->tls_cert.empty() ? "--tls-key needs --tls-cert (the certificate of that key)"
+                            : "--tls-cert needs --tls-key (the certificate's private key)");
+  if (c->tls_cert.empty() && !c->tls_client_ca.empty())
+    return Status::InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key");
+  if (c->tls_cert.empty() && c->tls_required)
+    return Status::InvalidArgument("--tls-required needs --tls-cert and --tls-key");
+  return Status::Ok();
+}
+
 using K = SettingKind;
 
 // One row per setting. The defaults are Config's (config.h); `help` is
@@ -403,6 +417,66 @@ const Setting kSettings[] = {
             "loopback only, so a delayqd listening on other addresses refuses their clients "
             "(`UNAUTHORIZED`; HTTP 401) until they authenticate, or until their network is "
             "listed here"},
+    {.flags = "--tls-cert",
+     .env = "DELAYQ_TLS_CERT",
+     .toml = "tls_cert",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::tls_cert,
+     .help = "Serve TLS on both listeners with this certificate (PEM, then its chain);\n"
+             "plaintext still works on the same ports. Read again on SIGHUP",
+     .doc_default = "none",
+     .doc = "the server's certificate (PEM), followed by its intermediate CAs: with it and "
+            "`--tls-key`, both listeners serve TLS 1.2 or later beside plaintext on the same "
+            "port (a client's first byte tells which: docs/security.md, \"TLS\"). One without "
+            "the other, an unreadable file, or a key that is not the certificate's stops the "
+            "start with a message. Read again on SIGHUP for new connections (a bad file is "
+            "logged and the files in force stay)"},
+    {.flags = "--tls-key",
+     .env = "DELAYQ_TLS_KEY",
+     .toml = "tls_key",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::tls_key,
+     .finish = FinishTls,
+     .help = "The private key (PEM, unencrypted) of --tls-cert",
+     .doc_default = "none",
+     .doc = "the private key of `--tls-cert` (PEM, not encrypted; keep it readable by delayqd "
+            "only)"},
+    {.flags = "--tls-client-ca",
+     .env = "DELAYQ_TLS_CLIENT_CA",
+     .toml = "tls_client_ca",
+     .metavar = "FILE",
+     .kind = K::kString,
+     .field = &Config::tls_client_ca,
+     .help = "Require a client certificate on TLS connections, verified against these\n"
+             "CAs (PEM)",
+     .doc_default = "none",
+     .doc = "with TLS on, every TLS client must present a certificate that chains to one of "
+            "these CAs (PEM), or its handshake fails. Plaintext clients are not asked: use "
+            "`--tls-required` to refuse them"},
+    {.flags = "--tls-required",
+     .env = "DELAYQ_TLS_REQUIRED",
+     .toml = "tls_required",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::tls_required,
+     .help = "Refuse plaintext from clients outside --trusted-networks (TLS only for them)",
+     .doc = "with TLS on, a plaintext client from outside `--trusted-networks` is refused: "
+            "beanstalkd `TLS_REQUIRED ...`, HTTP `403 tls_required`, then closed; trusted "
+            "networks may still speak plaintext"},
+    {.flags = "--tls-handshake-timeout",
+     .env = "DELAYQ_TLS_HANDSHAKE_TIMEOUT",
+     .toml = "tls_handshake_timeout",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::tls_handshake_timeout_ms,
+     .lo = 100,
+     .example = "10s",
+     .help = "Close a TLS connection whose handshake takes longer than this (default 10s)",
+     .doc = "a TLS client must finish its handshake within this of its first byte, or it is "
+            "closed (logged `event=tls_handshake_timeout`, at most once per 10 s); `off`: no "
+            "limit"},
     {.flags = "-V,--verbose",
      .env = nullptr,
      .toml = nullptr,

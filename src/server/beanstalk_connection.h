@@ -26,13 +26,15 @@
 #include <string>
 
 #include "server/beanstalk_handler.h"
+#include "server/listener.h"
 #include "server/socket_poller.h"
 
 namespace delayq::server {
 
 class BeanstalkServer;
 
-class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnection>,
+class BeanstalkConnection : public ListenerConnection,
+                            public std::enable_shared_from_this<BeanstalkConnection>,
                             public SocketWatcher {
  public:
   BeanstalkConnection(BeanstalkServer& server, boost::asio::ip::tcp::socket socket);
@@ -40,11 +42,11 @@ class BeanstalkConnection : public std::enable_shared_from_this<BeanstalkConnect
 
   // Registers the socket with the server's poller; closes at once if that
   // fails.
-  void Start();
-  void CloseNow() { Close(); }
+  void Start() override;
+  void CloseNow() override { Close(); }
 
   // Finish what is in flight, then close.
-  void Shutdown();
+  void Shutdown() override;
 
   // Runs the connection after OnWake asked the server to (BeanstalkServer::Wake).
   void Woken();

@@ -5,6 +5,8 @@
 
 #include "server/beanstalk_connection.h"
 #include "server/beanstalk_handler.h"
+#include "server/beanstalk_tls_connection.h"
+#include "server/front_door.h"
 
 namespace delayq::server {
 
@@ -27,8 +29,29 @@ Status BeanstalkServer::Listen(const std::string& address, uint16_t port) {
 uint16_t BeanstalkServer::port() const { return listener_.port(); }
 
 void BeanstalkServer::Start() {
-  listener_.Accept([this](tcp::socket socket) {
+  if (ctx_.tls == nullptr) {
+    listener_.Accept([this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+      return std::make_shared<BeanstalkConnection>(*this, std::move(socket));
+    });
+    return;
+  }
+  // TLS and plaintext on one port: a front door tells them apart.
+  doors_ = std::make_unique<FrontDoorHooks>();
+  doors_->protocol = "beanstalkd";
+  doors_->tls_required_reply = std::string(kTlsRequiredReply);
+  doors_->plain = [this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
     return std::make_shared<BeanstalkConnection>(*this, std::move(socket));
+  };
+  doors_->tls = [this](std::shared_ptr<asio::ssl::context> tls,
+                       std::unique_ptr<TlsStream> stream) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<BeanstalkTlsConnection>(*this, std::move(tls), std::move(stream));
+  };
+  doors_->replace = [this](ListenerConnection* old, std::shared_ptr<ListenerConnection> next) {
+    listener_.Replace(old, std::move(next));
+  };
+  doors_->forget = [this](ListenerConnection* c) { listener_.Forget(c); };
+  listener_.Accept([this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<FrontDoor>(ctx_, *doors_, std::move(socket));
   });
 }
 

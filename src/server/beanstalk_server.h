@@ -9,6 +9,12 @@
 // to take it, or a reserve waits, input is not read further than one buffer (back-pressure).
 // The connection itself: beanstalk_connection.h.
 //
+// With TLS (ctx.tls; docs/security.md, "TLS"), each connection starts at a
+// FrontDoor (front_door.h) that looks at its first byte: plaintext goes to
+// the BeanstalkConnection above, unchanged; TLS to a
+// BeanstalkTlsConnection (beanstalk_tls_connection.h) over Asio's SSL
+// stream, which runs the same BeanstalkHandler.
+//
 // Thread: construct, Start and Stop on the loop thread.
 #ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
 #define DELAYQ_SERVER_BEANSTALK_SERVER_H_
@@ -17,6 +23,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "delayq/status.h"
@@ -27,6 +34,13 @@
 namespace delayq::server {
 
 class BeanstalkConnection;
+class BeanstalkTlsConnection;
+struct FrontDoorHooks;
+
+// What a plaintext client outside the trusted networks is sent, with TLS
+// required (--tls-required), before it is closed.
+inline constexpr std::string_view kTlsRequiredReply =
+    "TLS_REQUIRED this server takes only TLS from your network\r\n";
 
 class BeanstalkServer {
  public:
@@ -50,7 +64,8 @@ class BeanstalkServer {
 
  private:
   friend class BeanstalkConnection;
-  void Forget(BeanstalkConnection* c) { listener_.Forget(c); }
+  friend class BeanstalkTlsConnection;
+  void Forget(ListenerConnection* c) { listener_.Forget(c); }
   // Runs c soon, with every connection woken before then (one handler, their
   // sends in one batch).
   void Wake(std::shared_ptr<BeanstalkConnection> c);
@@ -61,7 +76,8 @@ class BeanstalkServer {
   // largest command, or BeanstalkHandler::kMaxOutput if more.
   const size_t input_limit_;
   SocketPoller poller_;  // before the listener: connections use it to the end
-  Listener<BeanstalkConnection> listener_;
+  Listener<ListenerConnection> listener_;
+  std::unique_ptr<FrontDoorHooks> doors_;  // with TLS (ctx.tls): what front doors hand over to
   std::vector<std::shared_ptr<BeanstalkConnection>> woken_;  // to run (Wake)
   bool run_woken_posted_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted handlers

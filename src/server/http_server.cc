@@ -7,6 +7,7 @@
 #include <charconv>
 #include <exception>
 
+#include "server/front_door.h"
 #include "server/http_request_reader.h"
 
 namespace delayq::server {
@@ -34,37 +35,60 @@ void AppendUint(std::string& out, uint64_t v) {
   out.append(buf, static_cast<size_t>(p - buf));
 }
 
-// What a connection past --max-connections is sent before it is closed.
-std::string TooManyConnectionsReply() {
-  std::string body =
-      HttpErrorBody("too_many_connections", "too many connections; try again later") + "\n";
-  std::string r = "HTTP/1.1 503 " + std::string(HttpReasonPhrase(503)) +
-                  "\r\nContent-Type: application/json\r\n";
+// A reply sent to a connection that is then closed, before it ran any
+// request.
+std::string RefusalReply(int status, std::string_view code, std::string_view message) {
+  std::string body = HttpErrorBody(code, message) + "\n";
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " +
+                  std::string(HttpReasonPhrase(status)) + "\r\nContent-Type: application/json\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   return r + body;
 }
+
+// What a connection past --max-connections is sent before it is closed.
+std::string TooManyConnectionsReply() {
+  return RefusalReply(503, "too_many_connections", "too many connections; try again later");
+}
+
+// What a plaintext client from outside the trusted networks is sent when
+// TLS is required (--tls-required) before it is closed.
+std::string TlsRequiredReply() {
+  return RefusalReply(403, "tls_required", "this server requires TLS (https://) from your network");
+}
 }  // namespace
 
-class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+// One connection, over `Stream`: a tcp::socket (plaintext), or a
+// std::unique_ptr<TlsStream> whose handshake is done (TLS). The two differ
+// only in how bytes move: plaintext reads more at once when a read filled
+// the chunk and tries each write at once, non-blocking; TLS reads and
+// writes through Asio's SSL stream, asynchronously.
+template <typename Stream>
+class HttpConnection : public ListenerConnection,
+                       public std::enable_shared_from_this<HttpConnection<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
+
  public:
-  HttpConnection(HttpServer& server, tcp::socket socket)
+  // `tls`: the context of a TLS stream (kept while the stream lives).
+  HttpConnection(HttpServer& server, Stream stream,
+                 std::shared_ptr<asio::ssl::context> tls = nullptr)
       : server_(server),
-        socket_(std::move(socket)),
+        tls_(std::move(tls)),
+        stream_(std::move(stream)),
         reader_(server.options_.max_header_bytes, server.options_.max_body_bytes),
-        caller_(server.ctx_.access, PeerAddress(socket_)),
+        caller_(server.ctx_.access, PeerAddress(Socket())),
         last_active_(SteadyClock::now()) {
     boost::system::error_code ec;
-    socket_.set_option(tcp::no_delay(true), ec);
-    socket_.non_blocking(true, ec);
+    Socket().set_option(tcp::no_delay(true), ec);
+    Socket().non_blocking(true, ec);
   }
 
-  void Start() { WaitReadable(); }
+  void Start() override { WaitReadable(); }
 
-  void CloseNow() { Close(); }
+  void CloseNow() override { Close(); }
 
   // Finish the request in flight (a waiting long-poll is answered by the
   // API), then close.
-  void Shutdown() {
+  void Shutdown() override {
     draining_ = true;
     if (!busy_ && !writing_ && out_.empty()) Close();
   }
@@ -72,7 +96,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // The server's periodic look at the connection: closes it when it sat
   // idle too long, answers 408 when a request is taking too long to
   // arrive, and cancels a waiting request whose client hung up.
-  void Sweep(SteadyClock::time_point now) {
+  void Sweep(SteadyClock::time_point now) override {
     if (closed_) return;
     const HttpServerOptions& o = server_.options_;
     if (busy_) {
@@ -99,6 +123,31 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
  private:
+  using std::enable_shared_from_this<HttpConnection<Stream>>::shared_from_this;
+  using std::enable_shared_from_this<HttpConnection<Stream>>::weak_from_this;
+
+  tcp::socket& Socket() {
+    if constexpr (kTls) {
+      return stream_->next_layer();
+    } else {
+      return stream_;
+    }
+  }
+  const tcp::socket& Socket() const {
+    if constexpr (kTls) {
+      return stream_->next_layer();
+    } else {
+      return stream_;
+    }
+  }
+  auto& Io() {
+    if constexpr (kTls) {
+      return *stream_;
+    } else {
+      return stream_;
+    }
+  }
+
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
@@ -106,11 +155,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
         reader_.buffered() > kMaxBufferedInput)
       return;
     reading_ = true;
-    socket_.async_read_some(asio::buffer(rbuf_),
-                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                              self->reading_ = false;
-                              self->OnRead(ec, n);
-                            });
+    Io().async_read_some(asio::buffer(rbuf_),
+                         [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                           self->reading_ = false;
+                           self->OnRead(ec, n);
+                         });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
@@ -119,14 +168,18 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       last_active_ = SteadyClock::now();
       Append(n);
       // The read filled the chunk: more may be waiting (a bounded amount).
-      for (int i = 0; i < kMaxExtraReads && n == rbuf_.size(); ++i) {
-        n = socket_.read_some(asio::buffer(rbuf_), ec);
-        if (ec) break;
-        Append(n);
+      if constexpr (!kTls) {
+        for (int i = 0; i < kMaxExtraReads && n == rbuf_.size(); ++i) {
+          n = stream_.read_some(asio::buffer(rbuf_), ec);
+          if (ec) break;
+          Append(n);
+        }
+        if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
       }
-      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
     }
-    if (ec == asio::error::eof) {
+    // (A TLS client that closes without close_notify ends its stream as
+    // well as one that sends it.)
+    if (ec == asio::error::eof || (kTls && ec == asio::ssl::error::stream_truncated)) {
       peer_closed_ = true;
     } else if (ec) {
       return Close();
@@ -220,13 +273,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // The client shut its side or the connection broke (POLLRDHUP is seen
   // even while unread input waits ahead of the end).
   bool PeerHungUp() {
-    pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+    pollfd p{const_cast<tcp::socket&>(Socket()).native_handle(), POLLRDHUP, 0};
     return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
   }
 
   std::string Peer() const {
     boost::system::error_code ec;
-    auto ep = socket_.remote_endpoint(ec);
+    auto ep = Socket().remote_endpoint(ec);
     return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
@@ -274,7 +327,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     // Completed later (a backend completion): resume on the loop.
     if (wake_posted_) return;
     wake_posted_ = true;
-    asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    asio::post(Socket().get_executor(), [self = shared_from_this()] {
       self->wake_posted_ = false;
       if (!self->closed_) self->Run();
     });
@@ -321,11 +374,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       return;
     }
     boost::system::error_code ec;
-    size_t n = socket_.write_some(asio::buffer(out_), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) {
-      n = 0;
-    } else if (ec) {
-      return Close();
+    size_t n = 0;
+    if constexpr (!kTls) {  // TLS: the SSL stream writes asynchronously only
+      n = stream_.write_some(asio::buffer(out_), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) {
+        n = 0;
+      } else if (ec) {
+        return Close();
+      }
     }
     last_active_ = SteadyClock::now();
     if (n == out_.size()) {
@@ -338,7 +394,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     writing_ = true;
     pending_.swap(out_);
     out_.clear();
-    asio::async_write(socket_, asio::buffer(pending_.data() + n, pending_.size() - n),
+    asio::async_write(Io(), asio::buffer(pending_.data() + n, pending_.size() - n),
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (self->closed_) return;
@@ -357,13 +413,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (busy_ && call_ != 0) server_.api_->Cancel(call_);
     call_ = 0;
     boost::system::error_code ec;
-    socket_.shutdown(tcp::socket::shutdown_both, ec);
-    socket_.close(ec);
+    Socket().shutdown(tcp::socket::shutdown_both, ec);
+    Socket().close(ec);
     server_.Forget(this);
   }
 
   HttpServer& server_;
-  tcp::socket socket_;
+  std::shared_ptr<asio::ssl::context> tls_;  // TLS: the stream's context
+  Stream stream_;
   std::array<char, kReadChunk> rbuf_;
   HttpRequestReader reader_;
   Caller caller_;        // who asks (access.h): authenticated anew by each request
@@ -397,8 +454,31 @@ Status HttpServer::Listen(const std::string& address, uint16_t port) {
 uint16_t HttpServer::port() const { return listener_.port(); }
 
 void HttpServer::Start() {
-  listener_.Accept([this](tcp::socket socket) {
-    return std::make_shared<HttpConnection>(*this, std::move(socket));
+  if (ctx_.tls == nullptr) {
+    listener_.Accept([this](tcp::socket socket) {
+      return std::make_shared<HttpConnection<tcp::socket>>(*this, std::move(socket));
+    });
+    return ArmSweep();
+  }
+  // TLS and plaintext on one port: a front door tells them apart.
+  doors_ = std::make_unique<FrontDoorHooks>();
+  doors_->protocol = "http";
+  doors_->tls_required_reply = TlsRequiredReply();
+  doors_->first_byte_timeout = options_.idle_timeout;
+  doors_->plain = [this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<HttpConnection<tcp::socket>>(*this, std::move(socket));
+  };
+  doors_->tls = [this](std::shared_ptr<asio::ssl::context> tls,
+                       std::unique_ptr<TlsStream> stream) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<HttpConnection<std::unique_ptr<TlsStream>>>(*this, std::move(stream),
+                                                                        std::move(tls));
+  };
+  doors_->replace = [this](ListenerConnection* old, std::shared_ptr<ListenerConnection> next) {
+    listener_.Replace(old, std::move(next));
+  };
+  doors_->forget = [this](ListenerConnection* c) { listener_.Forget(c); };
+  listener_.Accept([this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<FrontDoor>(ctx_, *doors_, std::move(socket));
   });
   ArmSweep();
 }
@@ -410,7 +490,7 @@ void HttpServer::ArmSweep() {
     if (ec || listener_.stopping()) return;
     auto now = SteadyClock::now();
     // Sweeping may close connections, which edits the set: a copy.
-    std::vector<std::shared_ptr<HttpConnection>> all;
+    std::vector<std::shared_ptr<ListenerConnection>> all;
     all.reserve(listener_.conns().size());
     for (auto& [p, c] : listener_.conns()) all.push_back(c);
     for (auto& c : all) c->Sweep(now);
@@ -418,7 +498,7 @@ void HttpServer::ArmSweep() {
   });
 }
 
-std::vector<std::shared_ptr<HttpConnection>> HttpServer::StopAccepting() {
+std::vector<std::shared_ptr<ListenerConnection>> HttpServer::StopAccepting() {
   sweep_.cancel();
   return listener_.StopAccepting();
 }

@@ -16,6 +16,11 @@
 // idle_timeout is closed; so is one whose client hung up while its request
 // waits (a long-poll), even when its input is no longer read.
 //
+// With TLS (ctx.tls; docs/security.md, "TLS"), each connection starts at a
+// FrontDoor (front_door.h) that tells TLS from plaintext by the first byte:
+// the same connection logic then serves HTTPS over Asio's SSL stream, or
+// plaintext exactly as without TLS.
+//
 // Beast stays out of this header: it is heavy, and only http_server.cc
 // needs it.
 //
@@ -38,7 +43,9 @@
 
 namespace delayq::server {
 
+template <typename Stream>
 class HttpConnection;
+struct FrontDoorHooks;
 
 struct HttpServerOptions {
   size_t max_header_bytes = 16 * 1024;
@@ -73,17 +80,19 @@ class HttpServer {
   HttpApi& api() { return *api_; }
 
  private:
+  template <typename Stream>
   friend class HttpConnection;
-  void Forget(HttpConnection* c) { listener_.Forget(c); }
+  void Forget(ListenerConnection* c) { listener_.Forget(c); }
   void ArmSweep();
   // Closes the acceptor and stops the idle sweep; returns the open
   // connections.
-  std::vector<std::shared_ptr<HttpConnection>> StopAccepting();
+  std::vector<std::shared_ptr<ListenerConnection>> StopAccepting();
 
   ServerContext& ctx_;
   HttpServerOptions options_;
   std::unique_ptr<HttpApi> api_;
-  Listener<HttpConnection> listener_;
+  Listener<ListenerConnection> listener_;
+  std::unique_ptr<FrontDoorHooks> doors_;  // with TLS (ctx.tls): what front doors hand over to
   boost::asio::steady_timer sweep_;
 };
 

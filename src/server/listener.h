@@ -1,7 +1,9 @@
 // What the beanstalkd and the HTTP front-ends share: a listening socket and
-// the set of open connections it accepted. `Conn` is a connection class
-// with Start(); the server that owns the Listener builds each connection
-// (`make`) and calls Forget when it closes.
+// the set of open connections it accepted (each a ListenerConnection: the
+// protocol's plaintext or TLS connection, or a FrontDoor that tells them
+// apart, front_door.h). The server that owns the Listener builds each
+// connection (`make`), and calls Replace when a front door hands over and
+// Forget when a connection closes.
 //
 // Limits (docs/limits.md): while the listener holds ctx.max_connections
 // connections, a new one is accepted, sent the server's `refusal` bytes (a
@@ -31,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +49,32 @@ inline boost::asio::ip::address PeerAddress(const boost::asio::ip::tcp::socket& 
   boost::system::error_code ec;
   auto ep = socket.remote_endpoint(ec);
   return ec ? boost::asio::ip::address(boost::asio::ip::address_v6()) : ep.address();
+}
+
+// What a listener holds for each connection it accepted.
+class ListenerConnection {
+ public:
+  virtual ~ListenerConnection() = default;
+  virtual void Start() = 0;
+  // Closes at once.
+  virtual void CloseNow() = 0;
+  // Finish what is in flight, then close.
+  virtual void Shutdown() = 0;
+  // The server's periodic look (HTTP: timeouts); nothing by default.
+  virtual void Sweep(std::chrono::steady_clock::time_point) {}
+};
+
+// Sends `reply` and closes `fd`: the write side first, then what the
+// client sent already is read and dropped (closing a socket with unread
+// input resets the connection, which can lose the reply on its way).
+inline void RefuseSocket(int fd, std::string_view reply) {
+  if (fd < 0) return;
+  (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  char drop[4096];
+  for (int i = 0; i < 16 && ::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0; ++i) {
+  }
+  ::close(fd);
 }
 
 template <typename Conn>
@@ -113,6 +142,20 @@ class Listener {
     std::shared_ptr<Conn> keep = std::move(it->second);
     conns_.erase(it);
     boost::asio::post(io_, [keep] {});
+  }
+
+  // `old` handed its client over to `next` (a front door that found TLS
+  // or plaintext): `next` takes its place and starts.
+  void Replace(Conn* old, std::shared_ptr<Conn> next) {
+    auto it = conns_.find(old);
+    if (it == conns_.end()) return;
+    std::shared_ptr<Conn> keep = std::move(it->second);
+    conns_.erase(it);
+    boost::asio::post(io_, [keep] {});
+    Conn* p = next.get();
+    conns_.emplace(p, std::move(next));
+    p->Start();
+    if (stopping_) p->Shutdown();
   }
 
   // Closes the acceptor; returns the open connections (closing them edits
@@ -212,18 +255,7 @@ class Listener {
 
   void OpenSpare() { spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
-  // Sends the refusal and closes: the write side first, then what the
-  // client sent already is read and dropped (closing a socket with unread
-  // input resets the connection, which can lose the refusal on its way).
-  void Refuse(int fd) {
-    if (fd < 0) return;
-    (void)::send(fd, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    ::shutdown(fd, SHUT_WR);
-    char drop[4096];
-    for (int i = 0; i < 16 && ::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0; ++i) {
-    }
-    ::close(fd);
-  }
+  void Refuse(int fd) { RefuseSocket(fd, refusal_); }
 
   std::string Protocol() const { return what_.empty() ? "protocol=beanstalkd" : "protocol=http"; }
 

@@ -6,9 +6,11 @@
 #define DELAYQ_SERVER_SERVER_CONTEXT_H_
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,6 +18,10 @@
 #include "delayq/operations.h"
 #include "server/access.h"
 #include "server/rate_limited_log.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace delayq::server {
 
@@ -68,6 +74,13 @@ struct ServerContext {
   // Warnings about clients (limits reached, timeouts), rate-limited per
   // cause; delayqd gives it a sink.
   RateLimitedLog warn;
+  // TLS (docs/security.md, "TLS"; tls.h): the context new connections
+  // get (nullptr: TLS off; replaced on SIGHUP), whether plaintext from
+  // outside the trusted networks is refused (--tls-required), and how long
+  // a handshake may take (--tls-handshake-timeout).
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  bool tls_required = false;
+  std::chrono::milliseconds tls_handshake_timeout{10'000};
   // --max-memory (0: none), and whether the process is past it now (delayqd
   // looks every 100 ms).
   uint64_t max_memory = 0;

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# tls_bench.sh: the lifecycle (put -> reserve -> delete, one request in
+# flight) with 50 connections over TLS against plaintext, on both protocols
+# of one delayqd with TLS on, and Debian's beanstalkd (plaintext) beside
+# them, in one run, all with the same client (build/tls_loadgen), so that
+# the ratios compare transports and servers, not clients.
+#
+#   bash bench/tls_bench.sh [BUILD_DIR]        (default: build)
+#
+# A CA and a server certificate (P-256) are made with the openssl tool in a
+# temporary directory. Every measurement starts a fresh server; the order
+# alternates between rounds; each figure is the best of BENCH_ROUNDS rounds
+# (default 2) of BENCH_SECONDS (2) after BENCH_WARMUP (0.5). The handshakes
+# are made before the measured time (connections are long-lived, as a
+# queue's clients are).
+#
+# Output: `name: value` lines on stdout (jobs/s, and the ratios
+# tls_vs_beanstalkd_c50 and tls_vs_plain_*, the beanstalkd one last);
+# progress on stderr. No figure is asserted.
+set -euo pipefail
+
+BUILD_DIR=${1:-build}
+DELAYQD=$BUILD_DIR/delayqd
+GEN=$BUILD_DIR/tls_loadgen
+BEANSTALKD=${BEANSTALKD:-/usr/bin/beanstalkd}
+SECS=${BENCH_SECONDS:-2}
+WARMUP=${BENCH_WARMUP:-0.5}
+ROUNDS=${BENCH_ROUNDS:-2}
+
+die() { echo "tls_bench: $*" >&2; exit 1; }
+for b in "$DELAYQD" "$GEN"; do [[ -x $b ]] || die "$b not found (make build)"; done
+command -v openssl >/dev/null || die "openssl not found (Debian: apt-get install openssl)"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tls_bench.XXXXXX")
+SERVER_PID=""
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cleanup() { stop_server 1; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+(
+  cd "$WORK"
+  ec='-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes'
+  # shellcheck disable=SC2086
+  openssl req -x509 $ec -keyout ca.key -out ca.pem -days 2 -subj /CN=bench-ca
+  # shellcheck disable=SC2086
+  openssl req $ec -keyout server.key -out server.csr -subj /CN=localhost
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >server.ext
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 1 -days 2 \
+    -extfile server.ext -out server.pem
+) >"$WORK/openssl.log" 2>&1 || { cat "$WORK/openssl.log" >&2; die "cannot make certificates"; }
+
+value_of() { sed -n "s/^$1: //p" <<<"$2"; }
+
+declare -A BEST
+keep_best() {
+  local cur=${BEST[$1]:-}
+  if [[ -z $cur ]] || (($2 > cur)); then BEST[$1]=$2; fi
+}
+
+# run NAME PORT PROTOCOL [--tls CA]
+run() {
+  local name=$1 port=$2 proto=$3 out v
+  shift 3
+  out=$("$GEN" --port "$port" --protocol "$proto" --connections 50 --seconds "$SECS" \
+    --warmup "$WARMUP" "$@" 2>"$WORK/err") || { cat "$WORK/err" >&2; die "$name"; }
+  v=$(value_of jobs_per_s "$out")
+  echo "tls_bench: $name round: $v jobs/s (p99 $(value_of latency_p99_us "$out") us)" >&2
+  keep_best "$name" "${v%.*}"
+}
+
+delayqd_round() {
+  local p
+  for p in beanstalkd http; do
+    start_delayqd_two_ports --tls-cert "$WORK/server.pem" --tls-key "$WORK/server.key"
+    local port=$BEAN_PORT
+    [[ $p == http ]] && port=$HTTP_PORT
+    if (($1 % 2)); then
+      run "${p}_plain_c50_jobs_per_s" "$port" "$p"
+      run "${p}_tls_c50_jobs_per_s" "$port" "$p" --tls "$WORK/ca.pem"
+    else
+      run "${p}_tls_c50_jobs_per_s" "$port" "$p" --tls "$WORK/ca.pem"
+      run "${p}_plain_c50_jobs_per_s" "$port" "$p"
+    fi
+    stop_server 1
+  done
+}
+
+beanstalkd_round() {
+  [[ -x $BEANSTALKD ]] || return 0
+  local port
+  port=$(free_port)
+  "$BEANSTALKD" -l 127.0.0.1 -p "$port" >"$WORK/beanstalkd.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 250); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.02; done
+  run server_beanstalkd_c50_jobs_per_s "$port" beanstalkd
+  stop_server 1
+}
+
+for round in $(seq "$ROUNDS"); do
+  if ((round % 2)); then
+    delayqd_round "$round"
+    beanstalkd_round
+  else
+    beanstalkd_round
+    delayqd_round "$round"
+  fi
+done
+
+for k in beanstalkd_plain_c50_jobs_per_s beanstalkd_tls_c50_jobs_per_s \
+  http_plain_c50_jobs_per_s http_tls_c50_jobs_per_s; do
+  echo "delayqd_$k: ${BEST[$k]}"
+done
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+if [[ -n ${BEST[server_beanstalkd_c50_jobs_per_s]:-} ]]; then
+  echo "beanstalkd_1.12_plain_c50_jobs_per_s: ${BEST[server_beanstalkd_c50_jobs_per_s]}"
+  echo "tls_vs_beanstalkd_c50: $(ratio "${BEST[beanstalkd_tls_c50_jobs_per_s]}" \
+    "${BEST[server_beanstalkd_c50_jobs_per_s]}")"
+fi
+echo "tls_vs_plain_http_c50: $(ratio "${BEST[http_tls_c50_jobs_per_s]}" \
+  "${BEST[http_plain_c50_jobs_per_s]}")"
+echo "tls_vs_plain_beanstalkd_c50: $(ratio "${BEST[beanstalkd_tls_c50_jobs_per_s]}" \
+  "${BEST[beanstalkd_plain_c50_jobs_per_s]}")"

@@ -1,0 +1,155 @@
+// libFuzzer target for the TLS front door (server/front_door.h): the input
+// is what a client sends first on a connection of a listener that serves
+// TLS, over an in-memory transport (a socketpair). The bytes are written,
+// the client's side is shut for writing, and the loop runs until the front
+// door is done with the connection. Checks:
+//  - it ends, within the handshake timeout's bound: handed to the
+//    plaintext connection (first byte not 0x16), or closed (no byte, or a
+//    handshake that failed: fuzzed bytes never finish one);
+//  - it ends once: exactly one hand-over or one close;
+//  - plaintext is refused (and never handed over) when the input's first
+//    byte asks for --tls-required (the peer of a socketpair is trusted by no
+//    network), and then the client reads the refusal.
+// The server's certificate is made once, in memory, and written to a
+// temporary directory for LoadTlsContext.
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "backend/local_backend.h"
+#include "fuzz_check.h"
+#include "http_fuzz_common.h"
+#include "server/front_door.h"
+#include "server/tls.h"
+
+using namespace delayq;
+namespace asio = boost::asio;
+
+namespace {
+
+// A self-signed P-256 certificate and its key, as PEM files in a fresh
+// temporary directory.
+server::TlsFiles MakeCertificate() {
+  static char dir[] = "/tmp/delayq-tls-fuzz-XXXXXX";
+  FUZZ_CHECK(mkdtemp(dir) != nullptr, "no temporary directory");
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  FUZZ_CHECK(key != nullptr, "no key");
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 86400);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("delayq-fuzz"), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  FUZZ_CHECK(X509_sign(cert, key, EVP_sha256()) > 0, "cannot sign");
+  server::TlsFiles files{std::string(dir) + "/cert.pem", std::string(dir) + "/key.pem", ""};
+  FILE* f = std::fopen(files.cert.c_str(), "w");
+  PEM_write_X509(f, cert);
+  std::fclose(f);
+  f = std::fopen(files.key.c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return files;
+}
+
+// The plaintext connection a front door hands over to: it only counts.
+class Plain : public server::ListenerConnection {
+ public:
+  void Start() override {}
+  void CloseNow() override {}
+  void Shutdown() override {}
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const server::TlsFiles files = MakeCertificate();
+  static const std::shared_ptr<asio::ssl::context> tls = [] {
+    auto t = server::LoadTlsContext(files);
+    FUZZ_CHECK(t.ok(), "cannot load the certificate");
+    return std::move(t).value();
+  }();
+
+  asio::io_context io;
+  ManualClock clock;
+  backend::LocalBackend::Options o;
+  backend::LocalBackend b(io, o, clock);
+  server::ServerContext ctx(b);
+  ctx.tls = tls;
+  ctx.tls_handshake_timeout = std::chrono::milliseconds(2000);
+  // An input that opens with 'R' asks for --tls-required (and is plaintext).
+  ctx.tls_required = size > 0 && data[0] == 'R';
+
+  int plain = 0, tls_handed = 0, ended = 0;
+  server::FrontDoorHooks hooks;
+  hooks.protocol = "fuzz";
+  hooks.tls_required_reply = "TLS_REQUIRED\r\n";
+  hooks.plain = [&](asio::ip::tcp::socket) -> std::shared_ptr<server::ListenerConnection> {
+    ++plain;
+    return std::make_shared<Plain>();
+  };
+  hooks.tls =
+      [&](std::shared_ptr<asio::ssl::context>,
+          std::unique_ptr<server::TlsStream>) -> std::shared_ptr<server::ListenerConnection> {
+    ++tls_handed;
+    return std::make_shared<Plain>();
+  };
+  std::shared_ptr<server::ListenerConnection> door;
+  hooks.replace = [&](server::ListenerConnection*, std::shared_ptr<server::ListenerConnection>) {
+    ++ended;
+  };
+  hooks.forget = [&](server::ListenerConnection*) { ++ended; };
+
+  int fds[2];
+  FUZZ_CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, "no socketpair");
+  asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  socket.assign(asio::ip::tcp::v4(), fds[0], ec);
+  FUZZ_CHECK(!ec, "cannot assign the socket");
+  // The socketpair holds far more than a fuzz input: one write, then the end.
+  size_t sent = 0;
+  while (sent < size) {
+    ssize_t n = ::send(fds[1], data + sent, size - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
+  }
+  ::shutdown(fds[1], SHUT_WR);
+
+  door = std::make_shared<server::FrontDoor>(ctx, hooks, std::move(socket));
+  door->Start();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ended == 0 && std::chrono::steady_clock::now() < deadline)
+    io.run_for(std::chrono::milliseconds(50));
+  FUZZ_CHECK(ended == 1, "the front door did not end the connection, or ended it twice");
+  const bool first_tls = size > 0 && data[0] == server::kTlsHandshakeByte;
+  FUZZ_CHECK(tls_handed == 0, "a fuzzed handshake cannot finish");
+  if (size == 0 || first_tls) FUZZ_CHECK(plain == 0, "no plaintext to hand over");
+  if (size > 0 && !first_tls) {
+    FUZZ_CHECK(plain == (ctx.tls_required ? 0 : 1), "plaintext handed over wrongly");
+    if (ctx.tls_required) {
+      char reply[32] = {};
+      ssize_t n = ::recv(fds[1], reply, sizeof reply, MSG_DONTWAIT);
+      FUZZ_CHECK(n == 14 && std::string(reply, 14) == "TLS_REQUIRED\r\n", "no refusal");
+    }
+  }
+  door.reset();
+  io.restart();
+  io.poll();
+  ::close(fds[1]);
+  return 0;
+}
