@@ -185,6 +185,20 @@ std::unique_ptr<backend::Backend> OpenLocal(boost::asio::io_context& io,
 }
 
 // The first line of a password file, without its line end.
+// Both the certificate and the key, or neither; the rest only with them.
+// (Settings that need one another: checked once all are read.)
+Status CheckTlsSettings(const app::Config* c) {
+  if (c->tls_cert.empty() != c->tls_key.empty())
+    return Status::InvalidArgument(
+        c->tls_cert.empty() ? "--tls-key needs --tls-cert (the certificate of that key)"
+                            : "--tls-cert needs --tls-key (the certificate's private key)");
+  if (c->tls_cert.empty() && !c->tls_client_ca.empty())
+    return Status::InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key");
+  if (c->tls_cert.empty() && c->tls_required)
+    return Status::InvalidArgument("--tls-required needs --tls-cert and --tls-key");
+  return Status::Ok();
+}
+
 Result<std::string> ReadPasswordFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::InvalidArgument("cannot read it");
@@ -325,6 +339,10 @@ int main(int argc, char** argv) {
   // TLS (docs/security.md, "TLS"): the files are read now; a bad one stops
   // the start.
   const server::TlsFiles tls_files{config.tls_cert, config.tls_key, config.tls_client_ca};
+  if (Status st = CheckTlsSettings(&config); !st.ok()) {
+    spdlog::error("event=bad_tls error=\"{}\"", st.message());
+    return 1;
+  }
   if (!tls_files.cert.empty()) {
     auto tls = server::LoadTlsContext(tls_files);
     if (!tls.ok()) {

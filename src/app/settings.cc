@@ -29,20 +29,6 @@ Status FinishBackend(Config* c) {
   return Status::Ok();
 }
 
-// Both the certificate and the key, or neither; the rest only with them.
-// (Whether the files can be read and match is checked at start.)
-Status FinishTls(Config* c) {
-  if (c->tls_cert.empty() != c->tls_key.empty())
-    return Status::InvalidArgument(
-        c->tls_cert.empty() ? "--tls-key needs --tls-cert (the certificate of that key)"
-                            : "--tls-cert needs --tls-key (the certificate's private key)");
-  if (c->tls_cert.empty() && !c->tls_client_ca.empty())
-    return Status::InvalidArgument("--tls-client-ca needs --tls-cert and --tls-key");
-  if (c->tls_cert.empty() && c->tls_required)
-    return Status::InvalidArgument("--tls-required needs --tls-cert and --tls-key");
-  return Status::Ok();
-}
-
 using K = SettingKind;
 
 // One row per setting. The defaults are Config's (config.h); `help` is
@@ -438,7 +424,6 @@ const Setting kSettings[] = {
      .metavar = "FILE",
      .kind = K::kString,
      .field = &Config::tls_key,
-     .finish = FinishTls,
      .help = "The private key (PEM, unencrypted) of --tls-cert",
      .doc_default = "none",
      .doc = "the private key of `--tls-cert` (PEM, not encrypted; keep it readable by delayqd "

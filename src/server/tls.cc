@@ -4,6 +4,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <boost/asio/ssl/error.hpp>
+
 namespace delayq::server {
 
 namespace ssl = boost::asio::ssl;
@@ -44,6 +46,11 @@ Result<std::shared_ptr<ssl::context>> LoadTlsContext(const TlsFiles& files) {
   ctx->use_certificate_chain_file(files.cert, ec);
   if (ec) return Bad("the TLS certificate", files.cert, Reason(ec));
   ctx->use_private_key_file(files.key, ssl::context::pem, ec);
+  if (ec && ec.category() == boost::asio::error::get_ssl_category() &&
+      ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == X509_R_KEY_VALUES_MISMATCH) {
+    ERR_clear_error();
+    return Bad("the TLS key", files.key, "it is not the key of " + files.cert);
+  }
   if (ec) return Bad("the TLS key", files.key, Reason(ec));
   if (SSL_CTX_check_private_key(native) != 1)
     return Bad("the TLS key", files.key, "it is not the key of " + files.cert);

@@ -21,7 +21,7 @@ namespace {
 
 // Runs `command` with /bin/sh; returns its output (stdout and stderr) and
 // sets *code to its exit code.
-std::string Run(const std::string& command, int* code = nullptr) {
+std::string Shell(const std::string& command, int* code = nullptr) {
   std::string out;
   FILE* p = ::popen((command + " 2>&1").c_str(), "r");
   if (p == nullptr) return "<popen failed>";
@@ -35,8 +35,8 @@ std::string Run(const std::string& command, int* code = nullptr) {
 
 bool ToolsAvailable() {
   int a = 0, b = 0;
-  Run("openssl version", &a);
-  Run("curl --version", &b);
+  Shell("openssl version", &a);
+  Shell("curl --version", &b);
   return a == 0 && b == 0;
 }
 
@@ -60,7 +60,7 @@ bool MakeCertificates(const std::string& dir, std::string* out) {
                              "sign server2 delayq-server-2 2002 server.ext\n"
                              "sign client delayq-client 3003 client.ext\n";
   int code = 0;
-  *out = Run("sh -c \"$(cat <<'SCRIPT'\n" + script + "SCRIPT\n)\"", &code);
+  *out = Shell("sh -c \"$(cat <<'SCRIPT'\n" + script + "SCRIPT\n)\"", &code);
   return code == 0;
 }
 
@@ -95,16 +95,16 @@ class Tls : public ::testing::Test {
   // end in quit, so that the server closes); its output and exit code.
   std::string SClient(const std::string& input, const std::string& options, int* code = nullptr) {
     std::ofstream(Path("input")) << input;
-    return Run("openssl s_client -connect 127.0.0.1:" + std::to_string(server_.port()) +
-                   " -quiet -verify_return_error -verify_ip 127.0.0.1 " + options + " < '" +
-                   Path("input") + "'",
-               code);
+    return Shell("openssl s_client -connect 127.0.0.1:" + std::to_string(server_.port()) +
+                     " -quiet -verify_return_error -verify_ip 127.0.0.1 " + options + " < '" +
+                     Path("input") + "'",
+                 code);
   }
 
   std::string Curl(const std::string& options, const std::string& path, int* code = nullptr) {
-    return Run("curl -sS --max-time 10 " + options +
-                   " https://127.0.0.1:" + std::to_string(http_port_) + path,
-               code);
+    return Shell("curl -sS --max-time 10 " + options +
+                     " https://127.0.0.1:" + std::to_string(http_port_) + path,
+                 code);
   }
 
   TempDir dir_;
@@ -145,7 +145,7 @@ TEST_F(Tls, PlaintextStillWorksOnTheSamePorts) {
   EXPECT_EQ(c.Call("reserve-with-timeout 0\r\n"), "RESERVED 1 5\r\nhello\r\n");
   EXPECT_EQ(c.Call("delete 1\r\n"), "DELETED\r\n");
   int code = 0;
-  std::string out = Run(
+  std::string out = Shell(
       "curl -sS --max-time 10 http://127.0.0.1:" + std::to_string(http_port_) + "/stats", &code);
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(out.find("\"uptime_ms\""), std::string::npos) << out;
@@ -209,8 +209,8 @@ TEST_F(Tls, ReloadOnSighupServesTheNewCertificate) {
   EXPECT_NE(server_.Log().find("serial=07D2"), std::string::npos) << server_.Log();
   out = SClient("quit\r\n", ca + " -no_ign_eof -showcerts");
   EXPECT_NE(out.find("delayq-server-2"), std::string::npos) << out;
-  out = Run("openssl s_client -connect 127.0.0.1:" + std::to_string(http_port_) + " " + ca +
-            " </dev/null 2>/dev/null | openssl x509 -noout -serial");
+  out = Shell("openssl s_client -connect 127.0.0.1:" + std::to_string(http_port_) + " " + ca +
+              " </dev/null 2>/dev/null | openssl x509 -noout -serial");
   EXPECT_NE(out.find("serial=07D2"), std::string::npos) << out;
 }
 
@@ -239,9 +239,9 @@ TEST_F(Tls, RequiredRefusesPlaintextFromUntrustedNetworks) {
   EXPECT_TRUE(c.WaitClosed(milliseconds(5000), &got));
   EXPECT_EQ(got.rfind("TLS_REQUIRED ", 0), 0u) << got;
   int code = 0;
-  std::string out = Run("curl -sS --max-time 10 -w ' %{http_code}' http://127.0.0.1:" +
-                            std::to_string(http_port_) + "/stats",
-                        &code);
+  std::string out = Shell("curl -sS --max-time 10 -w ' %{http_code}' http://127.0.0.1:" +
+                              std::to_string(http_port_) + "/stats",
+                          &code);
   EXPECT_NE(out.find("tls_required"), std::string::npos) << out;
   EXPECT_NE(out.find(" 403"), std::string::npos) << out;
   // Over TLS the client gets through (and, untrusted, must authenticate).
@@ -252,15 +252,15 @@ TEST_F(Tls, RequiredRefusesPlaintextFromUntrustedNetworks) {
 TEST_F(Tls, BadSettingsStopTheStart) {
   const std::string delayqd = DelayqdPath() + " --in-memory -l 127.0.0.1 -p 0 --no-http ";
   int code = 0;
-  std::string out = Run(delayqd + "--tls-cert '" + Path("server.pem") + "'", &code);
+  std::string out = Shell(delayqd + "--tls-cert '" + Path("server.pem") + "'", &code);
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("--tls-cert needs --tls-key"), std::string::npos) << out;
-  out = Run(
+  out = Shell(
       delayqd + "--tls-cert '" + Path("server.pem") + "' --tls-key '" + Path("client.key") + "'",
       &code);
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("not the key of"), std::string::npos) << out;
-  out = Run(
+  out = Shell(
       delayqd + "--tls-cert '" + Path("missing.pem") + "' --tls-key '" + Path("server.key") + "'",
       &code);
   EXPECT_NE(code, 0) << out;
