@@ -230,11 +230,12 @@ bench: build
 	$(run_horizon_bench)
 	bash bench/http_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/http.txt
 	bash bench/auth_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/auth.txt
+	bash bench/tls_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/tls.txt
 	bash bench/redis_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis.txt
 	bash bench/redis_call_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis_call_cost.txt
 	bash bench/delayqd_redis_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/delayqd_redis_cost.txt
 	@echo "--- headlines (all figures: $(BENCH_OUT)/)"
-	@for b in engine horizon http auth redis redis_call_cost delayqd_redis_cost server; do \
+	@for b in engine horizon http auth tls redis redis_call_cost delayqd_redis_cost server; do \
 	  tail -n 1 $(BENCH_OUT)/$$b.txt; done
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,
