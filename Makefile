@@ -13,6 +13,7 @@
 JOBS ?= 2
 CMAKE ?= cmake
 CTEST ?= ctest
+NINJA ?= ninja
 CLANG_FORMAT ?= clang-format
 
 BUILD_DIR ?= build
@@ -74,10 +75,14 @@ define ctest_release
 	  $(CTEST) --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 endef
 
+# The sanitizer pass runs more tests at once than there are cores: its
+# tests, like the Release ones, mostly wait on sockets and timers, and
+# nothing else runs beside them.
+ASAN_TEST_JOBS ?= 4
 define ctest_asan
 	DELAYQ_MODEL_OPS=$(ASAN_MODEL_OPS) \
 	ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
-	  $(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j $(JOBS)
+	  $(CTEST) --test-dir $(ASAN_BUILD_DIR) --output-on-failure -j $(ASAN_TEST_JOBS)
 endef
 
 build: setup
@@ -86,11 +91,31 @@ build: setup
 build-asan: setup
 	$(configure_and_build_asan)
 
-# Release pass first; the sanitizer build and pass only if it succeeded;
-# then every fuzz target replays its corpus (long fuzzing: make fuzz).
+# The Release tests mostly wait (on sockets, timers, the servers they
+# start): the sanitizer build runs beside them at the lowest CPU priority
+# (nice 19), so it takes what the tests leave and gives a core back to them
+# at once. Its output goes to $(ASAN_BUILD_LOG), shown when it fails. If the
+# Release tests fail, the build is stopped (ninja passes its SIGTERM on to
+# the compilers) and the run fails with them. Not in a session of its own
+# (setsid): the kernel's autogroups would then share the CPU between it and
+# the tests as equals, whatever its nice value.
+ASAN_BUILD_LOG ?= $(ASAN_BUILD_DIR)/build.log
+define ctest_release_beside_asan_build
+	$(configure_asan)
+	@nice -n 19 $(NINJA) -C $(ASAN_BUILD_DIR) -j $(JOBS) >$(ASAN_BUILD_LOG) 2>&1 & \
+	asan=$$!; trap 'kill -TERM $$asan 2>/dev/null' EXIT; \
+	echo "sanitizer build started beside the Release tests (log: $(ASAN_BUILD_LOG))"; \
+	$(ctest_release) || exit $$?; \
+	echo "--- waiting for the sanitizer build"; \
+	if wait $$asan; then tail -n 1 $(ASAN_BUILD_LOG); trap - EXIT; \
+	else tail -n 200 $(ASAN_BUILD_LOG); echo "sanitizer build failed (log: $(ASAN_BUILD_LOG))" >&2; exit 1; fi
+endef
+
+# Release pass first, the sanitizer build beside it (above); the sanitizer
+# pass only if the Release one succeeded; then every fuzz target replays
+# its corpus and fuzzes briefly (long fuzzing: make fuzz).
 test: format-check build
-	$(ctest_release)
-	$(configure_and_build_asan)
+	$(ctest_release_beside_asan_build)
 	$(ctest_asan)
 	$(replay_fuzzers)
 	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 7 + 1))
@@ -124,25 +149,35 @@ define build_fuzzers
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
 endef
 
-# Each target for $(1) seconds, on scratch copies of its corpus.
+# Each target for $(1) seconds, on scratch copies of its corpus: two at a
+# time (libFuzzer runs on one core), each one's output kept in
+# $(FUZZ_DIR)/<target>.log and shown when the pair is done; a crash or a
+# failed check of either fails the run.
+# $(call fuzz_pair,seconds,target 1,options 1,target 2,options 2)
+define fuzz_pair
+	@$(FUZZ_ENV) $(ASAN_BUILD_DIR)/$(strip $(2)) -max_total_time=$(1) -print_final_stats=1 $(3) \
+	  >$(FUZZ_DIR)/$(strip $(2)).log 2>&1 & first=$$!; \
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/$(strip $(4)) -max_total_time=$(1) -print_final_stats=1 $(5) \
+	  >$(FUZZ_DIR)/$(strip $(4)).log 2>&1; second=$$?; \
+	wait $$first; first=$$?; \
+	for t in $(strip $(2)) $(strip $(4)); do echo "--- fuzz: $$t"; cat $(FUZZ_DIR)/$$t.log; done; \
+	[ $$first -eq 0 ] && [ $$second -eq 0 ]
+endef
 define run_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
 	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/corpus-access $(FUZZ_DIR)/corpus-auth-file \
 	  $(FUZZ_DIR)/corpus-tls-front-door
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/beanstalk_decoder_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_BEANSTALK) -dict=fuzz/beanstalk_decoder.dict \
-	  $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_api_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict $(FUZZ_DIR)/corpus-http fuzz/corpus/http
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/http_request_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_request.dict \
-	  $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/json_input_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict $(FUZZ_DIR)/corpus-json fuzz/corpus/json
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/access_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_ACCESS) -dict=fuzz/access.dict $(FUZZ_DIR)/corpus-access fuzz/corpus/access
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/auth_file_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_ACCESS) $(FUZZ_DIR)/corpus-auth-file fuzz/corpus/auth-file
+	$(call fuzz_pair,$(1),beanstalk_decoder_fuzz,-max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
+	  -dict=fuzz/beanstalk_decoder.dict $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk,\
+	  http_api_fuzz,-max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict \
+	  $(FUZZ_DIR)/corpus-http fuzz/corpus/http)
+	$(call fuzz_pair,$(1),http_request_fuzz,-max_len=$(FUZZ_MAX_LEN_HTTP) \
+	  -dict=fuzz/http_request.dict $(FUZZ_DIR)/corpus-http-request fuzz/corpus/http-request,\
+	  json_input_fuzz,-max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/json.dict \
+	  $(FUZZ_DIR)/corpus-json fuzz/corpus/json)
+	$(call fuzz_pair,$(1),access_fuzz,-max_len=$(FUZZ_MAX_LEN_ACCESS) -dict=fuzz/access.dict \
+	  $(FUZZ_DIR)/corpus-access fuzz/corpus/access,\
+	  auth_file_fuzz,-max_len=$(FUZZ_MAX_LEN_ACCESS) $(FUZZ_DIR)/corpus-auth-file fuzz/corpus/auth-file)
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/tls_front_door_fuzz -max_total_time=$(1) -print_final_stats=1 \
 	  -max_len=$(FUZZ_MAX_LEN_TLS) $(FUZZ_DIR)/corpus-tls-front-door fuzz/corpus/tls-front-door
 endef

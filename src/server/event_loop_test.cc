@@ -169,7 +169,11 @@ TEST(RunEventLoop, WhileWaitingElsewhereOnlyOtherWorkKeepsPollingOn) {
       EXPECT_EQ(s.hits, 0u);
       EXPECT_LT(s.polls, 20u);  // probes: after 8, 16, 32, ... short sleeps
     } else {
-      EXPECT_GT(s.hits, kPosts / 2u);
+      // Its polls hit (six in a row turn polling on), which with
+      // completions from elsewhere they never do. How many of the posts it
+      // finds by polling depends on the feeder thread getting a core in
+      // time, which a loaded machine (ctest -j4) does not always give it.
+      EXPECT_GE(s.hits, 6u);
     }
   }
 }

@@ -751,11 +751,16 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
   EXPECT_EQ(Do([&](Done d) { b->Delete(0, p3->id, Ch(d)); }).code(), Code::kOk);
 
   // A pause of a topic without jobs (watched here) lives until it ends.
+  // (Whether "cycle" is still registered beside it depends on how long the
+  // steps above took: its topic_idle_ms runs from its last delete.)
+  auto pz_registered = [&] {
+    return Cli("hvals 'dq:{dq}:topic-names'").find("pz") != std::string::npos;
+  };
   SessionId sp = SessionOn(*a, "pz");
   EXPECT_TRUE(Do([&](Done d) { a->PauseTopic("pz", 300, d); }).ok());
-  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  EXPECT_TRUE(pz_registered());
   RunFor(milliseconds(200));
-  EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "2");
+  EXPECT_TRUE(pz_registered());
   EXPECT_TRUE(RunUntil([&] { return Cli("hlen 'dq:{dq}:topic-names'") == "0"; }));
   // One nobody here uses or watches, and without jobs, does not exist.
   b->CloseSession(sb);
