@@ -15,9 +15,9 @@ Status CheckTomlText(std::string_view text, std::string_view source, bool ascii_
       if (ascii_only || in == In::kCode)
         return Status::InvalidArgument(
             std::string(source) + " line " + std::to_string(line) +
-            (c == 0 ? ": a NUL byte"
-                    : ascii_only ? ": a non-ASCII character (the file holds ASCII only)"
-                                 : ": a non-ASCII character outside a string or a comment"));
+            (c == 0       ? ": a NUL byte"
+             : ascii_only ? ": a non-ASCII character (the file holds ASCII only)"
+                          : ": a non-ASCII character outside a string or a comment"));
       continue;
     }
     if (c == '\n') {
