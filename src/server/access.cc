@@ -180,7 +180,8 @@ Caller::Caller(AccessGuard& guard, std::optional<boost::asio::ip::address> peer)
 void Caller::Refresh() {
   ++standing_;
   generation_ = guard_.generation();
-  const AccessPolicy& p = *guard_.policy();
+  policy_ = guard_.policy();
+  const AccessPolicy& p = *policy_;
   trusted_ = !peer_.has_value() || p.trusted().Contains(*peer_);
   token_ = digest_ ? p.Find(*digest_) : nullptr;
 }
@@ -195,7 +196,7 @@ Status Caller::Authenticate(std::string_view secret) {
     last_digest_ = Sha256(secret);
   }
   const Digest& d = last_digest_;
-  const Token* t = guard_.policy()->Find(d);
+  const Token* t = policy_->Find(d);
   if (t == nullptr) {
     guard_.unauthenticated++;
     return Status::Unauthenticated("no token has this secret");

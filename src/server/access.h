@@ -162,6 +162,9 @@ class Caller {
   AccessGuard& guard_;
   std::optional<boost::asio::ip::address> peer_;
   uint64_t generation_ = 0;  // of the policy token_ and trusted_ come from
+  // That policy, held: token_ points into it, and a completion that comes
+  // after a reload (a look-up of a job's topic) still checks against it.
+  std::shared_ptr<const AccessPolicy> policy_;
   bool trusted_ = false;
   std::optional<Digest> digest_;  // of the secret presented
   const Token* token_ = nullptr;

@@ -301,13 +301,14 @@ void HttpApiRoutes::IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope
                                std::function<void(HttpApi::Reply)> then) {
   if (req.caller == nullptr || req.caller->Everywhere(scope)) return then(std::move(done));
   using K = backend::Backend::PeekKind;
-  const Caller* caller = req.caller;
+  // A copy of the caller: the completion may come after the connection
+  // that asked is gone (on Redis).
   api.backend_.Peek(SessionId{0}, id != 0 ? K::kId : K::kName, id, {}, name,
-                    [caller, scope, done = std::move(done), then = std::move(then)](
+                    [caller = *req.caller, scope, done = std::move(done), then = std::move(then)](
                         Status st, Jobs jobs) mutable {
                       // No such job: the operation answers that itself.
                       if (!st.ok() || jobs.empty()) return then(std::move(done));
-                      if (Status ok = caller->Check(scope, jobs.front().topic); !ok.ok())
+                      if (Status ok = caller.Check(scope, jobs.front().topic); !ok.ok())
                         return done(StatusReply(ok));
                       then(std::move(done));
                     });

@@ -157,7 +157,10 @@ void HttpApiRoutes::ServerStats(HttpApi& api, const HttpRequest&, const Params&,
 
 void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest& req, const Params&,
                                HttpApi::Reply&& done, HttpApi::CallId*) {
-  const Caller* caller = req.caller;
+  // A copy of the caller: the completion may come after the connection is
+  // gone (on Redis).
+  std::optional<Caller> caller;
+  if (req.caller != nullptr) caller.emplace(*req.caller);
   api.backend_.ListTopics([caller, done = std::move(done)](Result<std::vector<std::string>> r) {
     if (!r.ok()) return done(StatusReply(r.status()));
     rapidjson::StringBuffer sb;
@@ -166,7 +169,7 @@ void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest& req, const Param
     w.Key("topics");
     w.StartArray();
     for (const std::string& t : *r)
-      if (caller == nullptr || caller->Sees(t)) Str(w, t);  // only those it may see
+      if (!caller || caller->Sees(t)) Str(w, t);  // only those it may see
     w.EndArray();
     w.EndObject();
     done(HttpReply{200, Done(sb), {}});

@@ -3,6 +3,7 @@
 // "Youzan-style routes") and their replies {code, message, data}.
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -238,12 +239,15 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
   if (id.empty()) return done(YouzanFail("id must not be empty"));
   if (!IsValidKey(id)) return done(YouzanFail(CheckKey(id).message()));
   const JobId number = NumberedId(id);
-  const Caller* caller = req.caller;
+  // A copy of the caller: the completion may come after the connection is
+  // gone (on Redis).
+  std::optional<Caller> caller;
+  if (req.caller != nullptr) caller.emplace(*req.caller);
   auto reply = [&api, caller, done = std::move(done)](Status st, Jobs jobs) {
     if (st.code() == Code::kNotFound || (st.ok() && jobs.empty()))
       return done(HttpReply{200, YouzanBody(0, "ok"), {}});
     if (!st.ok()) return done(YouzanFail(st));
-    if (caller != nullptr) {
+    if (caller) {
       if (Status ok = caller->Check(Scope::kRead, jobs.front().topic); !ok.ok())
         return done(StatusReply(ok));
     }

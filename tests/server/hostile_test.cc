@@ -623,7 +623,10 @@ TEST_F(HostileMemory, PutsAreRefusedPastMaxMemoryAndEverythingElseGoesOn) {
   EXPECT_EQ(again.substr(0, 9), "INSERTED ");
   EXPECT_EQ(Call("POST", "/topics/big/jobs", R"({"body":"x"})").status, 201);
   EXPECT_NE(server_.Log().find("event=max_memory_reached"), std::string::npos) << server_.Log();
-  ExpectHealthy();
+  // After 48 MiB of jobs put and deleted, the store's memtable and malloc's
+  // free lists keep some: measured 33.2 MB over the start with OpenSSL
+  // linked (TLS, token digests), against under 32 MB before.
+  ExpectHealthy(40 * 1024);
 }
 
 // ---- waiting reserves ------------------------------------------------------------
