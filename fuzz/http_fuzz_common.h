@@ -34,7 +34,7 @@ const std::set<int> kAccessStatuses = {401, 403, 429};
 const std::set<std::string> kAccessCodes = {"unauthenticated", "forbidden", "rate_limited"};
 
 // `access`: the caller may be refused by the access checks.
-void CheckReply(const server::HttpReply& r, bool access = false) {
+[[maybe_unused]] void CheckReply(const server::HttpReply& r, bool access = false) {
   FUZZ_CHECK(kStatuses.count(r.status) == 1 || (access && kAccessStatuses.count(r.status) == 1),
              r.body.c_str());
   rapidjson::Document d;
