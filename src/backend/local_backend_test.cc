@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "delayq/operations.h"
+#include "manual_clock.h"
 #include "store/journal.h"
 #include "store/mem_store.h"
 #include "test_seed.h"
@@ -29,11 +30,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ManualClock : public Clock {
- public:
-  TimeUs NowUs() const override { return now * 1000; }
-  TimeMs now = 1'700'000'000'000;
-};
+using testing::ManualClock;
 
 // A store whose writes wait until the test opens the gate: proves that a
 // reply is not sent before its change is written.

@@ -13,29 +13,23 @@
 // unless they are finished on the same connection first (reserve
 // --finish). So finish, release, bury and touch, which act for a
 // reservation's holder, are refused here before anything is sent.
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <algorithm>
 #include <map>
 
 #include "cli/client.h"
 #include "cli/connection.h"
+#include "cli/json_writer.h"
 #include "delayq/types.h"
 
 namespace delayq::cli {
 namespace {
 
 using std::chrono::milliseconds;
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 using YamlMap = std::vector<std::pair<std::string, std::string>>;
 
 // A beanstalkd command line, "\r\n" included, is at most this long.
 constexpr size_t kMaxLine = 224;
-
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
 
 std::string_view Find(const YamlMap& m, std::string_view key) {
   for (const auto& [k, v] : m)

@@ -1,8 +1,6 @@
 // The HTTP/JSON API transport of the command-line client: each operation is
 // one request on a keep-alive connection, and its reply is the API's own
 // JSON (docs/http-api.md), passed through.
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -10,6 +8,7 @@
 
 #include "cli/client.h"
 #include "cli/connection.h"
+#include "cli/json_writer.h"
 #include "cli/util.h"
 #include "delayq/version.h"
 
@@ -18,7 +17,6 @@ namespace {
 
 namespace http = boost::beast::http;
 using std::chrono::milliseconds;
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 // Largest reply accepted: a reserve of 1000 jobs of the largest size the
 // server takes (1 GiB) cannot come in one reply anyway; this bounds memory.
@@ -26,10 +24,6 @@ constexpr uint64_t kMaxReplyBytes = uint64_t{1} << 32;
 
 std::string JobPath(JobId id) { return "/jobs/" + std::to_string(id); }
 std::string TopicPath(const std::string& topic) { return "/topics/" + PercentEncode(topic); }
-
-void Str(JsonWriter& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-}
 
 std::string Text(rapidjson::StringBuffer& sb) { return std::string(sb.GetString(), sb.GetSize()); }
 

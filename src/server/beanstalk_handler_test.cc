@@ -12,15 +12,12 @@
 
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
+#include "manual_clock.h"
 
 namespace delayq::server {
 namespace {
 
-class ManualClock : public backend::Clock {
- public:
-  backend::TimeUs NowUs() const override { return now * 1000; }
-  TimeMs now = 1'700'000'000'000;
-};
+using testing::ManualClock;
 
 struct Conn {
   Conn(ServerContext& ctx) : h(ctx, [this] { wakes++; }) {}

@@ -15,6 +15,7 @@
 
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
+#include "manual_clock.h"
 #include "server/http_api_internal.h"
 #include "store/mem_store.h"
 
@@ -23,11 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ManualClock : public backend::Clock {
- public:
-  backend::TimeUs NowUs() const override { return now * 1000; }
-  TimeMs now = 1'700'000'000'000;
-};
+using testing::ManualClock;
 
 rapidjson::Document Json(const std::string& text) {
   rapidjson::Document d;

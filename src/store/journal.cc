@@ -78,13 +78,6 @@ uint64_t GetFixed(std::string_view s, size_t n) {
   for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[i])) << (8 * i);
   return v;
 }
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
 bool GetVarint(std::string_view* in, uint64_t* v) {
   *v = 0;
   for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {

@@ -1,7 +1,6 @@
 #include "store/record_codec.h"
 
 namespace delayq::store {
-namespace {
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -10,6 +9,9 @@ void PutVarint(std::string* out, uint64_t v) {
   }
   out->push_back(static_cast<char>(v));
 }
+
+namespace {
+
 // Signed times as zigzag, so small negative values stay short.
 void PutSigned(std::string* out, int64_t v) {
   PutVarint(out, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));

@@ -19,6 +19,10 @@ inline constexpr uint8_t kRecordVersion = 2;
 // Flags of version 2.
 inline constexpr uint8_t kRecordNamed = 1;  // JobRecord::named
 
+// Appends `v` as a varint (7 bits a byte, low first; the journal's
+// records use it too).
+void PutVarint(std::string* out, uint64_t v);
+
 // Appends the value of a job record: version, fields, body.
 void EncodeJobValue(const JobRecord& record, std::string_view body, std::string* out);
 

@@ -61,7 +61,7 @@ std::vector<std::vector<Command>> ParseBlocks(const std::string& page) {
   return blocks;
 }
 
-std::string Masked(const std::string& s) {
+std::string MaskedOutput(const std::string& s) {
   std::string m = MaskLineValues(MaskTimes(s), {"time left", "age", "uptime"}, "*");
   m = MaskHex16(MaskLineValues(m, {"id"}, "*", /*hex16=*/true));
   return MaskJsonValues(m, {"due_ms", "deadline_ms", "created_ms", "now_ms", "uptime_ms",
@@ -117,7 +117,7 @@ TEST(CliDoc, ExamplesRunAsShown) {
     std::string got = out.substr(from, to == std::string::npos ? std::string::npos : to - from);
     // Output that does not end a line (-o body) ends one on the page.
     if (!got.empty() && !got.ends_with('\n')) got += '\n';
-    EXPECT_EQ(Masked(got), Masked(all[i]->expected))
+    EXPECT_EQ(MaskedOutput(got), MaskedOutput(all[i]->expected))
         << "docs/cli.md:" << all[i]->line << ": $ " << all[i]->text;
   }
   int stopped = server.Stop();

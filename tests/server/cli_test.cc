@@ -176,7 +176,7 @@ std::ostream& operator<<(std::ostream& os, const CliRun& r) {
 }
 
 // Times that change from run to run, as "<time>" and "<s>".
-std::string Masked(const std::string& text) {
+std::string MaskedRun(const std::string& text) {
   return MaskHex16(MaskLineValues(MaskTimes(text), {"time left", "age"}, "<s>"));
 }
 
@@ -516,12 +516,13 @@ TEST_P(CliBoth, Put) {
 
   r = Run({"put", "-t", "orders", "-d", "30m", "-k", "order-42", "close order 42"});
   EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out),
+  EXPECT_EQ(MaskedRun(r.out),
             beanstalk() ? "job 3 created (delayed)\n" : "job 3 created (delayed until <time>)\n");
   r = Run({"put", "-t", "orders", "-d", "30m", "-k", "order-42", "again"});
   EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out), beanstalk() ? "job 3 exists with key order-42 (delayed)\n"
-                                       : "job 3 exists with key order-42 (delayed until <time>)\n");
+  EXPECT_EQ(MaskedRun(r.out), beanstalk()
+                                  ? "job 3 exists with key order-42 (delayed)\n"
+                                  : "job 3 exists with key order-42 (delayed until <time>)\n");
   r = Run({"-o", "json", "put", "-t", "orders", "-k", "order-42", "again"});
   auto d = Json(r.out);
   ASSERT_TRUE(d.IsObject()) << r;
@@ -622,7 +623,7 @@ TEST_P(CliBoth, ReserveAndFinish) {
   // The text form; --finish takes the job.
   r = Run({"reserve", "-t", "emails,sms", "--finish"});
   ASSERT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out),
+  EXPECT_EQ(MaskedRun(r.out),
             beanstalk() ? "id:        2\n"
                           "topic:     emails\n"
                           "state:     reserved\n"
@@ -750,7 +751,7 @@ TEST_P(CliBoth, PeekAndDelete) {
   PutJob("orders", "other");
   CliRun r = Run({"peek", "-t", "orders", "-k", "order-42"});
   EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out),
+  EXPECT_EQ(MaskedRun(r.out),
             beanstalk() ? "id:        1\n"
                           "topic:     orders\n"
                           "key:       order-42\n"
@@ -975,7 +976,7 @@ TEST_F(CliHttp, FinishReleaseBuryTouchKickCarryTheLease) {
   r = Http(
       {"release", s, "--lease", second.substr(second.find('@') + 1), "--delay", "1h", "-p", "3"});
   EXPECT_EQ(r.exit, 0) << r;
-  EXPECT_EQ(Masked(r.out), "job 1 released (delayed until <time>)\n");
+  EXPECT_EQ(MaskedRun(r.out), "job 1 released (delayed until <time>)\n");
   EXPECT_EQ(Json(Http({"--json", "peek", s}).out)["priority"].GetUint(), 3u);
   r = Http({"kick", "--job", s});
   EXPECT_EQ(r.out, "job 1 kicked (ready)\n") << r;
@@ -985,7 +986,7 @@ TEST_F(CliHttp, FinishReleaseBuryTouchKickCarryTheLease) {
 
   job = reserve();
   r = Http({"touch", job});
-  EXPECT_EQ(Masked(r.out), "job 1 touched (reserved until <time>)\n") << r;
+  EXPECT_EQ(MaskedRun(r.out), "job 1 touched (reserved until <time>)\n") << r;
   r = Http({"--json", "bury", job, "-p", "9"});
   EXPECT_EQ(r.exit, 0) << r;
   EXPECT_EQ(r.out, "{\"id\":1,\"state\":\"buried\",\"priority\":9}\n");

@@ -117,11 +117,6 @@ std::string Found(uint64_t id, std::string_view body) {
          std::string(body) + "\r\n";
 }
 
-std::string PutCmd(std::string_view body, uint32_t pri, uint32_t delay, uint32_t ttr) {
-  return "put " + std::to_string(pri) + " " + std::to_string(delay) + " " + std::to_string(ttr) +
-         " " + std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n";
-}
-
 // The value of `key` in a YAML reply, if there.
 std::optional<uint64_t> YamlUint(std::string_view reply, std::string_view key) {
   return ParseUint(YamlValue(reply, key));

@@ -74,7 +74,7 @@ std::vector<std::string> Leases(const std::string& json) {
 }
 
 // The JSON text with the run-dependent values replaced by "*".
-std::string Masked(const std::string& json) {
+std::string MaskedJson(const std::string& json) {
   rapidjson::Document d;
   d.Parse(json.c_str(), json.size());
   if (d.HasParseError()) return "<not JSON> " + json;
@@ -143,7 +143,7 @@ TEST(HttpDoc, ExamplesRunAsShown) {
     size_t head_end = out.find("\r\n\r\n");
     ASSERT_NE(head_end, std::string::npos) << "docs/http-api.md:" << e.line << ": " << out;
     EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
-    EXPECT_EQ(Masked(out.substr(head_end + 4)), Masked(e.body))
+    EXPECT_EQ(MaskedJson(out.substr(head_end + 4)), MaskedJson(e.body))
         << "docs/http-api.md:" << e.line << ": " << e.command;
     std::vector<std::string> shown = Leases(e.body), real = Leases(out.substr(head_end + 4));
     for (size_t i = 0; i < shown.size() && i < real.size(); ++i) leases[shown[i]] = real[i];

@@ -52,10 +52,6 @@ std::string FoundReply(uint64_t id, std::string_view body) {
          std::string(body) + "\r\n";
 }
 
-std::string PutCmd(std::string_view body) {
-  return "put 0 0 60 " + std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n";
-}
-
 // Sends `pattern` over and over on `fd` for `d` without reading, picking up
 // where a partial send stopped (so the stream is whole commands), never
 // blocking. Returns the bytes sent.

@@ -75,11 +75,6 @@ std::string Reserved(uint64_t id, std::string_view body) { return Job("RESERVED"
 std::string Found(uint64_t id, std::string_view body) { return Job("FOUND", id, body); }
 std::string Inserted(uint64_t id) { return "INSERTED " + std::to_string(id) + "\r\n"; }
 
-std::string PutCmd(std::string_view body, uint32_t pri = 0, uint32_t delay = 0, uint32_t ttr = 60) {
-  return "put " + std::to_string(pri) + " " + std::to_string(delay) + " " + std::to_string(ttr) +
-         " " + std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n";
-}
-
 // "- a\n- b\n" list YAML of tube names.
 std::string ListYaml(const std::vector<std::string>& names) {
   std::string y = "---\n";

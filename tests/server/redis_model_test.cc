@@ -59,7 +59,7 @@ constexpr TimeMs kStart = 4'000'000'000'000;
 // A job id that no put hands out, on either side.
 constexpr JobId kNoJob = 1'000'000;
 
-class ManualClock : public Clock {
+class ModelClock : public Clock {
  public:
   TimeUs NowUs() const override { return now_us_; }
   void Set(TimeMs t) { now_us_ = t * 1000; }
@@ -216,7 +216,7 @@ class RedisModelTest : public ::testing::Test {
 
   RedisProcess redis_;
   boost::asio::io_context io_;
-  ManualClock clock_;
+  ModelClock clock_;
 };
 
 // Whether the reference's ready job `id` is a job that a reserve of a

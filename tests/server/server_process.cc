@@ -422,6 +422,11 @@ bool RawClient::WaitClosed(milliseconds timeout, std::string* data) {
 
 // ---- a client that does not read ----------------------------------------------
 
+std::string PutCmd(std::string_view body, uint32_t pri, uint32_t delay, uint32_t ttr) {
+  return "put " + std::to_string(pri) + " " + std::to_string(delay) + " " + std::to_string(ttr) +
+         " " + std::to_string(body.size()) + "\r\n" + std::string(body) + "\r\n";
+}
+
 std::string Repeated(std::string_view s, int n) {
   std::string out;
   out.reserve(s.size() * static_cast<size_t>(n));

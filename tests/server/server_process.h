@@ -158,6 +158,9 @@ std::string YamlValue(std::string_view reply, std::string_view key);
 // `s`, `n` times over (a pipeline of one request).
 std::string Repeated(std::string_view s, int n);
 
+// A beanstalkd put of `body`, its body and CRLFs included.
+std::string PutCmd(std::string_view body, uint32_t pri = 0, uint32_t delay = 0, uint32_t ttr = 60);
+
 // A client that sends and does not read: sends `chunk` on the socket `fd`
 // over and over for `d`, without blocking (a full buffer waits 10 ms).
 // Returns how many bytes the kernel took; sets *error on a failed send.
