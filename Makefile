@@ -129,7 +129,7 @@ test: format-check build
 	$(ctest_release_beside_asan_build)
 	$(ctest_asan)
 	$(replay_fuzzers)
-	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 7 + 1))
+	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 8 + 1))
 
 # libFuzzer targets (built in the sanitizer build, see above), run on scratch
 # copies of their seed corpora for FUZZ_SECONDS in all (split between the targets); a crash or a failed check
@@ -143,8 +143,8 @@ TEST_FUZZ_SECONDS ?= 40
 # Scratch copies of the corpora (what fuzzing adds to them).
 FUZZ_DIR ?= build-fuzz
 FUZZ_TARGETS := beanstalk_decoder_fuzz http_api_fuzz http_request_fuzz json_input_fuzz \
-	access_fuzz auth_file_fuzz tls_front_door_fuzz
-FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 7 + 1)
+	access_fuzz auth_file_fuzz tls_front_door_fuzz tls_session_fuzz
+FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 8 + 1)
 FUZZ_MAX_LEN_HTTP ?= 8388608
 # A report of either sanitizer ends the run (the build does not recover).
 FUZZ_ENV = UBSAN_OPTIONS=print_stacktrace=1
@@ -153,8 +153,8 @@ FUZZ_MAX_LEN_BEANSTALK ?= 1048576
 # of a few tokens.
 FUZZ_MAX_LEN_ACCESS ?= 65536
 # The TLS front door's input: a connection's first bytes (a ClientHello is
-# under 2 KiB).
-FUZZ_MAX_LEN_TLS ?= 16384
+# under 2 KiB); the TLS session's: a few records.
+FUZZ_MAX_LEN_TLS ?= 65536
 define build_fuzzers
 	$(configure_asan)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -177,7 +177,7 @@ endef
 define run_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
 	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/corpus-access $(FUZZ_DIR)/corpus-auth-file \
-	  $(FUZZ_DIR)/corpus-tls-front-door
+	  $(FUZZ_DIR)/corpus-tls-front-door $(FUZZ_DIR)/corpus-tls-session
 	$(call fuzz_pair,$(1),beanstalk_decoder_fuzz,-max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
 	  -dict=fuzz/beanstalk_decoder.dict $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk,\
 	  http_api_fuzz,-max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict \
@@ -189,8 +189,9 @@ define run_fuzzers
 	$(call fuzz_pair,$(1),access_fuzz,-max_len=$(FUZZ_MAX_LEN_ACCESS) -dict=fuzz/access.dict \
 	  $(FUZZ_DIR)/corpus-access fuzz/corpus/access,\
 	  auth_file_fuzz,-max_len=$(FUZZ_MAX_LEN_ACCESS) $(FUZZ_DIR)/corpus-auth-file fuzz/corpus/auth-file)
-	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/tls_front_door_fuzz -max_total_time=$(1) -print_final_stats=1 \
-	  -max_len=$(FUZZ_MAX_LEN_TLS) $(FUZZ_DIR)/corpus-tls-front-door fuzz/corpus/tls-front-door
+	$(call fuzz_pair,$(1),tls_front_door_fuzz,-max_len=$(FUZZ_MAX_LEN_TLS) \
+	  $(FUZZ_DIR)/corpus-tls-front-door fuzz/corpus/tls-front-door,\
+	  tls_session_fuzz,-max_len=$(FUZZ_MAX_LEN_TLS) $(FUZZ_DIR)/corpus-tls-session fuzz/corpus/tls-session)
 endef
 
 # Each target once over its seed corpus (libFuzzer's -runs=0: every input
@@ -207,6 +208,8 @@ define replay_fuzzers
 	  fuzz/corpus/auth-file
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/tls_front_door_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_TLS) \
 	  fuzz/corpus/tls-front-door
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/tls_session_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_TLS) \
+	  fuzz/corpus/tls-session
 endef
 
 fuzz: setup

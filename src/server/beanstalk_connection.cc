@@ -33,11 +33,17 @@ constexpr std::chrono::milliseconds kLingerCheck{250};
 constexpr int kLingerChecks = 20;
 }  // namespace
 
-BeanstalkConnection::BeanstalkConnection(BeanstalkServer& server, tcp::socket socket)
+BeanstalkConnection::BeanstalkConnection(BeanstalkServer& server, tcp::socket socket,
+                                         std::shared_ptr<asio::ssl::context> tls)
     : server_(server),
       handler_(
           server.ctx_, [this] { OnWake(); }, PeerAddress(socket)) {
   boost::system::error_code ec;
+  if (tls != nullptr) {
+    tls_ = std::make_unique<TlsSession>(std::move(tls));
+    auto ep = socket.remote_endpoint(ec);
+    peer_ = ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
   socket.set_option(tcp::no_delay(true), ec);
   socket.non_blocking(true, ec);
   fd_ = socket.release(ec);  // out of Asio's reactor: the poller has it
@@ -49,8 +55,27 @@ BeanstalkConnection::~BeanstalkConnection() {
 }
 
 void BeanstalkConnection::Start() {
-  if (fd_ < 0 || !server_.poller_.Add(fd_, EPOLLIN, this).ok()) return Close();
+  if (fd_ < 0 || (tls_ != nullptr && !tls_->ok()) || !server_.poller_.Add(fd_, EPOLLIN, this).ok())
+    return Close();
   interest_ = EPOLLIN;
+  if (tls_ != nullptr) ArmHandshakeTimer();
+}
+
+void BeanstalkConnection::ArmHandshakeTimer() {
+  const auto timeout = server_.ctx_.tls_handshake_timeout;
+  if (timeout.count() <= 0) return;
+  handshake_timer_ = std::make_unique<asio::steady_timer>(server_.io_);
+  handshake_timer_->expires_after(timeout);
+  handshake_timer_->async_wait(
+      [weak = weak_from_this(), timeout](const boost::system::error_code& ec) {
+        auto self = weak.lock();
+        if (ec || self == nullptr || self->closed_ || self->tls_->established()) return;
+        self->server_.ctx_.warn.Warn("tls_handshake_timeout",
+                                     "protocol=beanstalkd peer=" + self->peer_ +
+                                         " error=\"no handshake within " +
+                                         std::to_string(timeout.count()) + " ms\"");
+        self->Close();
+      });
 }
 
 void BeanstalkConnection::Shutdown() {
@@ -114,7 +139,7 @@ void BeanstalkConnection::UpdateInterest() {
 
 void BeanstalkConnection::Read() {
   if (recv_queued_) return;
-  ByteBuffer& in = handler_.input();
+  ByteBuffer& in = tls_ != nullptr ? cipher_in_ : handler_.input();
   char* p = in.Prepare(kReadChunk);
   recv_room_ = Room();
   ssize_t n;
@@ -126,31 +151,58 @@ void BeanstalkConnection::Read() {
 }
 
 size_t BeanstalkConnection::Room() {
-  const ByteBuffer& in = handler_.input();
+  // Over TLS the ciphertext is bounded as the input would be: the
+  // plaintext it brings is no longer.
+  const size_t held = handler_.input().size() + cipher_in_.size();
   const size_t limit = server_.input_limit_;
-  return std::min(in.writable(), std::max(kReadChunk, limit > in.size() ? limit - in.size() : 0));
+  const ByteBuffer& in = tls_ != nullptr ? cipher_in_ : handler_.input();
+  return std::min(in.writable(), std::max(kReadChunk, limit > held ? limit - held : 0));
 }
 
 void BeanstalkConnection::Received(ssize_t n) {
-  ByteBuffer& in = handler_.input();
+  ByteBuffer& in = tls_ != nullptr ? cipher_in_ : handler_.input();
   size_t room = recv_room_;
   // The read filled the buffer: more may be waiting, take some now (a
   // bounded amount, so a fast sender cannot make us buffer without end).
   for (int extra = 0; n > 0; ++extra) {
     in.Commit(static_cast<size_t>(n));
     if (static_cast<size_t>(n) < room || extra == kMaxExtraReads ||
-        in.size() >= server_.input_limit_)
+        handler_.input().size() + cipher_in_.size() >= server_.input_limit_)
       break;
     char* p = in.Prepare(kReadChunk);
     room = Room();
     n = RecvNow(fd_, p, room);
   }
+  if (tls_ != nullptr && !cipher_in_.empty() && !Decipher()) return;
   if (n == 0) {
     peer_closed_ = true;  // answer what came before the end, then close
   } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
     return Close();
   }
   Run();
+}
+
+bool BeanstalkConnection::Decipher() {
+  const bool was_established = tls_->established();
+  const TlsSession::State state = tls_->Decrypt(cipher_in_.view(), handler_.input());
+  cipher_in_.Consume(cipher_in_.size());
+  if (state == TlsSession::State::kFailed) {
+    server_.ctx_.warn.Warn(
+        was_established ? "tls_error" : "tls_handshake_failed",
+        "protocol=beanstalkd peer=" + peer_ + " error=\"" + tls_->error() + "\"");
+    // The alert that says why, if the kernel takes it now.
+    std::string alert;
+    tls_->TakeOutput(alert);
+    if (!alert.empty() && !writing_ && !send_queued_) SendNow(fd_, alert.data(), alert.size());
+    Close();
+    return false;
+  }
+  if (state == TlsSession::State::kClosed) peer_closed_ = true;
+  if (tls_->established() && handshake_timer_ != nullptr) {
+    handshake_timer_->cancel();
+    handshake_timer_.reset();
+  }
+  return true;
 }
 
 void BeanstalkConnection::Run() {
@@ -199,7 +251,10 @@ void BeanstalkConnection::Settle() {
 }
 
 void BeanstalkConnection::ReleaseBuffers() {
-  if (!recv_queued_) handler_.input().ShrinkIfIdle(kKeepInput);
+  if (!recv_queued_) {
+    handler_.input().ShrinkIfIdle(kKeepInput);
+    cipher_in_.ShrinkIfIdle(kKeepInput);
+  }
   const size_t keep = server_.ctx_.RepliesOverBudget() ? 0 : BeanstalkHandler::kMaxOutput;
   auto release = [keep](std::string& s) {
     if (s.empty() && s.capacity() > keep) std::string().swap(s);
@@ -239,11 +294,22 @@ bool BeanstalkConnection::Flush() {
   if (send_queued_) return false;
   if (writing_ || closed_) return true;
   std::string& out = handler_.output();
-  if (out.empty()) {
-    if (handler_.want_close() || (draining_ && !handler_.reply_pending())) Finish();
+  if (tls_ != nullptr) {
+    // The replies as records, after what TLS has to say (the handshake's
+    // messages). Nothing is encrypted before the handshake is done.
+    tls_->TakeOutput(sending_);
+    if (!out.empty() && tls_->established()) {
+      tls_->Encrypt(out, sending_);
+      out.clear();
+    }
+  } else {
+    sending_.swap(out);
+  }
+  if (sending_.empty()) {
+    if (out.empty() && (handler_.want_close() || (draining_ && !handler_.reply_pending())))
+      Finish();
     return true;
   }
-  sending_.swap(out);
   ssize_t n;
   if (!server_.poller_.Send(fd_, sending_.data(), sending_.size(), this, &n)) {
     send_queued_ = true;
@@ -290,9 +356,33 @@ void BeanstalkConnection::WritePending() {
   Run();
 }
 
+bool BeanstalkConnection::SayCloseNotify() {
+  close_notify_queued_ = true;
+  if (!tls_->established()) return true;
+  tls_->Close();
+  std::string bye;
+  tls_->TakeOutput(bye);
+  if (bye.empty()) return true;
+  ssize_t n = SendNow(fd_, bye.data(), bye.size());
+  if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
+    Close();
+    return false;
+  }
+  n = std::max<ssize_t>(n, 0);
+  if (static_cast<size_t>(n) == bye.size()) return true;
+  // The rest as the rest of a reply: EPOLLOUT sends it, then Run finds
+  // nothing more to say and comes back here.
+  pending_.swap(bye);
+  pending_sent_ = static_cast<size_t>(n);
+  writing_ = true;
+  UpdateInterest();
+  return false;
+}
+
 void BeanstalkConnection::Finish() {
   if (closed_ || finishing_) return;
   if (peer_closed_) return Close();
+  if (tls_ != nullptr && !close_notify_queued_ && !SayCloseNotify()) return;
   const int waiting = DropWaitingInput();
   if (waiting < 0) return Close();
   linger_left_ = Unacknowledged();
@@ -349,6 +439,7 @@ void BeanstalkConnection::Close() {
   closed_ = true;
   Account();
   if (linger_timer_ != nullptr) linger_timer_->cancel();
+  if (handshake_timer_ != nullptr) handshake_timer_->cancel();
   if (fd_ >= 0) {
     if (interest_ != kUnregistered) server_.poller_.Remove(fd_);
     ::shutdown(fd_, SHUT_RDWR);

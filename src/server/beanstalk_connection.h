@@ -9,6 +9,13 @@
 // connection that is to end sends every reply first, then finishes
 // (Finish) or closes.
 //
+// Over TLS (docs/security.md, "TLS") the connection is the same: its
+// socket calls are batched with the plaintext ones; what recv brings is
+// decrypted into the handler's input, and the replies are encrypted as
+// they leave (TlsSession, tls_session.h). The handshake runs within the
+// server's handshake timeout; a connection that ends sends its
+// close_notify after its last reply.
+//
 // The server owns its connections (Listener); a connection reaches the
 // server's poller, limits and wake-up queue as its friend.
 //
@@ -26,8 +33,10 @@
 #include <string>
 
 #include "server/beanstalk_handler.h"
+#include "server/byte_buffer.h"
 #include "server/listener.h"
 #include "server/socket_poller.h"
+#include "server/tls_session.h"
 
 namespace delayq::server {
 
@@ -37,7 +46,10 @@ class BeanstalkConnection : public ListenerConnection,
                             public std::enable_shared_from_this<BeanstalkConnection>,
                             public SocketWatcher {
  public:
-  BeanstalkConnection(BeanstalkServer& server, boost::asio::ip::tcp::socket socket);
+  // `tls`: the context to serve TLS with (the client's first byte opened
+  // a handshake: front_door.h); null for plaintext.
+  BeanstalkConnection(BeanstalkServer& server, boost::asio::ip::tcp::socket socket,
+                      std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~BeanstalkConnection() override;
 
   // Registers the socket with the server's poller; closes at once if that
@@ -77,6 +89,12 @@ class BeanstalkConnection : public ListenerConnection,
 
   // n: what the recv returned (bytes, or -errno).
   void Received(ssize_t n);
+
+  // Over TLS: decrypts what came (cipher_in_) into the handler's input.
+  // False when the connection closed (a failed handshake or a bad record).
+  bool Decipher();
+  // Over TLS: the client's handshake has not ended within the timeout.
+  void ArmHandshakeTimer();
   void Run();
   void Settle();
 
@@ -116,6 +134,11 @@ class BeanstalkConnection : public ListenerConnection,
   void Finish();
   void CheckLinger();
 
+  // Over TLS: queues the close_notify after the last reply. False when
+  // the kernel did not take it at once: the connection finishes once
+  // EPOLLOUT has sent the rest.
+  bool SayCloseNotify();
+
   // Bytes of replies in the kernel that the client has not acknowledged
   // (SIOCOUTQ); 0 when the kernel does not say.
   int Unacknowledged() const;
@@ -152,6 +175,14 @@ class BeanstalkConnection : public ListenerConnection,
   bool stopped_full_ = false;  // Process stopped at a full output buffer
   bool wake_posted_ = false;
   bool peer_closed_ = false;
+  // Over TLS (null for plaintext): the session, what recv brought before
+  // it is decrypted, the handshake's timer, the client's address for the
+  // log, and whether the close_notify has been queued.
+  std::unique_ptr<TlsSession> tls_;
+  ByteBuffer cipher_in_;
+  std::unique_ptr<boost::asio::steady_timer> handshake_timer_;
+  std::string peer_;
+  bool close_notify_queued_ = false;
 };
 
 }  // namespace delayq::server

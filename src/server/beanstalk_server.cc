@@ -5,7 +5,6 @@
 
 #include "server/beanstalk_connection.h"
 #include "server/beanstalk_handler.h"
-#include "server/beanstalk_tls_connection.h"
 #include "server/front_door.h"
 
 namespace delayq::server {
@@ -42,9 +41,9 @@ void BeanstalkServer::Start() {
   doors_->plain = [this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
     return std::make_shared<BeanstalkConnection>(*this, std::move(socket));
   };
-  doors_->tls = [this](std::shared_ptr<asio::ssl::context> tls,
-                       std::unique_ptr<TlsStream> stream) -> std::shared_ptr<ListenerConnection> {
-    return std::make_shared<BeanstalkTlsConnection>(*this, std::move(tls), std::move(stream));
+  doors_->tls_socket = [this](std::shared_ptr<asio::ssl::context> tls,
+                              tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<BeanstalkConnection>(*this, std::move(socket), std::move(tls));
   };
   doors_->replace = [this](ListenerConnection* old, std::shared_ptr<ListenerConnection> next) {
     listener_.Replace(old, std::move(next));

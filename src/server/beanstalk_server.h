@@ -10,10 +10,10 @@
 // The connection itself: beanstalk_connection.h.
 //
 // With TLS (ctx.tls; docs/security.md, "TLS"), each connection starts at a
-// FrontDoor (front_door.h) that looks at its first byte: plaintext goes to
-// the BeanstalkConnection above, unchanged; TLS to a
-// BeanstalkTlsConnection (beanstalk_tls_connection.h) over Asio's SSL
-// stream, which runs the same BeanstalkHandler.
+// FrontDoor (front_door.h) that looks at its first byte, then hands the
+// socket to a BeanstalkConnection: as plaintext, unchanged, or with a TLS
+// session (tls_session.h) that runs the handshake and the records over
+// memory, its socket calls batched like the plaintext ones.
 //
 // Thread: construct, Start and Stop on the loop thread.
 #ifndef DELAYQ_SERVER_BEANSTALK_SERVER_H_
@@ -34,7 +34,6 @@
 namespace delayq::server {
 
 class BeanstalkConnection;
-class BeanstalkTlsConnection;
 struct FrontDoorHooks;
 
 // What a plaintext client outside the trusted networks is sent, with TLS
@@ -64,7 +63,6 @@ class BeanstalkServer {
 
  private:
   friend class BeanstalkConnection;
-  friend class BeanstalkTlsConnection;
   void Forget(ListenerConnection* c) { listener_.Forget(c); }
   // Runs c soon, with every connection woken before then (one handler, their
   // sends in one batch).

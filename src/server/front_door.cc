@@ -64,6 +64,11 @@ void FrontDoor::Plain() {
 }
 
 void FrontDoor::Handshake() {
+  if (hooks_.tls_socket) {
+    closed_ = true;
+    auto next = hooks_.tls_socket(std::move(tls_), std::move(socket_));
+    return hooks_.replace(this, std::move(next));
+  }
   stream_ = std::make_unique<TlsStream>(std::move(socket_), *tls_);
   if (ctx_.tls_handshake_timeout.count() > 0)
     Arm(ctx_.tls_handshake_timeout, "tls_handshake_timeout");

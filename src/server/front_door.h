@@ -4,7 +4,10 @@
 // looked at with recv(MSG_PEEK) and left in the socket, so the plaintext
 // connection that takes over reads the client's bytes as if it had
 // accepted them itself. A TLS client's handshake runs here, within the
-// handshake timeout; then the protocol's TLS connection takes over.
+// handshake timeout, and the protocol's TLS connection takes over
+// (FrontDoorHooks::tls); or the protocol's connection takes the socket and
+// runs the handshake itself (FrontDoorHooks::tls_socket: the beanstalkd
+// connections, whose socket calls are batched).
 // With TLS required (--tls-required), a plaintext client outside the
 // trusted networks is sent `tls_required_reply` and closed.
 //
@@ -41,9 +44,14 @@ struct FrontDoorHooks {
   // Before the first byte, a client may wait this long (0: for ever).
   std::chrono::milliseconds first_byte_timeout{0};
   std::function<std::shared_ptr<ListenerConnection>(boost::asio::ip::tcp::socket)> plain;
+  // One of these two: a TLS connection over the handshaken stream, or one
+  // that takes the socket before the handshake.
   std::function<std::shared_ptr<ListenerConnection>(std::shared_ptr<boost::asio::ssl::context>,
                                                     std::unique_ptr<TlsStream>)>
       tls;
+  std::function<std::shared_ptr<ListenerConnection>(std::shared_ptr<boost::asio::ssl::context>,
+                                                    boost::asio::ip::tcp::socket)>
+      tls_socket;
   std::function<void(ListenerConnection*, std::shared_ptr<ListenerConnection>)> replace;
   std::function<void(ListenerConnection*)> forget;
 };

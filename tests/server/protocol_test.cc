@@ -241,6 +241,11 @@ class ServerTest : public ::testing::Test {
       full.push_back("--backend");
       full.push_back(redis_.url());
     }
+    if (OverTls() && !AgainstBeanstalkd()) {
+      std::vector<std::string> tls = TlsServerArgs(&error);
+      ASSERT_FALSE(tls.empty()) << error;
+      full.insert(full.end(), tls.begin(), tls.end());
+    }
     ASSERT_TRUE(server_.Start(TargetBinary(), full, &error)) << error;
   }
 

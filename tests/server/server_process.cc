@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,8 +19,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
+
+#include "server/test_pki.h"
 
 #ifndef DELAYQ_BINARY_DIR
 #error "DELAYQ_BINARY_DIR must name the build directory (see CMakeLists.txt)"
@@ -36,6 +42,48 @@ std::string DelayqdPath() {
 }
 
 bool BeanstalkdAvailable() { return access(kBeanstalkdPath, X_OK) == 0; }
+
+bool OverTls() {
+  const char* e = std::getenv("DELAYQ_TEST_TLS");
+  return e != nullptr && std::string_view(e) == "1";
+}
+
+namespace {
+// The test CA and the server's certificate, made once per test process.
+struct TestTls {
+  TestPki pki;
+  std::string error;
+  SSL_CTX* client = nullptr;  // verifies the server against the CA
+};
+
+TestTls& SharedTestTls() {
+  static TestTls* tls = [] {
+    auto* t = new TestTls;  // lives as long as the process
+    // OpenSSL writes with write(2): a server that closed would end the
+    // test with SIGPIPE, where a plain client's send gets EPIPE.
+    signal(SIGPIPE, SIG_IGN);
+    if (!t->pki.Init(&t->error) || !t->pki.Issue("server", "IP:127.0.0.1", &t->error)) return t;
+    t->client = SSL_CTX_new(TLS_client_method());
+    if (t->client == nullptr ||
+        SSL_CTX_load_verify_locations(t->client, t->pki.ca().c_str(), nullptr) != 1) {
+      t->error = "cannot load the test CA into a client context";
+      return t;
+    }
+    SSL_CTX_set_verify(t->client, SSL_VERIFY_PEER, nullptr);
+    return t;
+  }();
+  return *tls;
+}
+}  // namespace
+
+std::vector<std::string> TlsServerArgs(std::string* error) {
+  TestTls& t = SharedTestTls();
+  if (!t.error.empty()) {
+    *error = t.error;
+    return {};
+  }
+  return {"--tls-cert", t.pki.Path("server.crt"), "--tls-key", t.pki.Path("server.key")};
+}
 
 namespace {
 uint64_t StatusKb(pid_t pid, std::string_view key) {
@@ -278,28 +326,73 @@ RawClient::RawClient(uint16_t port, milliseconds timeout) : timeout_(timeout) {
   }
   int one = 1;
   setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (OverTls() && !StartTls(deadline)) Close();
+}
+
+bool RawClient::StartTls(Clock::time_point deadline) {
+  TestTls& t = SharedTestTls();
+  if (t.client == nullptr) {
+    error_ = "TLS: " + t.error;
+    return false;
+  }
+  fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  ssl_ = SSL_new(t.client);
+  SSL_set_fd(ssl_, fd_);
+  for (;;) {
+    ERR_clear_error();
+    const int r = SSL_connect(ssl_);
+    if (r == 1) return true;
+    const int e = SSL_get_error(ssl_, r);
+    if ((e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) &&
+        Wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline) > 0)
+      continue;
+    char why[256] = "timed out";
+    if (unsigned long err = ERR_get_error(); err != 0) ERR_error_string_n(err, why, sizeof why);
+    error_ = std::string("TLS handshake: ") + why;
+    return false;
+  }
+}
+
+int RawClient::Wait(short events, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left < 0) left = 0;
+    pollfd p{fd_, events, 0};
+    int r = poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    return r < 0 ? -1 : r;
+  }
 }
 
 RawClient::~RawClient() { Close(); }
 
 RawClient::RawClient(RawClient&& o) noexcept
-    : fd_(o.fd_), timeout_(o.timeout_), buf_(std::move(o.buf_)), error_(std::move(o.error_)) {
+    : fd_(o.fd_),
+      ssl_(o.ssl_),
+      timeout_(o.timeout_),
+      buf_(std::move(o.buf_)),
+      error_(std::move(o.error_)) {
   o.fd_ = -1;
+  o.ssl_ = nullptr;
 }
 
 RawClient& RawClient::operator=(RawClient&& o) noexcept {
   if (this != &o) {
     Close();
     fd_ = o.fd_;
+    ssl_ = o.ssl_;
     timeout_ = o.timeout_;
     buf_ = std::move(o.buf_);
     error_ = std::move(o.error_);
     o.fd_ = -1;
+    o.ssl_ = nullptr;
   }
   return *this;
 }
 
 void RawClient::Close() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+  ssl_ = nullptr;
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
 }
@@ -310,6 +403,20 @@ void RawClient::ShutdownWrite() {
 
 bool RawClient::Send(std::string_view bytes) {
   if (fd_ < 0) return false;
+  while (ssl_ != nullptr && !bytes.empty()) {
+    ERR_clear_error();
+    const int n = SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size()));
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    const int e = SSL_get_error(ssl_, n);
+    if ((e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) &&
+        Wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, Clock::now() + timeout_) > 0)
+      continue;
+    error_ = "TLS send failed (SSL_get_error " + std::to_string(e) + ")";
+    return false;
+  }
   while (!bytes.empty()) {
     ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -332,6 +439,23 @@ bool RawClient::SendByteByByte(std::string_view bytes, std::chrono::microseconds
 
 int RawClient::ReadSome(Clock::time_point deadline) {
   if (fd_ < 0) return -1;
+  while (ssl_ != nullptr) {
+    // Decrypted bytes OpenSSL holds are not in the socket: read them first.
+    if (SSL_pending(ssl_) == 0) {
+      const int r = Wait(POLLIN, deadline);
+      if (r <= 0) return r;
+    }
+    char chunk[65536];
+    ERR_clear_error();
+    const int n = SSL_read(ssl_, chunk, sizeof chunk);
+    if (n > 0) {
+      buf_.append(chunk, static_cast<size_t>(n));
+      return 1;
+    }
+    const int e = SSL_get_error(ssl_, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) continue;  // a record's rest
+    return -1;  // the server's close_notify, the end of the stream, an error
+  }
   while (true) {
     auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
     if (left < 0) left = 0;

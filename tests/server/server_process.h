@@ -32,6 +32,8 @@
 
 #include "temp_dir.h"
 
+struct ssl_st;  // OpenSSL's SSL
+
 namespace delayq::testing {
 
 using std::chrono::milliseconds;
@@ -46,6 +48,17 @@ inline bool AgainstRedis() {
   const char* e = std::getenv("DELAYQ_TEST_AGAINST");
   return e != nullptr && std::string_view(e) == "redis";
 }
+// Whether the beanstalkd-protocol black-box tests talk TLS
+// (DELAYQ_TEST_TLS=1: the ctest entry protocol_over_tls): the fixture
+// starts delayqd with a certificate of a test CA (TlsServerArgs), and every
+// RawClient makes a TLS handshake first, verifying the server against that
+// CA, then sends and reads through it. Its fd() is the TCP socket still:
+// what a test writes there bypasses TLS.
+bool OverTls();
+// delayqd's flags to serve TLS with the test CA's certificate; empty with
+// *error set when the openssl tool could not make it.
+std::vector<std::string> TlsServerArgs(std::string* error);
+
 // Debian's beanstalkd 1.12, the reference for byte-exact replies.
 inline constexpr const char* kBeanstalkdPath = "/usr/bin/beanstalkd";
 bool BeanstalkdAvailable();
@@ -145,7 +158,15 @@ class RawClient {
   // Reads once (waiting until the deadline). Same return values, 1 = got data.
   int ReadSome(std::chrono::steady_clock::time_point deadline);
 
+  // Over TLS (OverTls()): the handshake, within `deadline`. False with
+  // error_ set when it fails.
+  bool StartTls(std::chrono::steady_clock::time_point deadline);
+  // Waits until the socket is ready for `events`, or the deadline: 1, 0
+  // (the deadline passed) or -1.
+  int Wait(short events, std::chrono::steady_clock::time_point deadline);
+
   int fd_ = -1;
+  ::ssl_st* ssl_ = nullptr;  // over TLS
   milliseconds timeout_;
   std::string buf_;  // received, not yet returned
   std::string error_;

@@ -1,0 +1,84 @@
+// The server side of one TLS connection, over memory: the connection
+// reads and writes its socket itself (beanstalk_connection.h: level-
+// triggered, its calls batched with the plaintext connections' through
+// io_uring, io_batch.h) and passes the bytes through here. Ciphertext that
+// came is decrypted into the connection's input (running the handshake
+// first); replies are encrypted into what it sends next; what TLS itself
+// has to say (the handshake's messages, session tickets, alerts, the
+// close_notify) is picked up with the replies (TakeOutput).
+//
+// The context is the listener's in force when the client came (tls.h): the
+// session holds it, so a reload (SIGHUP) leaves open connections be.
+//
+// Thread: the loop thread of the connection.
+#ifndef DELAYQ_SERVER_TLS_SESSION_H_
+#define DELAYQ_SERVER_TLS_SESSION_H_
+
+#include <boost/asio/ssl/context.hpp>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "server/byte_buffer.h"
+
+typedef struct ssl_st SSL;
+typedef struct bio_st BIO;
+
+namespace delayq::server {
+
+class TlsSession {
+ public:
+  enum class State {
+    kOk,      // go on (more may be needed)
+    kClosed,  // the client sent its close_notify: no more input
+    kFailed,  // a handshake failed, or a record was bad: error() says why
+  };
+
+  explicit TlsSession(std::shared_ptr<boost::asio::ssl::context> context);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  // False when OpenSSL could not make the session (out of memory).
+  bool ok() const { return ssl_ != nullptr; }
+
+  // Ciphertext from the client: the handshake runs on, and whatever
+  // plaintext the records hold is appended to `plain`. A record cut short
+  // waits for the rest. After kFailed the session takes no more input;
+  // TakeOutput may hold an alert for the client.
+  State Decrypt(std::string_view cipher, ByteBuffer& plain);
+
+  // Encrypts `plain` (records of up to 16 KiB) and appends them to
+  // `cipher`. Before the handshake is done nothing may be encrypted
+  // (REQUIRES: established()).
+  void Encrypt(std::string_view plain, std::string& cipher);
+
+  // Appends what TLS has to send (see the top) to `cipher`.
+  void TakeOutput(std::string& cipher);
+
+  // Ends the session: a close_notify waits in the output (TakeOutput).
+  void Close();
+
+  bool established() const { return established_; }
+
+  // Why Decrypt failed: OpenSSL's reason (never key material).
+  const std::string& error() const { return error_; }
+
+ private:
+  // Drives the handshake; kOk once it is done or when it wants input.
+  State Handshake();
+  State Failed(int ret, const char* during);
+
+  std::shared_ptr<boost::asio::ssl::context> context_;
+  SSL* ssl_ = nullptr;
+  BIO* in_ = nullptr;   // ciphertext from the client (owned by ssl_)
+  BIO* out_ = nullptr;  // ciphertext to the client (owned by ssl_)
+  bool established_ = false;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace delayq::server
+
+#endif  // DELAYQ_SERVER_TLS_SESSION_H_
