@@ -17,9 +17,6 @@
 // a reply is complete at its header's end plus Content-Length bytes.
 // Output: `name: value` lines (jobs_per_s, latency_p50_us, latency_p99_us);
 // exit status 1 on a usage or connection error, 2 on an unexpected reply.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -42,10 +39,7 @@ namespace bench = delayq::bench;
 
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void Die(int code, const std::string& msg) {
-  std::fprintf(stderr, "http_loadgen: %s\n", msg.c_str());
-  std::exit(code);
-}
+[[noreturn]] void Die(int code, const std::string& msg) { bench::Die("http_loadgen", code, msg); }
 
 struct Options {
   int port = 11380;
@@ -77,19 +71,6 @@ struct Conn {
   Clock::time_point started;
   bool waiting = false;  // longpoll: a reserve is out
 };
-
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS)
-    Die(1, std::string("connect: ") + std::strerror(errno));
-  return fd;
-}
 
 void SendAll(int fd, const std::string& s) {
   size_t off = 0;
@@ -161,7 +142,7 @@ int main(int argc, char** argv) {
   const bool longpoll = o.mode == "longpoll";
   std::vector<Conn> conns(static_cast<size_t>(o.connections + (longpoll ? 1 : 0)));
   for (size_t i = 0; i < conns.size(); ++i) {
-    conns[i].fd = Connect(o.port);
+    conns[i].fd = bench::ConnectLoopback(o.port, /*nonblocking=*/true, "http_loadgen");
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = i;

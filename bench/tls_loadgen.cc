@@ -15,9 +15,6 @@
 // fill the buffer; every request is one SSL_write or one send. Output: `name: value` lines
 // (jobs_per_s, latency_p50_us, latency_p99_us); exit status 1 on a usage
 // or connection error, 2 on an unexpected reply.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -43,10 +40,7 @@ namespace bench = delayq::bench;
 
 using Clock = std::chrono::steady_clock;
 
-[[noreturn]] void Die(int code, const std::string& msg) {
-  std::fprintf(stderr, "tls_loadgen: %s\n", msg.c_str());
-  std::exit(code);
-}
+[[noreturn]] void Die(int code, const std::string& msg) { bench::Die("tls_loadgen", code, msg); }
 
 struct Conn {
   int fd = -1;
@@ -55,19 +49,6 @@ struct Conn {
   int step = 0;  // 0 put, 1 reserve, 2 delete / finish
   Clock::time_point started;
 };
-
-int Connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    Die(1, std::string("connect: ") + std::strerror(errno));
-  return fd;
-}
 
 void Wait(int fd, short events) {
   pollfd p{fd, events, 0};
@@ -205,7 +186,7 @@ int main(int argc, char** argv) {
   std::vector<Conn> conns(static_cast<size_t>(connections));
   for (size_t i = 0; i < conns.size(); ++i) {
     Conn& c = conns[i];
-    c.fd = Connect(port);
+    c.fd = bench::ConnectLoopback(port, /*nonblocking=*/false, "tls_loadgen");
     if (ctx != nullptr) {  // the handshake, blocking, before the load
       c.ssl = SSL_new(ctx);
       SSL_set_fd(c.ssl, c.fd);

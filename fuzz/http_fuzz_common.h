@@ -10,19 +10,15 @@
 #include <set>
 #include <string>
 
-#include "backend/clock.h"
 #include "fuzz_check.h"
+#include "manual_clock.h"
 #include "server/http_api.h"
 
 namespace {
 
 using namespace delayq;
 
-class ManualClock : public backend::Clock {
- public:
-  backend::TimeUs NowUs() const override { return now * 1000; }
-  TimeMs now = 1'700'000'000'000;
-};
+using delayq::testing::ManualClock;
 
 const std::set<int> kStatuses = {200, 201, 400, 404, 405, 409, 413, 503};
 const std::set<std::string> kCodes = {

@@ -78,12 +78,12 @@ INSTANTIATE_TEST_SUITE_P(Backends, Leases, ::testing::Values("local", "redis", "
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_P(Leases, StaleWorkerChangesNothing) {
-  auto put = Call(0, "POST", "/topics/work/jobs", R"({"body":"job","ttr_ms":300})");
+  auto put = Call(0, "POST", "/topics/chores/jobs", R"({"body":"job","ttr_ms":300})");
   ASSERT_EQ(put.status, 201) << put.body;
   const std::string id = std::to_string(Json(put.body)["id"].GetUint64());
   const std::string base = "/jobs/" + id;
   auto reserve = [&](size_t instance) {
-    auto r = Call(instance, "POST", "/reserve", R"({"topics":["work"],"timeout_ms":5000})");
+    auto r = Call(instance, "POST", "/reserve", R"({"topics":["chores"],"timeout_ms":5000})");
     auto d = Json(r.body);
     EXPECT_EQ(r.status, 200) << r.body;
     if (d.HasParseError() || d["jobs"].Size() != 1) {
