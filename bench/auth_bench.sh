@@ -10,14 +10,17 @@
 #
 # Measurements, lifecycle (put -> reserve -> delete/finish) with 50
 # connections, each the median of BENCH_ROUNDS rounds, the two set-ups
-# alternating within a round:
+# run back to back within a round, their order alternating; the ratios
+# token/open are the median of each round's pair (the pairs, and the ratio
+# of the medians, are printed beside it: on a noisy machine a pair
+# measured seconds apart shares its noise):
 #   beanstalk_{open,token}_lifecycle_c50_jobs_per_s   build/loadgen (--auth)
 #   http_{open,token}_lifecycle_c50_jobs_per_s        build/http_loadgen (--token)
 #
 # Output: `name: value` lines on stdout, ratios token/open last (the
 # headline, `beanstalk_token_vs_open_lifecycle_c50`, at the very end);
 # progress on stderr. Knobs: BENCH_SECONDS (3), BENCH_WARMUP (0.5),
-# BENCH_ROUNDS (3).
+# BENCH_ROUNDS (5).
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -27,7 +30,7 @@ LOADGEN=$BUILD_DIR/loadgen
 HTTP_LOADGEN=$BUILD_DIR/http_loadgen
 SECS=${BENCH_SECONDS:-3}
 WARMUP=${BENCH_WARMUP:-0.5}
-ROUNDS=${BENCH_ROUNDS:-3}
+ROUNDS=${BENCH_ROUNDS:-5}
 
 die() { echo "auth_bench: $*" >&2; exit 1; }
 for b in "$DELAYQD" "$DELAYQ" "$LOADGEN" "$HTTP_LOADGEN"; do
@@ -90,17 +93,23 @@ run() {
   v=$(value_of jobs_per_s "$out")
   echo "auth_bench: $name round: $v jobs/s" >&2
   RUNS[$name]="${RUNS[$name]:-} ${v%.*}"
+  LAST[$name]=${v%.*}
 }
 
+median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
+
+declare -A LAST PAIRS
 for round in $(seq "$ROUNDS"); do
   if ((round % 2)); then order=(open token); else order=(token open); fi
   for proto in beanstalk http; do
     for how in "${order[@]}"; do run "$proto" "$how"; done
+    # This round's pair, measured back to back.
+    PAIRS[$proto]+=" $(ratio "${LAST[${proto}_token_lifecycle_c50_jobs_per_s]}" \
+      "${LAST[${proto}_open_lifecycle_c50_jobs_per_s]}")"
   done
 done
 
-median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
 declare -A MED
 for k in "${!RUNS[@]}"; do MED[$k]=$(median "${RUNS[$k]}"); done
 for proto in http beanstalk; do
@@ -109,5 +118,9 @@ for proto in http beanstalk; do
     echo "$k: ${MED[$k]}"
   done
 done
-echo "http_token_vs_open_lifecycle_c50: $(ratio "${MED[http_token_lifecycle_c50_jobs_per_s]}" "${MED[http_open_lifecycle_c50_jobs_per_s]}")"
-echo "beanstalk_token_vs_open_lifecycle_c50: $(ratio "${MED[beanstalk_token_lifecycle_c50_jobs_per_s]}" "${MED[beanstalk_open_lifecycle_c50_jobs_per_s]}")"
+for proto in http beanstalk; do
+  echo "${proto}_token_vs_open_lifecycle_c50_rounds:${PAIRS[$proto]}"
+  echo "${proto}_token_vs_open_lifecycle_c50_of_medians: $(ratio \
+    "${MED[${proto}_token_lifecycle_c50_jobs_per_s]}" "${MED[${proto}_open_lifecycle_c50_jobs_per_s]}")"
+  echo "${proto}_token_vs_open_lifecycle_c50: $(median "${PAIRS[$proto]}")"
+done

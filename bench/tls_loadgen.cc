@@ -4,7 +4,7 @@
 // compare the transports and nothing else (bench/tls_bench.sh runs it).
 //
 //   build/tls_loadgen --port P --protocol beanstalkd|http --connections 50
-//                     [--tls CAFILE] [--seconds S] [--warmup S]
+//                     [--tls CAFILE] [--seconds S] [--warmup S] [--server-pid PID]
 //
 // Single-threaded epoll, non-blocking sockets, level-triggered EPOLLIN.
 // With --tls each connection does a full TLS handshake (OpenSSL, verifying
@@ -12,14 +12,19 @@
 // (one recv takes what the socket holds, not a record's header and then
 // its body); each read is SSL_read until OpenSSL holds nothing more (what
 // it holds, epoll does not see), as a plain read is recv until it did not
-// fill the buffer; every request is one SSL_write or one send. Output: `name: value` lines
-// (jobs_per_s, latency_p50_us, latency_p99_us); exit status 1 on a usage
-// or connection error, 2 on an unexpected reply.
+// fill the buffer; every request is one SSL_write or one send. Output:
+// `name: value` lines (jobs_per_s, latency_p50_us, latency_p99_us; and
+// the CPU time per job over the measured seconds, client_cpu_us_per_job
+// from getrusage, and with --server-pid server_cpu_us_per_job from
+// /proc/PID/stat: steadier than the rate on a noisy machine, and the
+// server's share alone); exit status 1 on a usage or connection error, 2
+// on an unexpected reply.
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +34,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -138,10 +145,35 @@ std::string JsonField(const std::string& body, const char* key, bool quoted) {
   return body.substr(at, end - at);
 }
 
+// CPU seconds (user + system) of process `pid` so far, from /proc; -1 when
+// it cannot be read.
+double ProcessCpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));  // from field 3, the state
+  std::string f;
+  double utime = -1, stime = -1;
+  for (int field = 3; fields >> f && field <= 15; ++field) {
+    if (field == 14) utime = std::atof(f.c_str());
+    if (field == 15) stime = std::atof(f.c_str());
+  }
+  if (utime < 0 || stime < 0) return -1;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double OwnCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int port = 0, connections = 1;
+  int port = 0, connections = 1, server_pid = 0;
   double seconds = 2, warmup = 0.5;
   std::string protocol = "beanstalkd", ca;
   for (int i = 1; i < argc; ++i) {
@@ -162,10 +194,12 @@ int main(int argc, char** argv) {
       seconds = std::atof(next().c_str());
     } else if (a == "--warmup") {
       warmup = std::atof(next().c_str());
+    } else if (a == "--server-pid") {
+      server_pid = std::atoi(next().c_str());
     } else {
       Die(1,
           "usage: tls_loadgen --port P --protocol beanstalkd|http [--connections N] "
-          "[--tls CAFILE] [--seconds S] [--warmup S]");
+          "[--tls CAFILE] [--seconds S] [--warmup S] [--server-pid PID]");
     }
   }
   const bool http = protocol == "http";
@@ -216,7 +250,16 @@ int main(int argc, char** argv) {
   }
   std::vector<epoll_event> events(conns.size());
   std::string line, body;
+  // CPU time at the start of the measured seconds (taken on the first
+  // wake-up in them).
+  bool measuring = false;
+  double client_cpu0 = 0, server_cpu0 = 0;
   while (Clock::now() < stop_at) {
+    if (!measuring && Clock::now() >= measure_from) {
+      measuring = true;
+      client_cpu0 = OwnCpuSeconds();
+      if (server_pid > 0) server_cpu0 = ProcessCpuSeconds(server_pid);
+    }
     int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 1000);
     for (int k = 0; k < n; ++k) {
       Conn& c = conns[events[k].data.u64];
@@ -263,9 +306,17 @@ int main(int argc, char** argv) {
       }
     }
   }
+  const double client_cpu = OwnCpuSeconds() - client_cpu0;
+  const double server_cpu = server_pid > 0 ? ProcessCpuSeconds(server_pid) - server_cpu0 : -1;
   std::printf("jobs_per_s: %.0f\n", static_cast<double>(done) / seconds);
   std::printf("latency_p50_us: %.0f\n", bench::Percentile(lat, 0.50));
   std::printf("latency_p99_us: %.0f\n", bench::Percentile(lat, 0.99));
+  if (done > 0) {
+    const double n = static_cast<double>(done);
+    std::printf("client_cpu_us_per_job: %.1f\n", client_cpu * 1e6 / n);
+    if (server_pid > 0 && server_cpu0 >= 0 && server_cpu >= 0)
+      std::printf("server_cpu_us_per_job: %.1f\n", server_cpu * 1e6 / n);
+  }
   for (Conn& c : conns) {
     if (c.ssl != nullptr) SSL_free(c.ssl);
     close(c.fd);

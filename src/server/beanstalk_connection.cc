@@ -58,24 +58,17 @@ void BeanstalkConnection::Start() {
   if (fd_ < 0 || (tls_ != nullptr && !tls_->ok()) || !server_.poller_.Add(fd_, EPOLLIN, this).ok())
     return Close();
   interest_ = EPOLLIN;
-  if (tls_ != nullptr) ArmHandshakeTimer();
-}
-
-void BeanstalkConnection::ArmHandshakeTimer() {
-  const auto timeout = server_.ctx_.tls_handshake_timeout;
-  if (timeout.count() <= 0) return;
-  handshake_timer_ = std::make_unique<asio::steady_timer>(server_.io_);
-  handshake_timer_->expires_after(timeout);
-  handshake_timer_->async_wait(
-      [weak = weak_from_this(), timeout](const boost::system::error_code& ec) {
-        auto self = weak.lock();
-        if (ec || self == nullptr || self->closed_ || self->tls_->established()) return;
-        self->server_.ctx_.warn.Warn("tls_handshake_timeout",
-                                     "protocol=beanstalkd peer=" + self->peer_ +
-                                         " error=\"no handshake within " +
-                                         std::to_string(timeout.count()) + " ms\"");
-        self->Close();
-      });
+  if (tls_ == nullptr) return;
+  handshake_deadline_.Arm(server_.io_.get_executor(), server_.ctx_.tls_handshake_timeout,
+                          [weak = weak_from_this()](const std::string& why) {
+                            auto self = weak.lock();
+                            if (self == nullptr || self->closed_ || self->tls_->established())
+                              return;
+                            self->server_.ctx_.warn.Warn("tls_handshake_timeout",
+                                                         "protocol=beanstalkd peer=" + self->peer_ +
+                                                             " error=\"" + why + "\"");
+                            self->Close();
+                          });
 }
 
 void BeanstalkConnection::Shutdown() {
@@ -183,25 +176,17 @@ void BeanstalkConnection::Received(ssize_t n) {
 }
 
 bool BeanstalkConnection::Decipher() {
-  const bool was_established = tls_->established();
   const TlsSession::State state = tls_->Decrypt(cipher_in_.view(), handler_.input());
   cipher_in_.Consume(cipher_in_.size());
   if (state == TlsSession::State::kFailed) {
-    server_.ctx_.warn.Warn(
-        was_established ? "tls_error" : "tls_handshake_failed",
-        "protocol=beanstalkd peer=" + peer_ + " error=\"" + tls_->error() + "\"");
-    // The alert that says why, if the kernel takes it now.
-    std::string alert;
-    tls_->TakeOutput(alert);
-    if (!alert.empty() && !writing_ && !send_queued_) SendNow(fd_, alert.data(), alert.size());
+    server_.ctx_.warn.Warn(tls_->failure_event(), "protocol=beanstalkd peer=" + peer_ +
+                                                      " error=\"" + tls_->error() + "\"");
+    if (!writing_ && !send_queued_) tls_->SendAlert(fd_);
     Close();
     return false;
   }
   if (state == TlsSession::State::kClosed) peer_closed_ = true;
-  if (tls_->established() && handshake_timer_ != nullptr) {
-    handshake_timer_->cancel();
-    handshake_timer_.reset();
-  }
+  if (tls_->established()) handshake_deadline_.Cancel();
   return true;
 }
 
@@ -439,7 +424,7 @@ void BeanstalkConnection::Close() {
   closed_ = true;
   Account();
   if (linger_timer_ != nullptr) linger_timer_->cancel();
-  if (handshake_timer_ != nullptr) handshake_timer_->cancel();
+  handshake_deadline_.Cancel();
   if (fd_ >= 0) {
     if (interest_ != kUnregistered) server_.poller_.Remove(fd_);
     ::shutdown(fd_, SHUT_RDWR);

@@ -93,8 +93,6 @@ class BeanstalkConnection : public ListenerConnection,
   // Over TLS: decrypts what came (cipher_in_) into the handler's input.
   // False when the connection closed (a failed handshake or a bad record).
   bool Decipher();
-  // Over TLS: the client's handshake has not ended within the timeout.
-  void ArmHandshakeTimer();
   void Run();
   void Settle();
 
@@ -180,7 +178,7 @@ class BeanstalkConnection : public ListenerConnection,
   // log, and whether the close_notify has been queued.
   std::unique_ptr<TlsSession> tls_;
   ByteBuffer cipher_in_;
-  std::unique_ptr<boost::asio::steady_timer> handshake_timer_;
+  TlsHandshakeDeadline handshake_deadline_;
   std::string peer_;
   bool close_notify_queued_ = false;
 };

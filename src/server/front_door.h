@@ -3,18 +3,16 @@
 // with kTlsHandshakeByte) from plaintext, on the same port. The byte is
 // looked at with recv(MSG_PEEK) and left in the socket, so the plaintext
 // connection that takes over reads the client's bytes as if it had
-// accepted them itself. A TLS client's handshake runs here, within the
-// handshake timeout, and the protocol's TLS connection takes over
-// (FrontDoorHooks::tls); or the protocol's connection takes the socket and
-// runs the handshake itself (FrontDoorHooks::tls_socket: the beanstalkd
-// connections, whose socket calls are batched).
+// accepted them itself. A TLS client goes to the protocol's connection
+// with the listener's TLS context in force (FrontDoorHooks::tls_socket),
+// which runs the handshake itself, within the handshake timeout, through
+// a TlsSession (tls_session.h), so that its socket is read and written as
+// a plaintext one is.
 // With TLS required (--tls-required), a plaintext client outside the
 // trusted networks is sent `tls_required_reply` and closed.
 //
 // The front door counts as a connection of its listener (limits) until it
-// hands over (FrontDoorHooks::replace) or closes (forget). Handshake
-// failures and timeouts are logged through ctx.warn, rate-limited, with
-// the peer and OpenSSL's reason (never key material).
+// hands over (FrontDoorHooks::replace) or closes (forget).
 //
 // Thread: the loop thread.
 #ifndef DELAYQ_SERVER_FRONT_DOOR_H_
@@ -22,7 +20,6 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <functional>
@@ -34,8 +31,6 @@
 
 namespace delayq::server {
 
-using TlsStream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket>;
-
 // What a front door hands its client to; owned by the server, outliving
 // its front doors.
 struct FrontDoorHooks {
@@ -44,11 +39,7 @@ struct FrontDoorHooks {
   // Before the first byte, a client may wait this long (0: for ever).
   std::chrono::milliseconds first_byte_timeout{0};
   std::function<std::shared_ptr<ListenerConnection>(boost::asio::ip::tcp::socket)> plain;
-  // One of these two: a TLS connection over the handshaken stream, or one
-  // that takes the socket before the handshake.
-  std::function<std::shared_ptr<ListenerConnection>(std::shared_ptr<boost::asio::ssl::context>,
-                                                    std::unique_ptr<TlsStream>)>
-      tls;
+  // A TLS client, before its handshake, with the TLS context to serve it.
   std::function<std::shared_ptr<ListenerConnection>(std::shared_ptr<boost::asio::ssl::context>,
                                                     boost::asio::ip::tcp::socket)>
       tls_socket;
@@ -70,18 +61,14 @@ class FrontDoor : public ListenerConnection, public std::enable_shared_from_this
   void WaitFirstByte();
   void Peek();
   void Plain();
-  void Handshake();
-  void Fail(const char* cause, const std::string& reason);
-  void Arm(std::chrono::milliseconds after, const char* cause);
+  void Tls();
   void Close();
 
   ServerContext& ctx_;
   const FrontDoorHooks& hooks_;
   boost::asio::ip::tcp::socket socket_;
   std::shared_ptr<boost::asio::ssl::context> tls_;  // in force when the client came
-  std::unique_ptr<TlsStream> stream_;               // during the handshake
-  boost::asio::steady_timer timer_;
-  std::string peer_;
+  boost::asio::steady_timer timer_;                 // the first byte's wait
   bool closed_ = false;
 };
 

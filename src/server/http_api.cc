@@ -7,7 +7,6 @@
 #include "server/http_api.h"
 
 #include <algorithm>
-#include <cctype>
 #include <optional>
 #include <utility>
 
@@ -269,7 +268,7 @@ std::optional<HttpReply> HttpApiRoutes::Admit(const HttpRequest& req, Op op) {
     constexpr std::string_view kScheme = "bearer";
     bool bearer = v.size() > kScheme.size() && (v[kScheme.size()] == ' ');
     for (size_t i = 0; bearer && i < kScheme.size(); ++i)
-      bearer = std::tolower(static_cast<unsigned char>(v[i])) == kScheme[i];
+      bearer = (v[i] | 0x20) == kScheme[i];  // ASCII letters in any case
     std::string_view secret = bearer ? v.substr(kScheme.size()) : std::string_view();
     while (!secret.empty() && secret.front() == ' ') secret.remove_prefix(1);
     while (!secret.empty() && secret.back() == ' ') secret.remove_suffix(1);

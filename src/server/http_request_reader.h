@@ -1,9 +1,14 @@
 // HTTP/1.1 requests out of the bytes a connection received: Beast's parser
 // with the server's limits and the checks the server adds, free of sockets
-// (so it is tested with input split at every byte, and fuzzed).
+// (so it is tested with input split at every byte, and fuzzed). Of each
+// request only what the server reads is kept (method, target, version,
+// body, and the fields Authorization, Transfer-Encoding, Content-Encoding
+// and Expect, each its first occurrence), in strings that keep their room
+// from one request to the next.
 //
 // What it refuses, with the reply to send before closing the connection:
-// a header over max_header_bytes (431 header_too_large), a body over
+// a header over max_header_bytes (431 header_too_large; so are a chunk's
+// extensions and the trailer fields), a body over
 // max_body_bytes (413 payload_too_large), a Transfer-Encoding other than
 // chunked (501 not_implemented), a Content-Encoding other than identity
 // (415 unsupported_media_type), and anything else Beast refuses or throws
@@ -19,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -78,15 +84,21 @@ class HttpRequestReader {
   Clock::time_point header_done_at() const { return header_done_at_; }
 
  private:
+  struct Parts;
   struct Parser;
   void NewParser();
   Result Refuse(int status, std::string_view code, std::string message);
+  // 431: a header over the limit, or (past_header) a chunk's extensions or
+  // the trailer fields.
+  Result TooLarge(bool past_header);
   // The header is whole: false (refused) for a coding the server does not
   // apply.
   bool CheckHeader(Clock::time_point now, std::string* interim);
 
   size_t max_header_bytes_, max_body_bytes_;
-  std::unique_ptr<Parser> parser_;
+  std::unique_ptr<Parts> parts_;
+  // One per request (Beast's parser reads one message), made in place.
+  std::unique_ptr<std::optional<Parser>> parser_;
   std::string in_;     // received; in_pos_ onwards not parsed yet
   size_t in_pos_ = 0;  // (the parser keeps the body of a request it has begun)
   HttpReply refusal_;

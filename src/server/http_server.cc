@@ -1,14 +1,17 @@
 #include "server/http_server.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <charconv>
 #include <exception>
 
+#include "server/byte_buffer.h"
 #include "server/front_door.h"
 #include "server/http_request_reader.h"
+#include "server/tls_session.h"
 
 namespace delayq::server {
 
@@ -57,32 +60,45 @@ std::string TlsRequiredReply() {
 }
 }  // namespace
 
-// One connection, over `Stream`: a tcp::socket (plaintext), or a
-// std::unique_ptr<TlsStream> whose handshake is done (TLS). The two differ
-// only in how bytes move: plaintext reads more at once when a read filled
-// the chunk and tries each write at once, non-blocking; TLS reads and
-// writes through Asio's SSL stream, asynchronously.
-template <typename Stream>
+// One connection: plaintext, or TLS through a TlsSession (tls_session.h)
+// over the same socket. Either way the socket is read and written the same
+// way (more reads at once when a read filled the chunk, each write tried
+// at once, non-blocking); TLS only decrypts what came and encrypts what
+// leaves, and says what the handshake has to say with the replies.
 class HttpConnection : public ListenerConnection,
-                       public std::enable_shared_from_this<HttpConnection<Stream>> {
-  static constexpr bool kTls = !std::is_same_v<Stream, tcp::socket>;
-
+                       public std::enable_shared_from_this<HttpConnection> {
  public:
-  // `tls`: the context of a TLS stream (kept while the stream lives).
-  HttpConnection(HttpServer& server, Stream stream,
+  // `tls`: the context in force when the client came, for a TLS client
+  // (its handshake is still to run); null for plaintext.
+  HttpConnection(HttpServer& server, tcp::socket socket,
                  std::shared_ptr<asio::ssl::context> tls = nullptr)
       : server_(server),
-        tls_(std::move(tls)),
-        stream_(std::move(stream)),
+        socket_(std::move(socket)),
         reader_(server.options_.max_header_bytes, server.options_.max_body_bytes),
-        caller_(server.ctx_.access, PeerAddress(Socket())),
+        caller_(server.ctx_.access, PeerAddress(socket_)),
         last_active_(SteadyClock::now()) {
+    if (tls != nullptr) tls_ = std::make_unique<TlsSession>(std::move(tls));
     boost::system::error_code ec;
-    Socket().set_option(tcp::no_delay(true), ec);
-    Socket().non_blocking(true, ec);
+    socket_.set_option(tcp::no_delay(true), ec);
+    socket_.non_blocking(true, ec);
   }
 
-  void Start() override { WaitReadable(); }
+  void Start() override {
+    if (tls_ != nullptr) {
+      if (!tls_->ok()) return Close();
+      handshake_deadline_.Arm(socket_.get_executor(), server_.ctx_.tls_handshake_timeout,
+                              [weak = weak_from_this()](const std::string& why) {
+                                auto self = weak.lock();
+                                if (self == nullptr || self->closed_ || self->tls_->established())
+                                  return;
+                                self->server_.ctx_.warn.Warn("tls_handshake_timeout",
+                                                             "protocol=http peer=" + self->Peer() +
+                                                                 " error=\"" + why + "\"");
+                                self->Close();
+                              });
+    }
+    WaitReadable();
+  }
 
   void CloseNow() override { Close(); }
 
@@ -123,31 +139,6 @@ class HttpConnection : public ListenerConnection,
   }
 
  private:
-  using std::enable_shared_from_this<HttpConnection<Stream>>::shared_from_this;
-  using std::enable_shared_from_this<HttpConnection<Stream>>::weak_from_this;
-
-  tcp::socket& Socket() {
-    if constexpr (kTls) {
-      return stream_->next_layer();
-    } else {
-      return stream_;
-    }
-  }
-  const tcp::socket& Socket() const {
-    if constexpr (kTls) {
-      return stream_->next_layer();
-    } else {
-      return stream_;
-    }
-  }
-  auto& Io() {
-    if constexpr (kTls) {
-      return *stream_;
-    } else {
-      return stream_;
-    }
-  }
-
   void WaitReadable() {
     if (reading_ || closed_ || peer_closed_) return;
     if (out_.size() + pending_.size() > kMaxPendingOutput) return;
@@ -155,31 +146,27 @@ class HttpConnection : public ListenerConnection,
         reader_.buffered() > kMaxBufferedInput)
       return;
     reading_ = true;
-    Io().async_read_some(asio::buffer(rbuf_),
-                         [self = shared_from_this()](boost::system::error_code ec, size_t n) {
-                           self->reading_ = false;
-                           self->OnRead(ec, n);
-                         });
+    socket_.async_read_some(asio::buffer(rbuf_),
+                            [self = shared_from_this()](boost::system::error_code ec, size_t n) {
+                              self->reading_ = false;
+                              self->OnRead(ec, n);
+                            });
   }
 
   void OnRead(boost::system::error_code ec, size_t n) {
     if (closed_) return;
     if (!ec) {
       last_active_ = SteadyClock::now();
-      Append(n);
+      if (!Take(n)) return;
       // The read filled the chunk: more may be waiting (a bounded amount).
-      if constexpr (!kTls) {
-        for (int i = 0; i < kMaxExtraReads && n == rbuf_.size(); ++i) {
-          n = stream_.read_some(asio::buffer(rbuf_), ec);
-          if (ec) break;
-          Append(n);
-        }
-        if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+      for (int i = 0; i < kMaxExtraReads && n == rbuf_.size(); ++i) {
+        n = socket_.read_some(asio::buffer(rbuf_), ec);
+        if (ec) break;
+        if (!Take(n)) return;
       }
+      if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
     }
-    // (A TLS client that closes without close_notify ends its stream as
-    // well as one that sends it.)
-    if (ec == asio::error::eof || (kTls && ec == asio::ssl::error::stream_truncated)) {
+    if (ec == asio::error::eof) {
       peer_closed_ = true;
     } else if (ec) {
       return Close();
@@ -187,11 +174,36 @@ class HttpConnection : public ListenerConnection,
     Run();
   }
 
-  void Append(size_t n) { reader_.Append(std::string_view(rbuf_.data(), n)); }
+  // Takes the n bytes a read brought: the request bytes, or, over TLS,
+  // the records that carry them. False when the connection closed (a TLS
+  // failure).
+  bool Take(size_t n) {
+    if (tls_ == nullptr) {
+      reader_.Append(std::string_view(rbuf_.data(), n));
+      return true;
+    }
+    const TlsSession::State state = tls_->Decrypt(std::string_view(rbuf_.data(), n), plain_);
+    if (!plain_.empty()) {
+      reader_.Append(plain_.view());
+      plain_.Consume(plain_.size());
+    }
+    if (state == TlsSession::State::kFailed) {
+      server_.ctx_.warn.Warn(tls_->failure_event(),
+                             "protocol=http peer=" + Peer() + " error=\"" + tls_->error() + "\"");
+      if (!writing_) tls_->SendAlert(socket_.native_handle());
+      Close();
+      return false;
+    }
+    // (The client's close_notify: no more requests; the replies to those
+    // before it still go out.)
+    if (state == TlsSession::State::kClosed) peer_closed_ = true;
+    if (tls_->established()) handshake_deadline_.Cancel();
+    return true;
+  }
 
   // Bytes of replies this connection holds (not yet taken by the kernel,
   // or in a write under way).
-  size_t Held() const { return out_.size() + pending_.size(); }
+  size_t Held() const { return out_.size() + sealed_.size() + pending_.size(); }
 
   // Brings the server's count of the replies held up to date.
   void Account() {
@@ -273,13 +285,13 @@ class HttpConnection : public ListenerConnection,
   // The client shut its side or the connection broke (POLLRDHUP is seen
   // even while unread input waits ahead of the end).
   bool PeerHungUp() {
-    pollfd p{const_cast<tcp::socket&>(Socket()).native_handle(), POLLRDHUP, 0};
+    pollfd p{socket_.native_handle(), POLLRDHUP, 0};
     return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
   }
 
   std::string Peer() const {
     boost::system::error_code ec;
-    auto ep = Socket().remote_endpoint(ec);
+    auto ep = socket_.remote_endpoint(ec);
     return ec ? std::string("?") : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
 
@@ -327,7 +339,7 @@ class HttpConnection : public ListenerConnection,
     // Completed later (a backend completion): resume on the loop.
     if (wake_posted_) return;
     wake_posted_ = true;
-    asio::post(Socket().get_executor(), [self = shared_from_this()] {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] {
       self->wake_posted_ = false;
       if (!self->closed_) self->Run();
     });
@@ -369,32 +381,42 @@ class HttpConnection : public ListenerConnection,
 
   void Flush() {
     if (writing_ || closed_) return;
-    if (out_.empty()) {
-      if (close_after_ && !busy_) Close();
+    // What goes on the wire: the replies themselves, or, over TLS, what
+    // TLS has to say (the handshake's messages) and the replies as
+    // records. Nothing is encrypted before the handshake is done.
+    std::string* wire = &out_;
+    if (tls_ != nullptr) {
+      tls_->TakeOutput(sealed_);
+      if (!out_.empty() && tls_->established()) {
+        tls_->Encrypt(out_, sealed_);
+        out_.clear();
+        if (out_.capacity() > kMaxPendingOutput) std::string().swap(out_);
+      }
+      wire = &sealed_;
+    }
+    if (wire->empty()) {
+      if (out_.empty() && close_after_ && !busy_) Close();
       return;
     }
     boost::system::error_code ec;
-    size_t n = 0;
-    if constexpr (!kTls) {  // TLS: the SSL stream writes asynchronously only
-      n = stream_.write_some(asio::buffer(out_), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) {
-        n = 0;
-      } else if (ec) {
-        return Close();
-      }
+    size_t n = socket_.write_some(asio::buffer(*wire), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      n = 0;
+    } else if (ec) {
+      return Close();
     }
     last_active_ = SteadyClock::now();
-    if (n == out_.size()) {
-      out_.clear();
-      if (out_.capacity() > kMaxPendingOutput) std::string().swap(out_);
-      if (close_after_ && !busy_) Close();
+    if (n == wire->size()) {
+      wire->clear();
+      if (wire->capacity() > kMaxPendingOutput) std::string().swap(*wire);
+      if (out_.empty() && close_after_ && !busy_) Close();
       return;
     }
     // The rest waits in pending_: moved there, not copied.
     writing_ = true;
-    pending_.swap(out_);
-    out_.clear();
-    asio::async_write(Io(), asio::buffer(pending_.data() + n, pending_.size() - n),
+    pending_.swap(*wire);
+    wire->clear();
+    asio::async_write(socket_, asio::buffer(pending_.data() + n, pending_.size() - n),
                       [self = shared_from_this()](boost::system::error_code ec, size_t) {
                         self->writing_ = false;
                         if (self->closed_) return;
@@ -412,16 +434,29 @@ class HttpConnection : public ListenerConnection,
     Account();
     if (busy_ && call_ != 0) server_.api_->Cancel(call_);
     call_ = 0;
+    handshake_deadline_.Cancel();
+    if (tls_ != nullptr && tls_->established() && !writing_) {
+      // TLS's goodbye, if the kernel takes it now: the client can tell
+      // the end of the replies from a cut.
+      tls_->Close();
+      std::string bye;
+      tls_->TakeOutput(bye);
+      if (!bye.empty())
+        ::send(socket_.native_handle(), bye.data(), bye.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     boost::system::error_code ec;
-    Socket().shutdown(tcp::socket::shutdown_both, ec);
-    Socket().close(ec);
+    socket_.shutdown(tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
     server_.Forget(this);
   }
 
   HttpServer& server_;
-  std::shared_ptr<asio::ssl::context> tls_;  // TLS: the stream's context
-  Stream stream_;
+  tcp::socket socket_;
+  std::unique_ptr<TlsSession> tls_;          // TLS clients only
+  TlsHandshakeDeadline handshake_deadline_;  // TLS
   std::array<char, kReadChunk> rbuf_;
+  ByteBuffer plain_;    // TLS: what the records brought, on its way to reader_
+  std::string sealed_;  // TLS: records (and the handshake's messages) not sent yet
   HttpRequestReader reader_;
   Caller caller_;        // who asks (access.h): authenticated anew by each request
   std::string out_;      // replies not sent yet
@@ -456,7 +491,7 @@ uint16_t HttpServer::port() const { return listener_.port(); }
 void HttpServer::Start() {
   if (ctx_.tls == nullptr) {
     listener_.Accept([this](tcp::socket socket) {
-      return std::make_shared<HttpConnection<tcp::socket>>(*this, std::move(socket));
+      return std::make_shared<HttpConnection>(*this, std::move(socket));
     });
     return ArmSweep();
   }
@@ -466,12 +501,11 @@ void HttpServer::Start() {
   doors_->tls_required_reply = TlsRequiredReply();
   doors_->first_byte_timeout = options_.idle_timeout;
   doors_->plain = [this](tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
-    return std::make_shared<HttpConnection<tcp::socket>>(*this, std::move(socket));
+    return std::make_shared<HttpConnection>(*this, std::move(socket));
   };
-  doors_->tls = [this](std::shared_ptr<asio::ssl::context> tls,
-                       std::unique_ptr<TlsStream> stream) -> std::shared_ptr<ListenerConnection> {
-    return std::make_shared<HttpConnection<std::unique_ptr<TlsStream>>>(*this, std::move(stream),
-                                                                        std::move(tls));
+  doors_->tls_socket = [this](std::shared_ptr<asio::ssl::context> tls,
+                              tcp::socket socket) -> std::shared_ptr<ListenerConnection> {
+    return std::make_shared<HttpConnection>(*this, std::move(socket), std::move(tls));
   };
   doors_->replace = [this](ListenerConnection* old, std::shared_ptr<ListenerConnection> next) {
     listener_.Replace(old, std::move(next));

@@ -18,8 +18,9 @@
 //
 // With TLS (ctx.tls; docs/security.md, "TLS"), each connection starts at a
 // FrontDoor (front_door.h) that tells TLS from plaintext by the first byte:
-// the same connection logic then serves HTTPS over Asio's SSL stream, or
-// plaintext exactly as without TLS.
+// the same connection then serves HTTPS, its bytes passed through a
+// TlsSession (tls_session.h) on their way in and out, or plaintext exactly
+// as without TLS.
 //
 // Beast stays out of this header: it is heavy, and only http_server.cc
 // needs it.
@@ -43,7 +44,6 @@
 
 namespace delayq::server {
 
-template <typename Stream>
 class HttpConnection;
 struct FrontDoorHooks;
 
@@ -80,7 +80,6 @@ class HttpServer {
   HttpApi& api() { return *api_; }
 
  private:
-  template <typename Stream>
   friend class HttpConnection;
   void Forget(ListenerConnection* c) { listener_.Forget(c); }
   void ArmSweep();

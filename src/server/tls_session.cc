@@ -3,6 +3,7 @@
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <climits>
@@ -126,11 +127,34 @@ void TlsSession::TakeOutput(std::string& cipher) {
   cipher.resize(at + static_cast<size_t>(std::max(n, 0)));
 }
 
+void TlsSession::SendAlert(int fd) {
+  std::string alert;
+  TakeOutput(alert);
+  if (!alert.empty()) ::send(fd, alert.data(), alert.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 void TlsSession::Close() {
   if (ssl_ == nullptr || failed_ || !established_) return;
   ERR_clear_error();
   SSL_shutdown(ssl_);  // writes the close_notify; the client's is not awaited
   ERR_clear_error();
+}
+
+void TlsHandshakeDeadline::Arm(const boost::asio::any_io_executor& executor,
+                               std::chrono::milliseconds timeout,
+                               std::function<void(const std::string& why)> expired) {
+  if (timeout.count() <= 0) return;
+  timer_ = std::make_unique<boost::asio::steady_timer>(executor);
+  timer_->expires_after(timeout);
+  timer_->async_wait([timeout, expired = std::move(expired)](const boost::system::error_code& ec) {
+    if (!ec) expired("no handshake within " + std::to_string(timeout.count()) + " ms");
+  });
+}
+
+void TlsHandshakeDeadline::Cancel() {
+  if (timer_ == nullptr) return;
+  timer_->cancel();
+  timer_.reset();
 }
 
 }  // namespace delayq::server

@@ -14,8 +14,12 @@
 #ifndef DELAYQ_SERVER_TLS_SESSION_H_
 #define DELAYQ_SERVER_TLS_SESSION_H_
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -64,6 +68,12 @@ class TlsSession {
 
   // Why Decrypt failed: OpenSSL's reason (never key material).
   const std::string& error() const { return error_; }
+  // The event a failure is logged as: tls_handshake_failed before the
+  // handshake was done, tls_error after.
+  const char* failure_event() const { return established_ ? "tls_error" : "tls_handshake_failed"; }
+  // After kFailed: sends the alert that says why on socket `fd`, if the
+  // kernel takes it at once (the connection closes next).
+  void SendAlert(int fd);
 
  private:
   // Drives the handshake; kOk once it is done or when it wants input.
@@ -77,6 +87,21 @@ class TlsSession {
   bool established_ = false;
   bool failed_ = false;
   std::string error_;
+};
+
+// The time a TLS client has to finish its handshake
+// (--tls-handshake-timeout): a timer that lives while the handshake runs.
+class TlsHandshakeDeadline {
+ public:
+  // `expired` runs after `timeout` (given why, for the log) unless Cancel
+  // came first; no timer when `timeout` is not positive.
+  void Arm(const boost::asio::any_io_executor& executor, std::chrono::milliseconds timeout,
+           std::function<void(const std::string& why)> expired);
+  // The handshake is done, or the connection closes.
+  void Cancel();
+
+ private:
+  std::unique_ptr<boost::asio::steady_timer> timer_;
 };
 
 }  // namespace delayq::server

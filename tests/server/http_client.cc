@@ -1,13 +1,5 @@
 #include "server/http_client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 #include <thread>
 
@@ -21,22 +13,6 @@ std::string Lower(std::string s) {
   for (char& c : s)
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   return s;
-}
-
-int ConnectTo(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
 }
 
 }  // namespace
@@ -59,50 +35,16 @@ std::string HttpRequestText(std::string_view method, std::string_view target, st
   return r;
 }
 
-HttpClient::HttpClient(uint16_t port, milliseconds timeout) : timeout_(timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (true) {
-    fd_ = ConnectTo(port);
-    if (fd_ >= 0 || Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-}
+HttpClient::HttpClient(uint16_t port, milliseconds timeout)
+    : raw_(port, timeout), timeout_(timeout) {}
 
 HttpClient::~HttpClient() { Close(); }
 
-void HttpClient::Close() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
+void HttpClient::Close() { raw_.Close(); }
 
-bool HttpClient::Send(std::string_view bytes) {
-  while (!bytes.empty()) {
-    ssize_t n = send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
+bool HttpClient::Send(std::string_view bytes) { return raw_.Send(bytes); }
 
-int HttpClient::ReadSome(Clock::time_point deadline) {
-  if (fd_ < 0) return -1;
-  while (true) {
-    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
-    if (left < 0) left = 0;
-    pollfd p{fd_, POLLIN, 0};
-    int r = poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) return 0;
-    if (r < 0) return -1;
-    char chunk[65536];
-    ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    buf_.append(chunk, static_cast<size_t>(n));
-    return 1;
-  }
-}
+int HttpClient::ReadSome(Clock::time_point deadline) { return raw_.ReadInto(&buf_, deadline); }
 
 HttpResponse HttpClient::Read(milliseconds timeout, bool head) {
   HttpResponse r;

@@ -2,6 +2,8 @@
 // HTTP/1.1 client over one raw TCP connection (so tests control exactly
 // what is sent: pipelining, partial writes, oversized headers), and a way to
 // learn the HTTP port of a ServerProcess started with `--http-port 0`.
+// The connection is a RawClient's: over TLS when the tests run so
+// (DELAYQ_TEST_TLS=1, the ctest entry http_over_tls; server_process.h).
 //
 // Thread: each object belongs to one thread.
 #ifndef DELAYQ_TESTS_SERVER_HTTP_CLIENT_H_
@@ -57,8 +59,8 @@ class HttpClient {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  bool ok() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool ok() const { return raw_.ok(); }
+  int fd() const { return raw_.fd(); }
   bool Send(std::string_view bytes);
   // One response; `head` true for the reply to a HEAD request (no body).
   HttpResponse Read(milliseconds timeout, bool head = false);
@@ -72,7 +74,7 @@ class HttpClient {
  private:
   // Reads more into buf_; 1 got data, 0 timeout, -1 EOF or error.
   int ReadSome(std::chrono::steady_clock::time_point deadline);
-  int fd_ = -1;
+  RawClient raw_;
   milliseconds timeout_;
   std::string buf_;
 };

@@ -37,16 +37,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The error code of an error reply, or "<none>".
 // DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
 // backend, with a redis-server of its own for each test (=rediss: the same
-// over TLS).
+// over TLS). DELAYQ_TEST_TLS=1: delayqd serves TLS and the clients speak
+// HTTPS (and beanstalkd over TLS).
 class HttpFixture : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> args = {"--in-memory"}) {
     std::string error;
     if (AgainstRedis() || AgainstRedisTls())
       ASSERT_TRUE(redis_.StartForDelayqd(&error, &args)) << error;
+    if (OverTls()) {
+      std::vector<std::string> tls = TlsServerArgs(&error);
+      ASSERT_FALSE(tls.empty()) << error;
+      args.insert(args.end(), tls.begin(), tls.end());
+    }
     ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
     http_port_ = HttpPortOf(server_);
     ASSERT_NE(http_port_, 0) << server_.Log();

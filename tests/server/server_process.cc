@@ -437,6 +437,13 @@ bool RawClient::SendByteByByte(std::string_view bytes, std::chrono::microseconds
   return true;
 }
 
+int RawClient::ReadInto(std::string* out, Clock::time_point deadline) {
+  const int r = buf_.empty() ? ReadSome(deadline) : 1;
+  out->append(buf_);
+  buf_.clear();
+  return r;
+}
+
 int RawClient::ReadSome(Clock::time_point deadline) {
   if (fd_ < 0) return -1;
   while (ssl_ != nullptr) {

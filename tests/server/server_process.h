@@ -147,6 +147,11 @@ class RawClient {
   // True when the server closes the connection (EOF or reset) within
   // `timeout`; data that arrives meanwhile is appended to *data if given.
   bool WaitClosed(milliseconds timeout, std::string* data = nullptr);
+  // What has come, appended to *out, reading once (waiting until
+  // `deadline`) when nothing waits here: 1 got data, 0 the deadline
+  // passed, -1 EOF or error. (For clients of another protocol over this
+  // connection and its TLS: http_client.h.)
+  int ReadInto(std::string* out, std::chrono::steady_clock::time_point deadline);
 
   void ShutdownWrite();
   void Close();
