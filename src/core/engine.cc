@@ -191,10 +191,10 @@ Result<PutResult> Engine::Impl::Put(TimeMs now, SessionId sid, const PutRequest&
   }
   if (r.named) {
     if (r.key.empty()) return Status::InvalidArgument("a name is a key: the key is empty");
-    // (MaybeDrop: a topic made for this put goes again at the end of a
-    // call that refuses.)
+    // (DropIfUnused: a topic made for this put goes again when it is
+    // refused.)
     if (auto n = names_.find(r.key); n != names_.end() && n->second->topic != t) {
-      MaybeDrop(t);
+      DropIfUnused(t);
       return Status::Conflict("id '" + std::string(r.key) + "' belongs to a job in topic '" +
                               n->second->topic->name + "'");
     }
@@ -204,7 +204,7 @@ Result<PutResult> Engine::Impl::Put(TimeMs now, SessionId sid, const PutRequest&
     if (it != t->keys.end()) {
       const Job* e = it->second;
       if (r.named && !e->named) {
-        MaybeDrop(t);
+        DropIfUnused(t);
         return Status::Conflict("topic '" + t->name + "' holds a job with key '" +
                                 std::string(r.key) + "' that was not put by /push");
       }
@@ -524,6 +524,11 @@ void Engine::Impl::MaybeDrop(Topic* t) {
     t->drop_pending = true;
     drops_.push_back(t);
   }
+}
+
+void Engine::Impl::DropIfUnused(Topic* t) {
+  MaybeDrop(t);
+  FlushDrops();
 }
 
 void Engine::Impl::ReserveFor(Session* s, Job* j, bool detach) {

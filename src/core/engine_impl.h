@@ -212,7 +212,11 @@ class Engine::Impl {
   // kResourceExhausted when `name` is a new topic and max_topics exist.
   Status RoomForTopic(std::string_view name) const;
   Topic* GetOrCreateTopic(std::string_view name);
+  // Marks `t` to be dropped at the end of the call (FlushDrops) if nothing
+  // refers to it; DropIfUnused drops it now (a call that refuses and ends
+  // without Finish).
   void MaybeDrop(Topic* t);
+  void DropIfUnused(Topic* t);
   JobView View(const Job* j) const;
 
   // ---- placing jobs ------------------------------------------------------

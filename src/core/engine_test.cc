@@ -435,6 +435,8 @@ TEST_F(EngineTest, NamesAreUniqueAcrossTopics) {
   auto other = put("b", "n1", true);
   EXPECT_EQ(other.code(), Code::kConflict);
   EXPECT_EQ(other.status().message(), "id 'n1' belongs to a job in topic 'a'");
+  // The topic made for the refused put is gone by the end of the call.
+  EXPECT_EQ(e_.CheckInvariants(), "");
   // A key of topic b with no name: b's own, not a name.
   auto plain = put("b", "n1", false);
   ASSERT_TRUE(plain.ok());
