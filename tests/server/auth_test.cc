@@ -459,6 +459,53 @@ TEST(AuthStart, LoopbackIsTrustedByDefaultAndATokenNarrowsIt) {
   EXPECT_EQ(h.Call("GET", "/stats", "", "Authorization: Bearer wrong\r\n").status, 401);
 }
 
+// What a hostile client may put in Authorization, from outside the trusted
+// networks: each answered as documented, the server unmoved.
+TEST(AuthStart, HostileAuthorizationHeadersAreAnsweredAsDocumented) {
+  TempDir dir;
+  const std::string file = dir.path() + "/tokens.toml";
+  std::ofstream(file) << TokenFile();
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(
+      DelayqdPath(),
+      {"--in-memory", "--auth-file", file, "--trusted-networks", "none", "--http-port", "0"},
+      &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  const std::string good = "Authorization: Bearer " + std::string(kOrders) + "\r\n";
+  struct Case {
+    std::string what, header;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"a value as large as the header may be",
+       "Authorization: Bearer " + std::string(16 * 1024, 'a') + "\r\n", 431},
+      {"a long wrong secret", "Authorization: Bearer " + std::string(15 * 1024, 'a') + "\r\n", 401},
+      {"a scheme and no secret", "Authorization: Bearer\r\n", 401},
+      {"spaces only after the scheme", "Authorization: Bearer      \r\n", 401},
+      {"another scheme", "Authorization: Basic " + std::string(kOrders) + "\r\n", 401},
+      {"the secret with bytes beyond ASCII",
+       "Authorization: Bearer \xff\xfe" + std::string(kOrders) + "\r\n", 401},
+      {"a control byte in the value", "Authorization: Bearer a\x01b\r\n", 400},
+      {"the good secret, then a wrong one: the first counts",
+       good + "Authorization: Bearer wrong\r\n", 200},
+      {"a wrong secret, then the good one: the first counts",
+       "Authorization: Bearer wrong\r\n" + good, 401},
+      {"the scheme in another case", "Authorization: bEaReR " + std::string(kOrders) + "\r\n", 200},
+  };
+  for (const Case& c : cases) {
+    HttpClient h(port);
+    HttpResponse r = h.Call("GET", "/topics", "", c.header);
+    EXPECT_TRUE(r.ok) << c.what << ": " << r.error;
+    EXPECT_EQ(r.status, c.status) << c.what << ": " << r.body;
+    if (r.status == 401) EXPECT_FALSE(r.Header("www-authenticate").empty()) << c.what;
+  }
+  HttpClient after(port);
+  EXPECT_EQ(after.Call("GET", "/topics", "", good).status, 200);
+  EXPECT_TRUE(server.Alive());
+}
+
 TEST(AuthStart, ABadTokenFileOrNetworkStopsTheStartWithItsLine) {
   TempDir dir;
   const std::string file = dir.path() + "/tokens.toml";
