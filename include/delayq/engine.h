@@ -189,6 +189,10 @@ class Engine {
   Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);  // soonest due
   Result<JobView> PeekBuried(TimeMs now, std::string_view topic);   // oldest buried
   Result<JobStats> StatsJob(TimeMs now, JobId id);
+  // The topic of job `id` while it is in memory (a job's topic never
+  // changes, so time is not advanced: nothing else is touched); nullopt
+  // when no job in memory has this id. Valid until the next mutating call.
+  std::optional<std::string_view> TopicOf(JobId id) const;
   Result<TopicStats> StatsTopic(TimeMs now, std::string_view topic);
   EngineStats Stats(TimeMs now);
   // Names of the topics that exist (used, watched or holding jobs), in

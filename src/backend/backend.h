@@ -113,6 +113,10 @@ class Backend {
   // id for kId; topic (and key for kKey) otherwise.
   virtual void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic,
                     std::string_view key, JobsDone done) = 0;
+  // The topic of job `id` when this backend can tell at once, without a
+  // call (local: the job is in memory); else nullopt, and Peek tells.
+  // Valid until the next call. For scope checks (server/access.h).
+  virtual std::optional<std::string_view> KnownTopicOf(JobId) const { return std::nullopt; }
   virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
   virtual void StatsTopic(std::string_view topic, Callback<TopicStats> done) = 0;
   virtual void Stats(Callback<EngineStats> done) = 0;

@@ -110,6 +110,9 @@ class LocalBackend final : public Backend {
   void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
+  std::optional<std::string_view> KnownTopicOf(JobId id) const override {
+    return engine_.TopicOf(id);
+  }
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;

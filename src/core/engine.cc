@@ -746,6 +746,9 @@ Result<JobView> Engine::PeekBuried(TimeMs now, std::string_view t) {
   return impl_->PeekBuried(now, t);
 }
 Result<JobStats> Engine::StatsJob(TimeMs now, JobId id) { return impl_->StatsJob(now, id); }
+
+std::optional<std::string_view> Engine::TopicOf(JobId id) const { return impl_->TopicOf(id); }
+
 Result<TopicStats> Engine::StatsTopic(TimeMs now, std::string_view t) {
   return impl_->StatsTopic(now, t);
 }

@@ -143,6 +143,11 @@ class Engine::Impl {
   Status Adopt(TimeMs now, const JobRecord& r, std::string_view body);
   void TakeEvicted(std::vector<ColdJob>* out);
   bool HasJob(JobId id) const { return ids_.Find(id) != nullptr; }
+  std::optional<std::string_view> TopicOf(JobId id) const {
+    const core::Job* j = ids_.Find(id);
+    if (j == nullptr) return std::nullopt;
+    return std::string_view(j->topic->name);
+  }
 
   bool HasKey(std::string_view name, std::string_view key) const;
   bool HasName(std::string_view name) const { return names_.count(name) > 0; }

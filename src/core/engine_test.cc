@@ -437,6 +437,9 @@ TEST_F(EngineTest, NamesAreUniqueAcrossTopics) {
   EXPECT_EQ(other.status().message(), "id 'n1' belongs to a job in topic 'a'");
   // The topic made for the refused put is gone by the end of the call.
   EXPECT_EQ(e_.CheckInvariants(), "");
+  // A job's topic, told without a call that advances time.
+  EXPECT_EQ(e_.TopicOf(a->id), std::optional<std::string_view>("a"));
+  EXPECT_EQ(e_.TopicOf(a->id + 1000), std::nullopt);
   // A key of topic b with no name: b's own, not a name.
   auto plain = put("b", "n1", false);
   ASSERT_TRUE(plain.ok());

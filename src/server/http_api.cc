@@ -299,6 +299,13 @@ void HttpApiRoutes::IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope
                                std::string name, HttpApi::Reply done,
                                std::function<void(HttpApi::Reply)> then) {
   if (req.caller == nullptr || req.caller->Everywhere(scope)) return then(std::move(done));
+  // A job the backend knows the topic of at once (in memory): no look-up.
+  if (id != 0) {
+    if (std::optional<std::string_view> topic = api.backend_.KnownTopicOf(id)) {
+      if (Status ok = req.caller->Check(scope, *topic); !ok.ok()) return done(StatusReply(ok));
+      return then(std::move(done));
+    }
+  }
   using K = backend::Backend::PeekKind;
   // A copy of the caller: the completion may come after the connection
   // that asked is gone (on Redis).
