@@ -195,6 +195,8 @@ class Engine {
   std::optional<std::string_view> TopicOf(JobId id) const;
   Result<TopicStats> StatsTopic(TimeMs now, std::string_view topic);
   EngineStats Stats(TimeMs now);
+  // Counted as it happens, never reset (no time is advanced).
+  const EngineMetrics& metrics() const;
   // Names of the topics that exist (used, watched or holding jobs), in
   // creation order (beanstalkd lists its tubes in that order too).
   std::vector<std::string> ListTopics(TimeMs now);

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "delayq/histogram.h"
+
 namespace delayq {
 
 using JobId = uint64_t;
@@ -139,6 +141,16 @@ struct TopicStats {
   uint64_t cmd_delete = 0, cmd_pause = 0;
   TimeMs pause_ms = 0;  // the pause last asked for
   TimeMs pause_time_left_ms = 0;
+};
+
+// What the engine counts for /metrics beyond its stats (docs/operations.md):
+// how late jobs became ready after their due time (lateness), how long a
+// ready job then waited to be reserved, and the jobs buried because they
+// used up their max_tries.
+struct EngineMetrics {
+  LatencyHistogram lateness;
+  LatencyHistogram ready_wait;
+  uint64_t buried_max_tries = 0;
 };
 
 // The engine's share of beanstalkd's server stats.

@@ -532,6 +532,8 @@ void Engine::Impl::DropIfUnused(Topic* t) {
 }
 
 void Engine::Impl::ReserveFor(Session* s, Job* j, bool detach) {
+  // (reserve-job may take a delayed or buried job: only ready ones waited.)
+  if (j->state == JobState::kReady) metrics_.ready_wait.Observe(TicksToUs(call_now_ - j->due));
   Unplace(j);
   j->reserver = detach ? nullptr : s;
   j->lease = NextLease();
@@ -544,6 +546,7 @@ void Engine::Impl::ReserveFor(Session* s, Job* j, bool detach) {
 JobState Engine::Impl::ComeBack(Job* j, std::optional<TimeMs> explicit_delay) {
   if (j->max_tries > 0 && j->reserves >= j->max_tries) {
     j->buries++;
+    metrics_.buried_max_tries++;
     Place(j, JobState::kBuried);
     return JobState::kBuried;
   }
@@ -748,6 +751,8 @@ Result<JobView> Engine::PeekBuried(TimeMs now, std::string_view t) {
 Result<JobStats> Engine::StatsJob(TimeMs now, JobId id) { return impl_->StatsJob(now, id); }
 
 std::optional<std::string_view> Engine::TopicOf(JobId id) const { return impl_->TopicOf(id); }
+
+const EngineMetrics& Engine::metrics() const { return impl_->metrics(); }
 
 Result<TopicStats> Engine::StatsTopic(TimeMs now, std::string_view t) {
   return impl_->StatsTopic(now, t);

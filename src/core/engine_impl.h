@@ -143,6 +143,7 @@ class Engine::Impl {
   Status Adopt(TimeMs now, const JobRecord& r, std::string_view body);
   void TakeEvicted(std::vector<ColdJob>* out);
   bool HasJob(JobId id) const { return ids_.Find(id) != nullptr; }
+  const EngineMetrics& metrics() const { return metrics_; }
   std::optional<std::string_view> TopicOf(JobId id) const {
     const core::Job* j = ids_.Find(id);
     if (j == nullptr) return std::nullopt;
@@ -165,6 +166,8 @@ class Engine::Impl {
   TimeMs Ticks(TimeMs ms) const { return ms * tpm_; }
   // Ticks (>= 0) in whole milliseconds, rounded up and down.
   TimeMs CeilMs(TimeMs ticks) const { return ticks / tpm_ + (ticks % tpm_ != 0); }
+  // Ticks in microseconds (for the metrics).
+  int64_t TicksToUs(TimeMs ticks) const { return ticks * 1000 / tpm_; }
   TimeMs FloorMs(TimeMs ticks) const { return ticks / tpm_; }
   // A delayed job's place in the (due, id) order of the store and the marks.
   DueMark MarkOfJob(const Job* j) const { return DueMark{CeilMs(j->due), j->id}; }
@@ -231,6 +234,7 @@ class Engine::Impl {
     j->state = state;
     switch (state) {
       case JobState::kReady:
+        j->due = call_now_;  // a ready job's due: when it became ready (ReserveFor)
         t->ready.Push(j);
         n_ready_++;
         if (j->priority < kUrgentPriority) {
@@ -395,6 +399,11 @@ class Engine::Impl {
   std::vector<JobId> to_evict_;  // delayed this call, maybe beyond the mark
   std::vector<ColdJob> evicted_;
   uint64_t total_jobs_ = 0, job_timeouts_ = 0;
+  // The time of the call being served (AdvanceTo's target): while
+  // AdvanceTo steps through past instants, now_ is each instant and
+  // call_now_ when they are seen.
+  TimeMs call_now_ = 0;
+  EngineMetrics metrics_;
   size_t job_bytes_ = 0;
 
   std::vector<Policy> policies_{Policy{}};  // index 0: no back-off

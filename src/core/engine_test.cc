@@ -228,6 +228,39 @@ TEST_F(EngineTest, KeysAreIdempotentAndDeletable) {
   EXPECT_NE(third->id, first->id);
 }
 
+// The metrics: a delayed job that the clock passes by 7 ms is 7 ms late;
+// a ready job reserved 30 ms after it became ready waited 30 ms; a job
+// buried for its max_tries counts once.
+TEST_F(EngineTest, MetricsCountLatenessWaitsAndBuriesForMaxTries) {
+  const EngineMetrics& m = e_.metrics();
+  JobId late = Put("late", 1024, /*delay=*/100);
+  now_ += 107;  // nothing looked at the engine until 7 ms past the due time
+  e_.Advance(now_);
+  EXPECT_EQ(m.lateness.count, 1u);
+  EXPECT_EQ(m.lateness.sum_us, 7'000);
+  EXPECT_EQ(m.lateness.counts[6], 1u);  // (5 ms, 10 ms]
+  Tick(30);
+  ASSERT_EQ(Reserve(s_), std::vector<JobId>{late});
+  EXPECT_EQ(m.ready_wait.count, 1u);
+  EXPECT_EQ(m.ready_wait.sum_us, 30'000);
+  // Put ready and reserved at once: waited 0.
+  JobId now = Put("now");
+  ASSERT_EQ(Reserve(s_), std::vector<JobId>{now});
+  EXPECT_EQ(m.ready_wait.count, 2u);
+  EXPECT_EQ(m.ready_wait.counts[0], 1u);
+  // A job with one try: its TTR runs out, it is buried.
+  PutRequest r;
+  r.body = "once";
+  r.ttr_ms = 1000;
+  r.max_tries = 1;
+  JobId once = e_.Put(now_, s_, r)->id;
+  ASSERT_EQ(Reserve(s_), std::vector<JobId>{once});
+  Tick(1000);
+  EXPECT_EQ(StateOf(once), JobState::kBuried);
+  EXPECT_EQ(m.buried_max_tries, 1u);
+  EXPECT_EQ(m.lateness.count, 1u) << "a TTR expiry is not a due job";
+}
+
 TEST_F(EngineTest, MaxTriesBuriesAndBackoffDelays) {
   PutRequest r;
   r.body = "pay";

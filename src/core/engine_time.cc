@@ -95,6 +95,7 @@ void Engine::Impl::ServeWaiters() {
 
 void Engine::Impl::AdvanceTo(TimeMs target) {
   lease_texts_.clear();
+  call_now_ = std::max(target, now_);
   if (target <= now_) {
     // Common case: another call within the same tick.
     if (!wheel_.HasDue() && (wakes_.empty() || wakes_.begin()->first > now_) &&
@@ -124,6 +125,7 @@ void Engine::Impl::ProcessInstant() {
     Unplace(j, /*in_wheel=*/false);
     if (j->state == JobState::kDelayed) {
       ids_.Prefetch(j->id);
+      metrics_.lateness.Observe(TicksToUs(call_now_ - j->due));
       Place(j, JobState::kReady);
     } else {  // TTR expiry
       j->timeouts++;

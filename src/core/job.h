@@ -43,7 +43,9 @@ struct Link {
 
 struct Job : Link {
   JobId id = 0;
-  TimeMs due = 0;  // delayed: due time; reserved: TTR deadline
+  // delayed: due time; reserved: TTR deadline; ready: when it became
+  // ready (the metrics' wait before a reserve)
+  TimeMs due = 0;
   TimeMs created = 0;
   TimeMs delay = 0;  // the delay last asked for
   TimeMs ttr = 0;
