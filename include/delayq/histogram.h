@@ -19,8 +19,9 @@ struct LatencyHistogram {
   // Upper bounds of the buckets, in microseconds (inclusive, as
   // Prometheus's `le`); a last bucket holds what is above them all.
   static constexpr std::array<int64_t, 18> kBoundsUs = {
-      100,     250,     500,       1'000,     2'500,     5'000,      10'000,     25'000,    50'000,
-      100'000, 250'000, 500'000, 1'000'000, 2'500'000, 5'000'000, 10'000'000, 30'000'000, 60'000'000};
+      100,       250,       500,       1'000,      2'500,      5'000,
+      10'000,    25'000,    50'000,    100'000,    250'000,    500'000,
+      1'000'000, 2'500'000, 5'000'000, 10'000'000, 30'000'000, 60'000'000};
 
   // Not cumulative: counts[i] is what fell in bucket i (<= kBoundsUs[i]
   // and above the bound before), counts.back() what is above every bound.
@@ -30,8 +31,8 @@ struct LatencyHistogram {
 
   void Observe(int64_t us) {
     us = std::max<int64_t>(us, 0);
-    const size_t i = static_cast<size_t>(
-        std::lower_bound(kBoundsUs.begin(), kBoundsUs.end(), us) - kBoundsUs.begin());
+    const size_t i = static_cast<size_t>(std::lower_bound(kBoundsUs.begin(), kBoundsUs.end(), us) -
+                                         kBoundsUs.begin());
     counts[i]++;
     count++;
     sum_us += us;

@@ -118,6 +118,10 @@ class Backend {
   // Valid until the next call. For scope checks (server/access.h).
   virtual std::optional<std::string_view> KnownTopicOf(JobId) const { return std::nullopt; }
   virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
+  // What an engine in this process counts for /metrics (lateness, waits,
+  // buries for max_tries): the local backend's; null where the jobs' state
+  // lives elsewhere (Redis).
+  virtual const EngineMetrics* engine_metrics() const { return nullptr; }
   virtual void StatsTopic(std::string_view topic, Callback<TopicStats> done) = 0;
   virtual void Stats(Callback<EngineStats> done) = 0;
   virtual void ListTopics(Callback<std::vector<std::string>> done) = 0;

@@ -110,6 +110,7 @@ class LocalBackend final : public Backend {
   void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
+  const EngineMetrics* engine_metrics() const override { return &engine_.metrics(); }
   std::optional<std::string_view> KnownTopicOf(JobId id) const override {
     return engine_.TopicOf(id);
   }
