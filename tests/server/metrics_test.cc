@@ -20,6 +20,7 @@
 
 #include "delayq/token.h"
 #include "server/http_client.h"
+#include "server/redis_process.h"
 #include "server/server_process.h"
 #include "temp_dir.h"
 
@@ -199,6 +200,29 @@ TEST_F(MetricsTest, HeadHasTheContentTypeAndNoBody) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_TRUE(r.body.empty());
+}
+
+// On the Redis backend the job counts are a call to Redis: the reply comes
+// when it answers.
+TEST(MetricsRedis, JobCountsComeFromRedis) {
+  if (!RedisServerAvailable()) GTEST_SKIP() << "no redis-server";
+  RedisProcess redis;
+  std::string error;
+  std::vector<std::string> args;
+  ASSERT_TRUE(redis.StartForDelayqd(&error, &args)) << error;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(DelayqdPath(), args, &error)) << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  RawClient bean(server.port());
+  ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  ASSERT_EQ(bean.Call("put 0 600 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  HttpClient c(port);
+  HttpResponse r = c.Call("GET", "/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_jobs{state="ready"})"), 1) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_jobs{state="delayed"})"), 1) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_requests_total{protocol="beanstalkd",op="put"})"), 2);
 }
 
 // ---- access -------------------------------------------------------------------------
