@@ -8,13 +8,15 @@
 //  - the completion runs exactly once: at once, or (a waiting long-poll)
 //    when the clock passes its timeout or WakeWaiters answers it;
 //  - the status is one the API documents, and the body is one JSON object
-//    (an error has {"error":{"code","message"}} with a known code);
+//    (an error has {"error":{"code","message"}} with a known code), or, for
+//    GET /metrics, lines of the Prometheus text format;
 //  - the engine's invariants hold after the script.
 //
 // Build and run by hand:
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -I src -I include \
 //     fuzz/http_api_fuzz.cc src/server/http_api.cc src/server/http_json.cc \
 //     src/server/http_input.cc src/server/http_native.cc src/server/http_youzan.cc \
+//     src/server/http_metrics.cc src/server/prometheus_text.cc \
 //     src/server/json_input.cc src/backend/local_backend.cc \
 //     src/store/writer.cc src/store/journal.cc src/store/record_codec.cc \
 //     src/core/*.cc (minus *_test.cc) \

@@ -13,6 +13,7 @@
 #include "fuzz_check.h"
 #include "manual_clock.h"
 #include "server/http_api.h"
+#include "server/prometheus_text.h"
 
 namespace {
 
@@ -33,6 +34,17 @@ const std::set<std::string> kAccessCodes = {"unauthenticated", "forbidden", "rat
 [[maybe_unused]] void CheckReply(const server::HttpReply& r, bool access = false) {
   FUZZ_CHECK(kStatuses.count(r.status) == 1 || (access && kAccessStatuses.count(r.status) == 1),
              r.body.c_str());
+  if (r.content_type != server::kJsonContentType) {
+    // GET /metrics: the Prometheus text format, lines that each end in a
+    // newline, comments or `name{labels} value`.
+    FUZZ_CHECK(r.content_type == server::kPrometheusContentType && r.status == 200, r.body.c_str());
+    FUZZ_CHECK(!r.body.empty() && r.body.back() == '\n', r.body.c_str());
+    for (size_t at = 0; at < r.body.size(); at = r.body.find('\n', at) + 1) {
+      const char c = r.body[at];
+      FUZZ_CHECK(c == '#' || c == '_' || (c >= 'a' && c <= 'z'), r.body.c_str());
+    }
+    return;
+  }
   rapidjson::Document d;
   d.Parse(r.body.c_str(), r.body.size());
   FUZZ_CHECK(!d.HasParseError() && d.IsObject(), r.body.c_str());

@@ -41,6 +41,7 @@ PACKAGES=(
   redis-server        # the Redis the Redis backend's tests start
   openssl             # the TLS tests make their certificates with it
   valgrind            # bench/redis_call_cost.sh, delayqd_redis_cost.sh count instructions per job
+  prometheus          # promtool: the metrics test checks GET /metrics with it
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):
 # keep a Node.js that is already there (it may not be Debian's, and Debian's

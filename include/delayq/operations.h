@@ -64,6 +64,7 @@ enum class Op : uint8_t {
   kClearTopic,
   kHealth,
   kAuth,
+  kMetrics,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -133,6 +134,7 @@ inline constexpr Operation kOperations[] = {
   {Op::kClearTopic,         "clear-topic",        "clear-tube",           "POST /topics/{topic}/clear",                                         true,  false, "",                         Scope::kAdmin,   "clear"},
   {Op::kHealth,             "health",             "",                     "GET /healthz",                                                       false, false, "",                         Scope::kPublic,  "health"},
   {Op::kAuth,               "auth",               "auth",                 "",                                                                   false, false, "",                         Scope::kPublic,  "auth"},
+  {Op::kMetrics,            "metrics",            "",                     "GET /metrics",                                                       false, false, "",                         Scope::kAdmin,   "metrics"},
 };
 // clang-format on
 
@@ -152,7 +154,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kAuth) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kMetrics) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -56,6 +56,7 @@ const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
   static const std::vector<Mapping> handlers = {
       {"GET /healthz", &R::Healthz},
       {"GET /stats", &R::ServerStats},
+      {"GET /metrics", &R::Metrics},
       {"GET /topics", &R::ListTopics},
       {"GET /topics/{topic}", &R::TopicStats},
       {"POST /topics/{topic}/jobs", &R::Put},
@@ -225,7 +226,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
     const Scope scope = OperationOf(r.op).scope;
     Status allowed;
     if (topic_param) allowed = req.caller->Check(scope, params[*topic_param]);
-    if (r.op == Op::kStats && !req.caller->Everywhere(Scope::kAdmin))
+    if ((r.op == Op::kStats || r.op == Op::kMetrics) && !req.caller->Everywhere(Scope::kAdmin))
       allowed = Status::PermissionDenied("server-wide stats need the admin right on every topic");
     if (!allowed.ok()) {
       done(StatusReply(allowed));

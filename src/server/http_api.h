@@ -45,12 +45,18 @@ struct HttpRequest {
   Caller* caller = nullptr;
 };
 
+inline constexpr std::string_view kJsonContentType = "application/json";
+
 struct HttpReply {
   int status = 200;
-  std::string body;   // JSON, without a trailing newline
+  // JSON, without a trailing newline (the server adds one); a body of
+  // another content type goes out exactly as it is.
+  std::string body;
   std::string allow;  // 405: the methods the route takes ("GET, POST")
   // More header lines, each ending in CRLF (WWW-Authenticate, Retry-After).
   std::string headers = {};
+  // Its Content-Type (a string that outlives the reply: a literal).
+  std::string_view content_type = kJsonContentType;
 };
 
 struct HttpApiOptions {

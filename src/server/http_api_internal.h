@@ -82,6 +82,9 @@ struct HttpApiRoutes {
                       HttpApi::CallId*);
   static void ServerStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                           HttpApi::CallId*);
+  // GET /metrics (http_metrics.cc).
+  static void Metrics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
   static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                          HttpApi::CallId*);
   static void TopicStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

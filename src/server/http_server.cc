@@ -78,6 +78,8 @@ class HttpConnection : public ListenerConnection,
         caller_(server.ctx_.access, PeerAddress(socket_)),
         last_active_(SteadyClock::now()) {
     if (tls != nullptr) tls_ = std::make_unique<TlsSession>(std::move(tls));
+    server_.ctx_.counters.http_connections++;
+    server_.ctx_.counters.total_http_connections++;
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     socket_.non_blocking(true, ec);
@@ -357,8 +359,12 @@ class HttpConnection : public ListenerConnection,
     AppendUint(out_, static_cast<uint64_t>(r.status));
     out_.push_back(' ');
     out_.append(HttpReasonPhrase(r.status));
-    out_.append("\r\nContent-Type: application/json\r\nContent-Length: ");
-    AppendUint(out_, r.body.size() + 1);
+    // A JSON body is followed by a newline; any other goes out as it is.
+    const bool newline = r.content_type == kJsonContentType;
+    out_.append("\r\nContent-Type: ");
+    out_.append(r.content_type);
+    out_.append("\r\nContent-Length: ");
+    AppendUint(out_, r.body.size() + (newline ? 1 : 0));
     out_.append("\r\n");
     if (!r.allow.empty()) {
       out_.append("Allow: ");
@@ -374,7 +380,7 @@ class HttpConnection : public ListenerConnection,
     out_.append("\r\n");
     if (!head_) {
       out_.append(r.body);
-      out_.push_back('\n');
+      if (newline) out_.push_back('\n');
     }
     if (close) close_after_ = true;
   }
@@ -431,6 +437,7 @@ class HttpConnection : public ListenerConnection,
   void Close() {
     if (closed_) return;
     closed_ = true;
+    server_.ctx_.counters.http_connections--;
     Account();
     if (busy_ && call_ != 0) server_.api_->Cancel(call_);
     call_ = 0;

@@ -42,8 +42,12 @@ struct ServerCounters {
   uint64_t Of(Protocol p, Op op) const {
     return ops[static_cast<size_t>(p)][static_cast<size_t>(op)];
   }
+  // beanstalkd connections (beanstalkd's `stats` shows these two)
   uint64_t connections = 0;  // open now
   uint64_t total_connections = 0;
+  // HTTP connections (GET /metrics)
+  uint64_t http_connections = 0;  // open now
+  uint64_t total_http_connections = 0;
   uint64_t producers = 0;  // open connections that have put
   uint64_t workers = 0;    // open connections that have reserved
 };

@@ -246,6 +246,7 @@ const std::vector<HttpCase>& HttpCases() {
   static const std::vector<HttpCase> cases = {
       {"GET /healthz", "ready", "GET", "/healthz", "", 200},
       {"GET /stats", "ready", "GET", "/stats", "", 200, kOps},
+      {"GET /metrics", "ready", "GET", "/metrics", "", 200, kOps},
       {"GET /topics", "ready", "GET", "/topics", "", 200, kOrders, false},
       {"GET /topics/{topic}", "ready", "GET", "/topics/orders.eu", "", 200},
       {"POST /topics/{topic}/jobs", "ready", "POST", "/topics/orders.eu/jobs", R"({"body":"x"})",

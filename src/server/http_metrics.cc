@@ -1,0 +1,174 @@
+// GET /metrics: the server's counts in the Prometheus text format
+// (prometheus_text.h), for a Prometheus to scrape. docs/operations.md lists
+// every metric; the request counts are the operation table's (ServerCounters),
+// the job counts the backend's Stats (a call on Redis), the process metrics
+// those every Prometheus client library exports, read from /proc.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "delayq/version.h"
+#include "server/http_api_internal.h"
+#include "server/prometheus_text.h"
+
+namespace delayq::server {
+
+namespace {
+
+// The process as /proc shows it; a field it could not read is nullopt.
+struct ProcessSample {
+  std::optional<double> cpu_seconds;
+  std::optional<uint64_t> resident_bytes, virtual_bytes;
+  std::optional<double> start_time_seconds;  // since the Unix epoch
+  std::optional<uint64_t> open_fds, max_fds;
+};
+
+// The `btime` line of /proc/stat: when the machine booted, in seconds since
+// the epoch.
+std::optional<uint64_t> MetricsBootTime() {
+  std::ifstream in("/proc/stat");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("btime ", 0) == 0) return std::stoull(line.substr(6));
+  }
+  return std::nullopt;
+}
+
+ProcessSample SampleProcess() {
+  ProcessSample s;
+  // /proc/self/stat (proc(5)): the fields after the command's closing ')',
+  // which may itself hold spaces and parentheses. Counted from 1 as there:
+  // 14 utime, 15 stime (clock ticks), 22 starttime (ticks since boot),
+  // 23 vsize (bytes), 24 rss (pages).
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (size_t close = text.rfind(')'); close != std::string::npos && close + 2 <= text.size()) {
+    std::istringstream fields(text.substr(close + 2));
+    std::vector<std::string> f;  // f[0] is field 3
+    for (std::string w; fields >> w;) f.push_back(w);
+    const long ticks = sysconf(_SC_CLK_TCK);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (f.size() >= 22 && ticks > 0 && page > 0) {
+      const auto field = [&](size_t n) { return std::stoull(f[n - 3]); };
+      s.cpu_seconds = static_cast<double>(field(14) + field(15)) / static_cast<double>(ticks);
+      s.virtual_bytes = field(23);
+      s.resident_bytes = field(24) * static_cast<uint64_t>(page);
+      if (std::optional<uint64_t> boot = MetricsBootTime())
+        s.start_time_seconds = static_cast<double>(*boot) +
+                               static_cast<double>(field(22)) / static_cast<double>(ticks);
+    }
+  }
+  std::error_code ec;
+  uint64_t fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec))
+    ++fds;
+  if (!ec) s.open_fds = fds;
+  if (rlimit r{}; getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+    s.max_fds = r.rlim_cur;
+  return s;
+}
+
+// delayq_requests_total: for each protocol, each `metric` label of the rows
+// that protocol serves, the sum of those rows' counts (zeros included, so
+// that a rate starts from the first scrape).
+void RequestCounts(PrometheusText& out, const ServerCounters& c) {
+  constexpr std::string_view kName = "delayq_requests_total";
+  out.Family(kName, MetricType::kCounter,
+             "Requests asked for, by protocol and operation (the metric label of the operation "
+             "table's row; rows that share it are summed).");
+  for (Protocol p : {Protocol::kBeanstalk, Protocol::kHttp}) {
+    std::vector<std::string_view> labels;  // in the table's order
+    for (const Operation& o : kOperations) {
+      const bool served = p == Protocol::kBeanstalk ? !o.beanstalk.empty() : !o.http.empty();
+      if (!served || std::find(labels.begin(), labels.end(), o.metric) != labels.end()) continue;
+      labels.push_back(o.metric);
+    }
+    for (std::string_view metric : labels) {
+      uint64_t n = 0;
+      for (const Operation& o : kOperations)
+        if (o.metric == metric) n += c.Of(p, o.op);
+      out.Sample(kName, {{"protocol", ProtocolName(p)}, {"op", metric}}, n);
+    }
+  }
+}
+
+void ProcessMetrics(PrometheusText& out) {
+  const ProcessSample s = SampleProcess();
+  auto gauge_or_counter = [&](std::string_view name, MetricType type, std::string_view help,
+                              auto value) {
+    if (!value) return;
+    out.Family(name, type, help);
+    out.Sample(name, {}, *value);
+  };
+  gauge_or_counter("process_cpu_seconds_total", MetricType::kCounter,
+                   "Total user and system CPU time spent in seconds.", s.cpu_seconds);
+  gauge_or_counter("process_resident_memory_bytes", MetricType::kGauge,
+                   "Resident memory size in bytes.", s.resident_bytes);
+  gauge_or_counter("process_virtual_memory_bytes", MetricType::kGauge,
+                   "Virtual memory size in bytes.", s.virtual_bytes);
+  gauge_or_counter("process_open_fds", MetricType::kGauge, "Number of open file descriptors.",
+                   s.open_fds);
+  gauge_or_counter("process_max_fds", MetricType::kGauge,
+                   "Maximum number of open file descriptors.", s.max_fds);
+  gauge_or_counter("process_start_time_seconds", MetricType::kGauge,
+                   "Start time of the process since unix epoch in seconds.", s.start_time_seconds);
+}
+
+}  // namespace
+
+void HttpApiRoutes::Metrics(HttpApi& api, const HttpRequest&, const Params&, HttpApi::Reply&& done,
+                            HttpApi::CallId*) {
+  std::weak_ptr<bool> alive = api.alive_;
+  api.backend_.Stats([&api, alive, done = std::move(done)](Result<EngineStats> r) {
+    if (alive.expired()) return;  // the API is gone (a Redis reply after the stop)
+    if (!r.ok()) return done(StatusReply(r.status()));
+    const EngineStats& e = *r;
+    const ServerContext& ctx = api.ctx_;
+    PrometheusText out;
+    out.Family("delayq_build_info", MetricType::kGauge,
+               "Always 1; the version of delayqd as its label.");
+    out.Sample("delayq_build_info", {{"version", kVersion}}, uint64_t{1});
+
+    RequestCounts(out, ctx.counters);
+
+    out.Family("delayq_connections", MetricType::kGauge, "Client connections open now.");
+    out.Sample("delayq_connections", {{"protocol", ProtocolName(Protocol::kBeanstalk)}},
+               ctx.counters.connections);
+    out.Sample("delayq_connections", {{"protocol", ProtocolName(Protocol::kHttp)}},
+               ctx.counters.http_connections);
+    out.Family("delayq_connections_accepted_total", MetricType::kCounter,
+               "Client connections accepted since the start.");
+    out.Sample("delayq_connections_accepted_total",
+               {{"protocol", ProtocolName(Protocol::kBeanstalk)}}, ctx.counters.total_connections);
+    out.Sample("delayq_connections_accepted_total", {{"protocol", ProtocolName(Protocol::kHttp)}},
+               ctx.counters.total_http_connections);
+
+    out.Family("delayq_waiting_reserves", MetricType::kGauge,
+               "Reserves of this server that wait for a job now (both protocols).");
+    out.Sample("delayq_waiting_reserves", {}, uint64_t{ctx.waiting});
+
+    out.Family("delayq_jobs", MetricType::kGauge, "Jobs in the queue, by state.");
+    out.Sample("delayq_jobs", {{"state", "ready"}}, e.ready);
+    out.Sample("delayq_jobs", {{"state", "reserved"}}, e.reserved);
+    out.Sample("delayq_jobs", {{"state", "delayed"}}, e.delayed);
+    out.Sample("delayq_jobs", {{"state", "buried"}}, e.buried);
+    out.Family("delayq_topics", MetricType::kGauge, "Topics that exist now.");
+    out.Sample("delayq_topics", {}, e.topics);
+
+    ProcessMetrics(out);
+    HttpReply reply{200, out.Take(), {}};
+    reply.content_type = kPrometheusContentType;
+    done(std::move(reply));
+  });
+}
+
+}  // namespace delayq::server

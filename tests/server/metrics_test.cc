@@ -1,0 +1,272 @@
+// GET /metrics against a real delayqd (docs/operations.md): after puts,
+// reserves, deletes and a bury over both protocols, the samples show those
+// counts, the jobs by state, the connections and the process; the body is
+// the Prometheus text format as `promtool check metrics` reads it, with its
+// content type. Then the route's access: the admin right on every topic,
+// or a trusted network.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "delayq/token.h"
+#include "server/http_client.h"
+#include "server/redis_process.h"
+#include "server/server_process.h"
+#include "temp_dir.h"
+
+namespace delayq::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kPromtool = "/usr/bin/promtool";
+
+// The value of the sample `series` ("name" or "name{labels}", spelled as the
+// server writes it) in an exposition, or nullopt if it has none.
+std::optional<double> MetricValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
+}
+
+// What a command prints on stdout and stderr, and its wait status.
+std::pair<std::string, int> RunCommand(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {"popen failed", -1};
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  return {out, pclose(p)};
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string error;
+    ASSERT_TRUE(server_.Start(DelayqdPath(), {"--in-memory"}, &error)) << error;
+    http_port_ = HttpPortOf(server_);
+    ASSERT_NE(http_port_, 0) << server_.Log();
+  }
+
+  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {}) {
+    HttpClient c(http_port_);
+    return c.Call(method, target, body);
+  }
+
+  ServerProcess server_;
+  uint16_t http_port_ = 0;
+};
+
+TEST_F(MetricsTest, CountsJobsRequestsAndConnectionsAndPassesPromtool) {
+  // Connections before (ServerProcess tried the port with one).
+  const std::string before = Call("GET", "/metrics").body;
+  const std::optional<double> bean_accepted =
+      MetricValue(before, R"(delayq_connections_accepted_total{protocol="beanstalkd"})");
+  ASSERT_TRUE(bean_accepted.has_value()) << before;
+  // beanstalkd: 3 puts, 2 reserves, a delete and a bury: 1 ready, 1 buried.
+  RawClient bean(server_.port());
+  ASSERT_TRUE(bean.ok()) << bean.error();
+  ASSERT_EQ(bean.Call("use t\r\n"), "USING t\r\n");
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  ASSERT_EQ(bean.Call("watch t\r\n"), "WATCHING 2\r\n");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    std::string r = bean.Call("reserve\r\n");
+    ASSERT_EQ(r.rfind("RESERVED ", 0), 0u) << r;
+    ids.push_back(r.substr(9, r.find(' ', 9) - 9));
+  }
+  ASSERT_EQ(bean.Call("delete " + ids[0] + "\r\n"), "DELETED\r\n");
+  ASSERT_EQ(bean.Call("bury " + ids[1] + " 0\r\n"), "BURIED\r\n");
+  // HTTP: 2 ready puts and a delayed one, a reserve: 2 ready in all, 1
+  // reserved, 1 delayed.
+  for (const char* body :
+       {R"({"body":"y"})", R"({"body":"y"})", R"({"body":"z","delay_ms":600000})"})
+    ASSERT_EQ(Call("POST", "/topics/t/jobs", body).status, 201);
+  HttpResponse reserved = Call("POST", "/topics/t/reserve", "{}");
+  ASSERT_EQ(reserved.status, 200) << reserved.body;
+
+  HttpResponse r = Call("GET", "/metrics");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  // The exposition exactly, ending in one newline.
+  EXPECT_EQ(r.Header("content-length"), std::to_string(r.body.size()));
+  ASSERT_GE(r.body.size(), 2u);
+  EXPECT_EQ(r.body.back(), '\n');
+  EXPECT_NE(r.body[r.body.size() - 2], '\n');
+  const std::string& m = r.body;
+
+  EXPECT_EQ(MetricValue(m, R"(delayq_jobs{state="ready"})"), 2);
+  EXPECT_EQ(MetricValue(m, R"(delayq_jobs{state="reserved"})"), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_jobs{state="delayed"})"), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_jobs{state="buried"})"), 1);
+  EXPECT_GE(MetricValue(m, "delayq_topics").value_or(0), 1);
+
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="put"})"), 3);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="http",op="put"})"), 3);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="reserve"})"), 2);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="http",op="reserve"})"), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="delete"})"), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="bury"})"), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="session"})"), 2);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="http",op="metrics"})"), 2);
+  // An operation a protocol serves but nobody asked for shows as 0; one it
+  // does not serve, not at all.
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="http",op="finish"})"), 0);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="beanstalkd",op="finish"})"),
+            std::nullopt);
+  EXPECT_EQ(MetricValue(m, R"(delayq_requests_total{protocol="http",op="session"})"), std::nullopt);
+
+  EXPECT_EQ(MetricValue(m, R"(delayq_connections{protocol="beanstalkd"})"), 1);
+  EXPECT_GE(MetricValue(m, R"(delayq_connections{protocol="http"})").value_or(0), 1);
+  EXPECT_EQ(MetricValue(m, R"(delayq_connections_accepted_total{protocol="beanstalkd"})"),
+            *bean_accepted + 1);
+  // The puts, the reserve and the two /metrics, each on a connection of
+  // its own (HttpPortOf may have made more).
+  EXPECT_GE(MetricValue(m, R"(delayq_connections_accepted_total{protocol="http"})").value_or(0), 6);
+  EXPECT_EQ(MetricValue(m, "delayq_waiting_reserves"), 0);
+
+  // The version delayqd --version prints.
+  auto [version_text, version_status] = RunCommand(DelayqdPath() + " --version");
+  ASSERT_EQ(version_status, 0) << version_text;
+  std::istringstream words(version_text);
+  std::string version;
+  while (words >> version) {
+  }  // its last word
+  EXPECT_EQ(MetricValue(m, R"(delayq_build_info{version=")" + version + R"("})"), 1) << m;
+
+  // The process.
+  EXPECT_GT(MetricValue(m, "process_resident_memory_bytes").value_or(0), 1 << 20);
+  EXPECT_GE(MetricValue(m, "process_virtual_memory_bytes").value_or(0),
+            MetricValue(m, "process_resident_memory_bytes").value_or(1));
+  EXPECT_GE(MetricValue(m, "process_cpu_seconds_total").value_or(-1), 0);
+  EXPECT_GE(MetricValue(m, "process_open_fds").value_or(0), 3);
+  EXPECT_GE(MetricValue(m, "process_max_fds").value_or(0),
+            MetricValue(m, "process_open_fds").value_or(1));
+  const double now = static_cast<double>(std::time(nullptr));
+  const double started = MetricValue(m, "process_start_time_seconds").value_or(0);
+  EXPECT_LE(started, now + 1);
+  EXPECT_GE(started, now - 300);
+
+  // promtool reads it without a complaint.
+  if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool << " (Debian: prometheus)";
+  TempDir dir;
+  const std::string file = dir.path() + "/metrics.txt";
+  std::ofstream(file, std::ios::binary) << m;
+  auto [report, status] = RunCommand(std::string(kPromtool) + " check metrics < " + file);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 && report.empty())
+      << "promtool check metrics: status " << status << "\n"
+      << report << "\n"
+      << m;
+}
+
+// A reserve that waits shows in delayq_waiting_reserves until it is answered.
+TEST_F(MetricsTest, WaitingReservesAreCounted) {
+  RawClient worker(server_.port());
+  ASSERT_TRUE(worker.ok()) << worker.error();
+  ASSERT_TRUE(worker.Send("reserve-with-timeout 30\r\n"));
+  std::optional<double> waiting;
+  for (auto deadline = std::chrono::steady_clock::now() + 5s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(20ms)) {
+    waiting = MetricValue(Call("GET", "/metrics").body, "delayq_waiting_reserves");
+    if (waiting == 1) break;
+  }
+  EXPECT_EQ(waiting, 1);
+  RawClient producer(server_.port());
+  ASSERT_EQ(producer.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  EXPECT_EQ(worker.ReadReply().rfind("RESERVED ", 0), 0u);
+  EXPECT_EQ(MetricValue(Call("GET", "/metrics").body, "delayq_waiting_reserves"), 0);
+}
+
+// HEAD /metrics: the headers of GET, no body.
+TEST_F(MetricsTest, HeadHasTheContentTypeAndNoBody) {
+  HttpClient c(http_port_);
+  ASSERT_TRUE(c.Send(HttpRequestText("HEAD", "/metrics")));
+  HttpResponse r = c.Read(10s, /*head=*/true);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_TRUE(r.body.empty());
+}
+
+// On the Redis backend the job counts are a call to Redis: the reply comes
+// when it answers.
+TEST(MetricsRedis, JobCountsComeFromRedis) {
+  if (!RedisServerAvailable()) GTEST_SKIP() << "no redis-server";
+  RedisProcess redis;
+  std::string error;
+  std::vector<std::string> args;
+  ASSERT_TRUE(redis.StartForDelayqd(&error, &args)) << error;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(DelayqdPath(), args, &error)) << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  RawClient bean(server.port());
+  ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  ASSERT_EQ(bean.Call("put 0 600 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  HttpClient c(port);
+  HttpResponse r = c.Call("GET", "/metrics");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_jobs{state="ready"})"), 1) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_jobs{state="delayed"})"), 1) << r.body;
+  EXPECT_EQ(MetricValue(r.body, R"(delayq_requests_total{protocol="beanstalkd",op="put"})"), 2);
+}
+
+// ---- access -------------------------------------------------------------------------
+
+constexpr const char* kMetricsAdmin = "dq_metrics-admin-secret";    // *: admin
+constexpr const char* kMetricsWorker = "dq_metrics-worker-secret";  // *: produce, consume
+constexpr const char* kMetricsScoped = "dq_metrics-scoped-secret";  // orders.*: admin
+
+std::string MetricsToken(const char* name, const char* secret, const char* topics,
+                         const char* rights) {
+  return std::string("[[token]]\nname = \"") + name + "\"\nsha256 = \"" +
+         DigestHex(Sha256(secret)) + "\"\ntopics = " + topics + "\nrights = " + rights + "\n\n";
+}
+
+TEST(MetricsAccess, NeedsTheAdminRightOnEveryTopicOutsideTheTrustedNetworks) {
+  TempDir dir;
+  const std::string file = dir.path() + "/tokens.toml";
+  std::ofstream(file) << MetricsToken("admin", kMetricsAdmin, R"(["*"])", R"(["admin"])")
+                      << MetricsToken("worker", kMetricsWorker, R"(["*"])",
+                                      R"(["produce", "consume"])")
+                      << MetricsToken("scoped", kMetricsScoped, R"(["orders.*"])", R"(["admin"])");
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(
+      DelayqdPath(), {"--in-memory", "--auth-file", file, "--trusted-networks", "none"}, &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  auto get = [&](std::string_view secret) {
+    HttpClient c(port);
+    return c.Call(
+        "GET", "/metrics", {},
+        secret.empty() ? std::string() : "Authorization: Bearer " + std::string(secret) + "\r\n");
+  };
+  HttpResponse none = get("");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(none.Header("www-authenticate"), R"(Bearer realm="delayq")");
+  EXPECT_EQ(get(kMetricsWorker).status, 403);
+  EXPECT_EQ(get(kMetricsScoped).status, 403);  // server-wide: admin on every topic
+  HttpResponse admin = get(kMetricsAdmin);
+  EXPECT_EQ(admin.status, 200) << admin.body;
+  EXPECT_EQ(admin.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_TRUE(MetricValue(admin.body, "delayq_waiting_reserves").has_value()) << admin.body;
+}
+
+}  // namespace
+}  // namespace delayq::testing
