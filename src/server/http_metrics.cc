@@ -101,6 +101,36 @@ void RequestCounts(PrometheusText& out, const ServerCounters& c) {
   }
 }
 
+// A LatencyHistogram (delayq/histogram.h) as a Prometheus histogram in
+// seconds.
+void LatencySeconds(PrometheusText& out, std::string_view name, std::string_view help,
+                    const LatencyHistogram& h) {
+  static const std::vector<double> kBoundsSeconds = [] {
+    std::vector<double> b;
+    for (int64_t us : LatencyHistogram::kBoundsUs) b.push_back(static_cast<double>(us) / 1e6);
+    return b;
+  }();
+  out.Family(name, MetricType::kHistogram, help);
+  out.Histogram(name, {}, kBoundsSeconds, std::vector<uint64_t>(h.counts.begin(), h.counts.end()),
+                static_cast<double>(h.sum_us) / 1e6);
+}
+
+// What the engine in this process counts (the local backend's): none on
+// Redis, where the jobs' state lives in Redis.
+void EngineCounts(PrometheusText& out, const EngineStats& e, const EngineMetrics* m) {
+  out.Family("delayq_ttr_timeouts_total", MetricType::kCounter,
+             "Reservations whose time to run ran out (the job came back).");
+  out.Sample("delayq_ttr_timeouts_total", {}, e.job_timeouts);
+  if (m == nullptr) return;
+  LatencySeconds(out, "delayq_job_lateness_seconds",
+                 "How long after its due time a delayed job became ready.", m->lateness);
+  LatencySeconds(out, "delayq_job_ready_wait_seconds",
+                 "How long a ready job waited before a reserve took it.", m->ready_wait);
+  out.Family("delayq_jobs_buried_max_tries_total", MetricType::kCounter,
+             "Jobs buried because their reservations reached max_tries.");
+  out.Sample("delayq_jobs_buried_max_tries_total", {}, m->buried_max_tries);
+}
+
 void ProcessMetrics(PrometheusText& out) {
   const ProcessSample s = SampleProcess();
   auto gauge_or_counter = [&](std::string_view name, MetricType type, std::string_view help,
@@ -163,6 +193,7 @@ void HttpApiRoutes::Metrics(HttpApi& api, const HttpRequest&, const Params&, Htt
     out.Sample("delayq_jobs", {{"state", "buried"}}, e.buried);
     out.Family("delayq_topics", MetricType::kGauge, "Topics that exist now.");
     out.Sample("delayq_topics", {}, e.topics);
+    EngineCounts(out, e, api.backend_.engine_metrics());
 
     ProcessMetrics(out);
     HttpReply reply{200, out.Take(), {}};

@@ -69,6 +69,17 @@ class MetricsTest : public ::testing::Test {
   uint16_t http_port_ = 0;
 };
 
+// What `promtool check metrics` says of `text`: "" when it reads it
+// without a complaint.
+std::string PromtoolProblems(const std::string& text) {
+  TempDir dir;
+  const std::string file = dir.path() + "/metrics.txt";
+  std::ofstream(file, std::ios::binary) << text;
+  auto [report, status] = RunCommand(std::string(kPromtool) + " check metrics < " + file);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && report.empty()) return "";
+  return "promtool check metrics: status " + std::to_string(status) + "\n" + report;
+}
+
 TEST_F(MetricsTest, CountsJobsRequestsAndConnectionsAndPassesPromtool) {
   // Connections before (ServerProcess tried the port with one).
   const std::string before = Call("GET", "/metrics").body;
@@ -163,14 +174,7 @@ TEST_F(MetricsTest, CountsJobsRequestsAndConnectionsAndPassesPromtool) {
 
   // promtool reads it without a complaint.
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool << " (Debian: prometheus)";
-  TempDir dir;
-  const std::string file = dir.path() + "/metrics.txt";
-  std::ofstream(file, std::ios::binary) << m;
-  auto [report, status] = RunCommand(std::string(kPromtool) + " check metrics < " + file);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 && report.empty())
-      << "promtool check metrics: status " << status << "\n"
-      << report << "\n"
-      << m;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
 }
 
 // A reserve that waits shows in delayq_waiting_reserves until it is answered.
@@ -189,6 +193,46 @@ TEST_F(MetricsTest, WaitingReservesAreCounted) {
   ASSERT_EQ(producer.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
   EXPECT_EQ(worker.ReadReply().rfind("RESERVED ", 0), 0u);
   EXPECT_EQ(MetricValue(Call("GET", "/metrics").body, "delayq_waiting_reserves"), 0);
+}
+
+// The engine's histograms (the local backend): a job due in 100 ms and
+// reserved 300 ms after its put was late by what the timer took, then
+// waited the rest; a job with one try whose TTR runs out is buried for it.
+TEST_F(MetricsTest, LatenessWaitsTimeoutsAndBuriesForMaxTries) {
+  ASSERT_EQ(Call("POST", "/topics/m/jobs", R"({"body":"d","delay_ms":100})").status, 201);
+  std::this_thread::sleep_for(300ms);
+  HttpResponse got = Call("POST", "/topics/m/reserve", "{}");
+  ASSERT_EQ(got.status, 200) << got.body;
+  ASSERT_NE(got.body.find("\"id\""), std::string::npos) << got.body;
+  std::string m = Call("GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "delayq_job_lateness_seconds_count"), 1) << m;
+  EXPECT_EQ(MetricValue(m, "delayq_job_ready_wait_seconds_count"), 1) << m;
+  EXPECT_EQ(MetricValue(m, R"(delayq_job_ready_wait_seconds_bucket{le="+Inf"})"), 1) << m;
+  // Late and then waiting: together the 200 ms between due and reserve.
+  const double late = MetricValue(m, "delayq_job_lateness_seconds_sum").value_or(-1);
+  const double waited = MetricValue(m, "delayq_job_ready_wait_seconds_sum").value_or(-1);
+  EXPECT_GE(late, 0);
+  EXPECT_GE(waited, 0);
+  EXPECT_GE(late + waited, 0.15) << m;
+  EXPECT_EQ(MetricValue(m, "delayq_ttr_timeouts_total"), 0);
+  EXPECT_EQ(MetricValue(m, "delayq_jobs_buried_max_tries_total"), 0);
+
+  ASSERT_EQ(Call("POST", "/topics/once/jobs", R"({"body":"o","ttr_ms":1000,"max_tries":1})").status,
+            201);
+  ASSERT_EQ(Call("POST", "/topics/once/reserve", "{}").status, 200);
+  std::optional<double> buried;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    m = Call("GET", "/metrics").body;
+    buried = MetricValue(m, "delayq_jobs_buried_max_tries_total");
+    if (buried == 1) break;
+  }
+  EXPECT_EQ(buried, 1) << m;
+  EXPECT_EQ(MetricValue(m, "delayq_ttr_timeouts_total"), 1) << m;
+  EXPECT_EQ(MetricValue(m, R"(delayq_jobs{state="buried"})"), 1) << m;
+  // Still what promtool reads without a complaint (histograms included).
+  if (access(kPromtool, X_OK) != 0) return;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
 }
 
 // HEAD /metrics: the headers of GET, no body.
