@@ -79,3 +79,10 @@ start_redis_under_callgrind() {
   for _ in $(seq 300); do redis-cli -p "$PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$PORT" ping >/dev/null 2>&1 || die "redis-server did not start: $(tail -5 "$WORK/redis.log")"
 }
+
+# median "V1 V2 ...": the median of the numbers (of an even count, the mean
+# of the middle two, to two decimals).
+median() {
+  tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}

@@ -63,8 +63,6 @@ trap 'exit 130' INT TERM
 
 value_of() { sed -n "s/^$1: //p" <<<"$2"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 }
-  END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 declare -A BEST LEAST LAST PAIRS
 keep_best() {

@@ -441,15 +441,22 @@ INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values(Backend::kLocal, 
 
 // ---- trusted networks, and the start ------------------------------------------------
 
-TEST(AuthStart, LoopbackIsTrustedByDefaultAndATokenNarrowsIt) {
-  TempDir dir;
+// Starts `server` in memory with TokenFile() (written in `dir`) as its
+// --auth-file, an HTTP port, and `extra` flags.
+bool StartWithTokens(ServerProcess& server, const TempDir& dir, std::vector<std::string> extra,
+                     std::string* error) {
   const std::string file = dir.path() + "/tokens.toml";
   std::ofstream(file) << TokenFile();
+  std::vector<std::string> args = {"--in-memory", "--auth-file", file, "--http-port", "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return server.Start(DelayqdPath(), args, error);
+}
+
+TEST(AuthStart, LoopbackIsTrustedByDefaultAndATokenNarrowsIt) {
+  TempDir dir;
   ServerProcess server;
   std::string error;
-  ASSERT_TRUE(
-      server.Start(DelayqdPath(), {"--in-memory", "--auth-file", file, "--http-port", "0"}, &error))
-      << error;
+  ASSERT_TRUE(StartWithTokens(server, dir, {}, &error)) << error;
   RawClient c(server.port());
   EXPECT_EQ(c.Call("use payments\r\n"), "USING payments\r\n");  // trusted: no token
   EXPECT_TRUE(StartsWith(c.Call("put 0 0 10 1\r\nx\r\n"), "INSERTED"));
@@ -464,15 +471,9 @@ TEST(AuthStart, LoopbackIsTrustedByDefaultAndATokenNarrowsIt) {
 // networks: each answered as documented, the server unmoved.
 TEST(AuthStart, HostileAuthorizationHeadersAreAnsweredAsDocumented) {
   TempDir dir;
-  const std::string file = dir.path() + "/tokens.toml";
-  std::ofstream(file) << TokenFile();
   ServerProcess server;
   std::string error;
-  ASSERT_TRUE(server.Start(
-      DelayqdPath(),
-      {"--in-memory", "--auth-file", file, "--trusted-networks", "none", "--http-port", "0"},
-      &error))
-      << error;
+  ASSERT_TRUE(StartWithTokens(server, dir, {"--trusted-networks", "none"}, &error)) << error;
   const uint16_t port = HttpPortOf(server);
   const std::string good = "Authorization: Bearer " + std::string(kOrders) + "\r\n";
   struct Case {

@@ -41,16 +41,6 @@ std::optional<double> MetricValue(const std::string& text, const std::string& se
   return std::nullopt;
 }
 
-// What a command prints on stdout and stderr, and its wait status.
-std::pair<std::string, int> RunCommand(const std::string& command) {
-  std::string out;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {"popen failed", -1};
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  return {out, pclose(p)};
-}
-
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -75,7 +65,9 @@ std::string PromtoolProblems(const std::string& text) {
   TempDir dir;
   const std::string file = dir.path() + "/metrics.txt";
   std::ofstream(file, std::ios::binary) << text;
-  auto [report, status] = RunCommand(std::string(kPromtool) + " check metrics < " + file);
+  int status = -1;
+  const std::string report =
+      RunShell(std::string(kPromtool) + " check metrics < " + file + " 2>&1", &status);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && report.empty()) return "";
   return "promtool check metrics: status " + std::to_string(status) + "\n" + report;
 }
@@ -151,7 +143,8 @@ TEST_F(MetricsTest, CountsJobsRequestsAndConnectionsAndPassesPromtool) {
   EXPECT_EQ(MetricValue(m, "delayq_waiting_reserves"), 0);
 
   // The version delayqd --version prints.
-  auto [version_text, version_status] = RunCommand(DelayqdPath() + " --version");
+  int version_status = -1;
+  const std::string version_text = RunShell(DelayqdPath() + " --version 2>&1", &version_status);
   ASSERT_EQ(version_status, 0) << version_text;
   std::istringstream words(version_text);
   std::string version;

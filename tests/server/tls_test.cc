@@ -22,13 +22,8 @@ namespace {
 // Runs `command` with /bin/sh; returns its output (stdout and stderr) and
 // sets *code to its exit code.
 std::string Shell(const std::string& command, int* code = nullptr) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return "<popen failed>";
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
+  int st = -1;
+  std::string out = RunShell(command + " 2>&1", &st);
   if (code != nullptr) *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
 }
