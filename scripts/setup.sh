@@ -41,7 +41,8 @@ PACKAGES=(
   redis-server        # the Redis the Redis backend's tests start
   openssl             # the TLS tests make their certificates with it
   valgrind            # bench/redis_call_cost.sh, delayqd_redis_cost.sh count instructions per job
-  prometheus          # promtool: the metrics test checks GET /metrics with it
+  prometheus          # promtool checks GET /metrics; the scrape test runs a real Prometheus
+  chromium            # the dashboard's browser test (tests/ui), driven by playwright-core
 )
 # Node.js with npm (for the npm beanstalkd client in the black-box tests):
 # keep a Node.js that is already there (it may not be Debian's, and Debian's

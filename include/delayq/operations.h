@@ -65,6 +65,8 @@ enum class Op : uint8_t {
   kHealth,
   kAuth,
   kMetrics,
+  kUi,
+  kWhoami,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -135,6 +137,8 @@ inline constexpr Operation kOperations[] = {
   {Op::kHealth,             "health",             "",                     "GET /healthz",                                                       false, false, "",                         Scope::kPublic,  "health"},
   {Op::kAuth,               "auth",               "auth",                 "",                                                                   false, false, "",                         Scope::kPublic,  "auth"},
   {Op::kMetrics,            "metrics",            "",                     "GET /metrics",                                                       false, false, "",                         Scope::kAdmin,   "metrics"},
+  {Op::kUi,                 "ui",                 "",                     "GET /ui, GET /ui/{file}",                                            false, false, "",                         Scope::kPublic,  "ui"},
+  {Op::kWhoami,             "whoami",             "",                     "GET /whoami",                                                        false, false, "",                         Scope::kAuthenticated, "auth"},
 };
 // clang-format on
 
@@ -154,7 +158,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kMetrics) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kWhoami) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -373,6 +373,7 @@ int main(int argc, char** argv) {
     ho.idle_timeout = std::chrono::milliseconds(config.http_idle_timeout_ms);
     ho.header_timeout = std::chrono::milliseconds(config.http_header_timeout_ms);
     ho.body_timeout = std::chrono::milliseconds(config.http_body_timeout_ms);
+    ho.api.ui_read_only = config.ui_read_only;
     http = std::make_unique<server::HttpServer>(io, ctx, ho);
   }
   // Signals first: a SIGTERM that comes while we start is still graceful.

@@ -323,6 +323,15 @@ const Setting kSettings[] = {
      .doc = "a request's body must arrive whole within this of the header's end, or `408 "
             "request_timeout` and the connection closed (8 MiB at 60 s needs about 1.1 "
             "Mbit/s); `off`: no limit"},
+    {.flags = "--ui-read-only",
+     .env = "DELAYQ_UI_READ_ONLY",
+     .toml = "ui_read_only",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::ui_read_only,
+     .help = "The dashboard (/ui) offers no action that changes the queue",
+     .doc = "the dashboard at `/ui` shows no pause, kick, clear or delete (`docs/operations.md`, "
+            "\"Dashboard\"); the API is not restricted by it: tokens are (`docs/security.md`)"},
     {.flags = "--max-memory",
      .env = "DELAYQ_MAX_MEMORY",
      .toml = "max_memory",

@@ -14,6 +14,7 @@
 #include <random>
 #include <tuple>
 
+#include "backend_status.h"
 #include "delayq/operations.h"
 #include "manual_clock.h"
 #include "store/journal.h"
@@ -22,11 +23,6 @@
 
 namespace delayq::backend {
 namespace {
-
-// A job operation's completion that keeps only its status.
-[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
-  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
-}
 
 using namespace std::chrono_literals;
 

@@ -68,6 +68,9 @@ struct HttpApiOptions {
   // idle session still counts as watching its topics in their stats and
   // keeps them listed.
   size_t session_pool = 0;
+  // The dashboard (GET /ui) offers no action that changes the queue
+  // (--ui-read-only); the API itself is not restricted by it.
+  bool ui_read_only = false;
 };
 
 // The reason phrase of an HTTP status ("Not Found").

@@ -2,9 +2,10 @@
 // HttpApi's friend that holds the route table and every route's handler.
 // http_api.cc defines the table, the dispatch and the reserve both faces
 // use; http_native.cc the native routes and their shared steps;
-// http_youzan.cc the Youzan-style routes.
+// http_youzan.cc the Youzan-style routes; http_metrics.cc GET /metrics;
+// http_ui.cc the dashboard's files and GET /whoami.
 //
-// Private to those three files. Thread: the loop thread, as HttpApi.
+// Private to those files. Thread: the loop thread, as HttpApi.
 #ifndef DELAYQ_SERVER_HTTP_API_INTERNAL_H_
 #define DELAYQ_SERVER_HTTP_API_INTERNAL_H_
 
@@ -85,6 +86,10 @@ struct HttpApiRoutes {
   // GET /metrics (http_metrics.cc).
   static void Metrics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                       HttpApi::CallId*);
+  // GET /ui, GET /ui/{file}, GET /whoami (http_ui.cc).
+  static void Ui(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  static void Whoami(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                     HttpApi::CallId*);
   static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                          HttpApi::CallId*);
   static void TopicStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

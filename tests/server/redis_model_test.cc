@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "backend/redis_backend.h"
+#include "backend_status.h"
 #include "core/reference_engine.h"
 #include "server/io_wait.h"
 #include "server/redis_backend_start.h"
@@ -44,11 +45,6 @@
 
 namespace delayq::backend {
 namespace {
-
-// A job operation's completion that keeps only its status.
-[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
-  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
-}
 
 using std::chrono::milliseconds;
 using testing::RedisProcess;

@@ -15,6 +15,7 @@ const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const net = require('node:net');
 const path = require('node:path');
+const {freePort} = require('../../free_port.js');
 const fs = require('node:fs');
 const os = require('node:os');
 const crypto = require('node:crypto');
@@ -25,17 +26,6 @@ let server = null; // { proc, port, exited: Promise<{code, signal}>, log: string
 let host = '127.0.0.1';
 let port = 0;
 const clients = [];
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const p = s.address().port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 function canConnect(p) {
   return new Promise((resolve) => {

@@ -1,0 +1,18 @@
+// Test helper: a backend's job operation completion that keeps only its
+// status (for tests that drive a backend through Done callbacks).
+#ifndef DELAYQ_TESTS_BACKEND_STATUS_H_
+#define DELAYQ_TESTS_BACKEND_STATUS_H_
+
+#include <utility>
+
+#include "backend/backend.h"
+
+namespace delayq::backend {
+
+inline Callback<JobChange> Ch(Done d) {
+  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
+}
+
+}  // namespace delayq::backend
+
+#endif  // DELAYQ_TESTS_BACKEND_STATUS_H_
