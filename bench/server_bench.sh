@@ -43,6 +43,14 @@
 #                                       vs beanstalkd -b DIR (its default fsync)
 # BENCH_ONLY=memory or BENCH_ONLY=durable runs one of the two parts.
 #
+# Two clients: every lifecycle, put, pipeline and durable figure is also
+# measured with build/plain_loadgen (bench/plain_loadgen.c), a plain C client
+# that any user might write: one epoll loop that sleeps in epoll_wait and
+# never polls, 64-byte bodies. Its figures and ratios carry the prefix
+# `plain_` (plain_delayq_lifecycle_c50_jobs_per_s, plain_lifecycle_vs_
+# beanstalkd_c50, ...); the two clients run back to back against each
+# server in every round. BENCH_PLAIN=0 leaves them out.
+#
 # Output: `name: value` lines on stdout, the headline
 # `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
 # of each run) on stderr. Environment knobs: BENCH_SECONDS (measured seconds
@@ -53,6 +61,9 @@ set -euo pipefail
 
 BUILD_DIR=${1:-build}
 LOADGEN=$BUILD_DIR/loadgen
+PLAIN_LOADGEN=$BUILD_DIR/plain_loadgen
+PLAIN=${BENCH_PLAIN:-1}
+CLIENT=loadgen  # the client run_one runs: loadgen or plain
 CEILING=$BUILD_DIR/ceiling_server
 DELAYQD=$BUILD_DIR/delayqd
 BEANSTALKD=${BEANSTALKD:-/usr/bin/beanstalkd}
@@ -70,6 +81,7 @@ DQ_SERVER_ARGS="--in-memory"
 die() { echo "server_bench: $*" >&2; exit 1; }
 [[ -x $LOADGEN ]] || die "$LOADGEN not found (build the loadgen target: make build)"
 [[ -x $DELAYQD ]] || die "$DELAYQD not found (make build)"
+[[ $PLAIN == 0 || -x $PLAIN_LOADGEN ]] || die "$PLAIN_LOADGEN not found (make build; or BENCH_PLAIN=0)"
 [[ -x $CEILING ]] || die "$CEILING not found (build the ceiling_server target: make build)"
 [[ -x $BEANSTALKD ]] ||
   die "$BEANSTALKD not found (Debian: apt-get install beanstalkd; or set BEANSTALKD=)"
@@ -154,7 +166,9 @@ run_one() {
   t0=$(cpu_ticks "$SERVER_PID")
   q0=$(runq_ns "$SERVER_PID")
   w0=$(date +%s%N)
-  out=$("$LOADGEN" --port "$SERVER_PORT" --tube bench "$@" 2>"$WORK/loadgen.err") || rc=$?
+  local client=$LOADGEN
+  [[ $CLIENT == plain ]] && client=$PLAIN_LOADGEN
+  out=$("$client" --port "$SERVER_PORT" --tube bench "$@" 2>"$WORK/loadgen.err") || rc=$?
   w1=$(date +%s%N)
   t1=$(cpu_ticks "$SERVER_PID")
   q1=$(runq_ns "$SERVER_PID")
@@ -175,6 +189,7 @@ run_one() {
     return 0
   fi
   local key=${server}_${tag}
+  [[ $CLIENT == plain ]] && key=plain_${key}
   if [[ $tag == lateness* || $tag == trickle* ]]; then
     local p50 p99
     p50=$(value_of lateness_p50_ms "$out")
@@ -198,8 +213,8 @@ run_one() {
     jps=$(value_of jobs_per_s "$out")
     p50=$(value_of latency_p50_us "$out")
     p99=$(value_of latency_p99_us "$out")
-    printf 'server_bench: %-10s %-16s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; loadgen cpu %s%%)\n' \
-      "$server" "$tag" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+    printf 'server_bench: %-10s %-22s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; client cpu %s%%)\n' \
+      "$server" "${CLIENT/#loadgen*/}${CLIENT/#plain/plain }$tag" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
     if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
       R[${key}_jobs_per_s]=$jps
       R[${key}_latency_p50_us]=$p50
@@ -221,7 +236,13 @@ measure() {
       [[ $s == ceiling ]] && a=$cargs
       [[ $a == - ]] && continue
       # shellcheck disable=SC2086  # $a is a list of loadgen flags
-      run_one "$s" "$tag" $a
+      CLIENT=loadgen run_one "$s" "$tag" $a
+      # The plain client, right after, where it has the mode (not the
+      # lateness and busy-wait ones) and against the servers compared.
+      if [[ $PLAIN != 0 && $s != ceiling && $tag =~ ^(lifecycle_c|put_|pipeline_|durable_) ]]; then
+        # shellcheck disable=SC2086
+        CLIENT=plain run_one "$s" "$tag" $a
+      fi
     done
   done
 }
@@ -328,14 +349,30 @@ done
 # Target: delayq with ms delays no later at p99 than beanstalkd with s delays (<= 1).
 echo "lateness_p99_delayq_ms_over_beanstalkd_s: $(ratio delayq_lateness_ms_p99_ms beanstalkd_lateness_s_p99_ms)"
 echo "lateness_p99_delayq_s_over_beanstalkd_s: $(ratio delayq_lateness_s_p99_ms beanstalkd_lateness_s_p99_ms)"
+# emit_both PREFIX TAG: both servers' jobs/s and p99 of TAG.
+emit_both() {
+  local s
+  for s in beanstalkd delayq; do
+    emit "$1${s}_$2_jobs_per_s"
+    emit "$1${s}_$2_latency_p99_us"
+  done
+}
 for tag in durable_always_lifecycle_c1 durable_always_lifecycle_c50 \
   durable_everysec_lifecycle_c1 durable_everysec_lifecycle_c50; do
-  for s in beanstalkd delayq; do
-    emit "${s}_${tag}_jobs_per_s"
-    emit "${s}_${tag}_latency_p99_us"
-  done
+  emit_both "" "$tag"
   echo "${tag%_lifecycle_*}_vs_beanstalkd_${tag##*_}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
 done
+# The plain client's figures (bench/plain_loadgen.c): the same servers, the
+# same rounds.
+if [[ $PLAIN != 0 ]]; then
+  for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64 \
+    durable_always_lifecycle_c1 durable_always_lifecycle_c50 \
+    durable_everysec_lifecycle_c1 durable_everysec_lifecycle_c50; do
+    [[ -n ${R[plain_delayq_${tag}_jobs_per_s]:-} || -n ${R[plain_beanstalkd_${tag}_jobs_per_s]:-} ]] || continue
+    emit_both plain_ "$tag"
+    echo "plain_${tag}_vs_beanstalkd: $(ratio "plain_delayq_${tag}_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
+  done
+fi
 echo "lifecycle_vs_beanstalkd_c50: $(ratio delayq_lifecycle_c50_jobs_per_s beanstalkd_lifecycle_c50_jobs_per_s)"
 
 if ((MAX_RUNQ >= 10)); then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_smoke.sh BUILD_DIR: runs bench/server_bench.sh's in-memory part at a
 # token size (a fraction of a second per figure, one round) and fails unless
-# every figure it reports is a number: the load generator, the ceiling
+# every figure it reports is a number: the load generators, the ceiling
 # server, delayqd and beanstalkd all ran and answered in every mode. The
 # figures themselves mean nothing at this size and are not checked.
 set -euo pipefail
@@ -23,7 +23,7 @@ if ((rc != 0)); then
 fi
 
 # Every figure of the in-memory part, the ceiling's included, is a number.
-missing=$(grep -E '^(beanstalkd|delayq|ceiling|lifecycle|put|pipeline|lateness|trickle)' "$OUT" |
+missing=$(grep -E '^(plain_|)(beanstalkd|delayq|ceiling|lifecycle|put|pipeline|lateness|trickle)' "$OUT" |
   grep -v '_durable_\|^durable_' | grep -vE ': -?[0-9]+(\.[0-9]+)?$' || true)
 if [[ -n $missing ]]; then
   echo "bench_smoke: figures without a value:" >&2
@@ -34,7 +34,8 @@ fi
 for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
   lifecycle_busy_vs_beanstalkd_c10 ceiling_lifecycle_busy_c1_jobs_per_s \
   lifecycle_no_poll_vs_beanstalkd_c1 trickle_cpu_poll_over_no_poll \
-  lateness_p99_delayq_ms_over_beanstalkd_s; do
+  lateness_p99_delayq_ms_over_beanstalkd_s plain_delayq_lifecycle_c50_jobs_per_s \
+  plain_lifecycle_c1_vs_beanstalkd plain_pipeline_c4_d64_vs_beanstalkd; do
   # A number; the lateness ratio is negative when delayqd's p99 was early.
   if ! grep -qE "^$want: -?[0-9.]+$" "$OUT"; then
     echo "bench_smoke: no figure $want" >&2

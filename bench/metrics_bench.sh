@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# metrics_bench.sh: what GET /metrics and the counting behind it cost
+# (docs/operations.md, "What watching costs"). Every delayqd is fresh and in
+# memory, with 10,000 idle topics (one ready job each) beside the
+# benchmark's own.
+#
+#   bash bench/metrics_bench.sh [BUILD_DIR] [NO_COUNT_BUILD_DIR]
+#
+# Measurements:
+#   scrape_10k_topics_ms_{median,max}       one scrape as curl sees it over
+#                                           loopback (request to last byte),
+#                                           BENCH_SCRAPES of them (default
+#                                           --metrics-max-topics: 100 topics
+#                                           labelled, the rest summed)
+#   scrape_10k_topics_all_labelled_ms_{median,max}  the same with
+#                                           --metrics-max-topics 10000
+#   scrape_bytes, scrape_all_labelled_bytes the size of each
+#   lifecycle_c50_{quiet,scraped}_jobs_per_s  build/loadgen, lifecycle, 50
+#                                           connections, without and with a
+#                                           scrape every second
+#   scraped_vs_quiet_lifecycle_c50          their ratio: the median of the
+#                                           rounds' pairs (target >= 0.98)
+#   lifecycle_c50_{counting,not_counting}_jobs_per_s, counting_vs_not_lifecycle_c50
+#       only with NO_COUNT_BUILD_DIR: a delayqd built with
+#       -DDELAYQ_COUNT_METRICS=OFF (no lateness histograms, no operation
+#       outcome counters) against BUILD_DIR's (target >= 0.97)
+# Each pair is measured back to back, its order alternating by round.
+# Output: `name: value` lines on stdout; progress on stderr. Knobs:
+# BENCH_SECONDS (3), BENCH_WARMUP (0.5), BENCH_ROUNDS (5), BENCH_SCRAPES (50).
+set -euo pipefail
+
+BUILD_DIR=${1:-build}
+NOCOUNT_DIR=${2:-}
+LOADGEN=$BUILD_DIR/loadgen
+SECS=${BENCH_SECONDS:-3}
+WARMUP=${BENCH_WARMUP:-0.5}
+ROUNDS=${BENCH_ROUNDS:-5}
+SCRAPES=${BENCH_SCRAPES:-50}
+TOPICS=10000
+
+die() { echo "metrics_bench: $*" >&2; exit 1; }
+for b in "$BUILD_DIR/delayqd" "$LOADGEN"; do [[ -x $b ]] || die "$b not found (make build)"; done
+[[ -z $NOCOUNT_DIR || -x $NOCOUNT_DIR/delayqd ]] || die "$NOCOUNT_DIR/delayqd not found"
+command -v curl >/dev/null || die "curl not found"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/metrics_bench.XXXXXX")
+SERVER_PID=""
+SCRAPER_PID=""
+BEAN_PORT=""
+HTTP_PORT=""
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+stop_scraper() {
+  if [[ -n $SCRAPER_PID ]]; then
+    kill "$SCRAPER_PID" 2>/dev/null || true
+    wait "$SCRAPER_PID" 2>/dev/null || true
+    SCRAPER_PID=""
+  fi
+}
+cleanup() { stop_scraper; stop_server 1; rm -rf "$WORK"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start BINARY_DIR [DELAYQD_FLAG...]: a fresh delayqd with $TOPICS topics of
+# one ready job each, put over one connection in batches of 500.
+start() {
+  local dir=$1
+  shift
+  DELAYQD=$dir/delayqd start_delayqd_two_ports "$@"
+  exec 3<>"/dev/tcp/127.0.0.1/$BEAN_PORT"
+  local i b line
+  for ((b = 0; b < TOPICS; b += 500)); do
+    for ((i = b; i < b + 500 && i < TOPICS; i++)); do
+      printf 'use idle.%d\r\nput 0 0 60 1\r\nx\r\n' "$i"
+    done >&3
+    for ((i = b; i < b + 500 && i < TOPICS; i++)); do
+      IFS= read -r line <&3 || die "no reply to use"
+      IFS= read -r line <&3 || die "no reply to put"
+      [[ $line == INSERTED* ]] || die "put: $line"
+    done
+  done
+  exec 3<&-
+}
+
+value_of() { sed -n "s/^$1: //p" <<<"$2"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }'; }
+
+# scrape_times NAME: BENCH_SCRAPES scrapes, their times in ms on stdout.
+scrape_times() {
+  local i t
+  for ((i = 0; i < SCRAPES; i++)); do
+    t=$(curl -s -o "$WORK/scrape.txt" -w '%{time_total}' "http://127.0.0.1:$HTTP_PORT/metrics") ||
+      die "scrape failed"
+    awk -v t="$t" 'BEGIN { printf "%.2f\n", t * 1000 }'
+  done
+}
+
+# ---- 1. one scrape, 10,000 topics ---------------------------------------------
+for labelled in default all; do
+  if [[ $labelled == all ]]; then
+    start "$BUILD_DIR" --metrics-max-topics $TOPICS
+    name=scrape_10k_topics_all_labelled
+  else
+    start "$BUILD_DIR"
+    name=scrape_10k_topics
+  fi
+  echo "metrics_bench: $name ($SCRAPES scrapes)" >&2
+  times=$(scrape_times)
+  echo "${name}_ms_median: $(median "$times")"
+  echo "${name}_ms_max: $(sort -n <<<"$times" | tail -1)"
+  grep -q '^delayq_topic_jobs{' "$WORK/scrape.txt" || die "no delayq_topic_jobs in the scrape"
+  if [[ $labelled == all ]]; then
+    echo "scrape_all_labelled_bytes: $(wc -c <"$WORK/scrape.txt")"
+  else
+    echo "scrape_bytes: $(wc -c <"$WORK/scrape.txt")"
+  fi
+  stop_server 1
+done
+
+# ---- 2. and 3. lifecycle at 50 connections, paired rounds ---------------------------
+declare -A RUNS LAST
+# run NAME BINARY_DIR scraped|quiet
+run() {
+  local name=$1 dir=$2 how=$3 out
+  start "$dir"
+  if [[ $how == scraped ]]; then
+    (while :; do curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/metrics"; sleep 1; done) &
+    SCRAPER_PID=$!
+  fi
+  out=$("$LOADGEN" --port "$BEAN_PORT" --tube bench --connections 50 --mode lifecycle \
+    --seconds "$SECS" --warmup "$WARMUP" 2>"$WORK/err") || { cat "$WORK/err" >&2; die "$name"; }
+  stop_scraper
+  stop_server 1
+  local v
+  v=$(value_of jobs_per_s "$out")
+  v=${v%.*}
+  echo "metrics_bench: $name round: $v jobs/s" >&2
+  RUNS[$name]="${RUNS[$name]:-} $v"
+  LAST[$name]=$v
+}
+
+PAIRS_SCRAPE=""
+PAIRS_COUNT=""
+for round in $(seq "$ROUNDS"); do
+  if ((round % 2)); then order=(quiet scraped); else order=(scraped quiet); fi
+  for how in "${order[@]}"; do run "lifecycle_c50_${how}_jobs_per_s" "$BUILD_DIR" "$how"; done
+  PAIRS_SCRAPE+=" $(ratio "${LAST[lifecycle_c50_scraped_jobs_per_s]}" "${LAST[lifecycle_c50_quiet_jobs_per_s]}")"
+  if [[ -n $NOCOUNT_DIR ]]; then
+    if ((round % 2)); then order=(counting not_counting); else order=(not_counting counting); fi
+    for how in "${order[@]}"; do
+      dir=$BUILD_DIR
+      [[ $how == not_counting ]] && dir=$NOCOUNT_DIR
+      run "lifecycle_c50_${how}_jobs_per_s" "$dir" quiet
+    done
+    PAIRS_COUNT+=" $(ratio "${LAST[lifecycle_c50_counting_jobs_per_s]}" \
+      "${LAST[lifecycle_c50_not_counting_jobs_per_s]}")"
+  fi
+done
+
+for k in $(printf '%s\n' "${!RUNS[@]}" | sort); do echo "$k: $(median "${RUNS[$k]}")"; done
+echo "scraped_vs_quiet_lifecycle_c50_pairs:$PAIRS_SCRAPE"
+echo "scraped_vs_quiet_lifecycle_c50: $(median "$PAIRS_SCRAPE")"
+if [[ -n $NOCOUNT_DIR ]]; then
+  echo "counting_vs_not_lifecycle_c50_pairs:$PAIRS_COUNT"
+  echo "counting_vs_not_lifecycle_c50: $(median "$PAIRS_COUNT")"
+fi
