@@ -28,6 +28,8 @@ PACKAGES=(
   librocksdb-dev      # the embedded store
   libhiredis-dev      # RESP client of the Redis backend
   liburing-dev        # batched socket calls of the beanstalkd connections
+  libhowardhinnant-date-dev  # time zones of the schedules' cron expressions (date-tz)
+  tzdata              # the system's tzdb that date-tz reads
   libssl-dev          # OpenSSL: TLS (listeners, rediss://), token digests and secrets
   # tests and benchmarks
   libgtest-dev
