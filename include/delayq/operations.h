@@ -64,6 +64,8 @@ enum class Op : uint8_t {
   kClearTopic,
   kHealth,
   kAuth,
+  kListJobs,
+  kFindJobs,
   kMetrics,
 };
 
@@ -134,6 +136,8 @@ inline constexpr Operation kOperations[] = {
   {Op::kClearTopic,         "clear-topic",        "clear-tube",           "POST /topics/{topic}/clear",                                         true,  false, "",                         Scope::kAdmin,   "clear"},
   {Op::kHealth,             "health",             "",                     "GET /healthz",                                                       false, false, "",                         Scope::kPublic,  "health"},
   {Op::kAuth,               "auth",               "auth",                 "",                                                                   false, false, "",                         Scope::kPublic,  "auth"},
+  {Op::kListJobs,           "list-jobs",          "",                     "GET /topics/{topic}/jobs",                                           false, false, "",                         Scope::kRead,    "list"},
+  {Op::kFindJobs,           "find-jobs",          "",                     "GET /jobs",                                                          false, false, "",                         Scope::kRead,    "peek"},
   {Op::kMetrics,            "metrics",            "",                     "GET /metrics",                                                       false, false, "",                         Scope::kAdmin,   "metrics"},
 };
 // clang-format on
