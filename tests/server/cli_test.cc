@@ -1080,8 +1080,7 @@ TEST_F(CliHttp, ListAndFind) {
       MaskedRun(r.out),
       "ID                   STATE    PRIORITY  DUE                      TRIES   BYTES  KEY\n" +
           std::to_string(keyed) +
-          "                    delayed      1024  <time>                  0       5  "
-          "order-42\n");
+          "                    delayed      1024  <time>     0       5  order-42\n");
   // Bad arguments: a usage error, nothing sent.
   for (std::vector<std::string> bad : {std::vector<std::string>{"list", "shop", "--state", "gone"},
                                        {"list", "shop", "--limit", "0"},
@@ -1102,10 +1101,10 @@ TEST_F(CliHttp, ListAndFind) {
 
   r = Http({"find", "--key", "order-42"});
   ASSERT_EQ(r.exit, 0) << r;
-  EXPECT_NE(r.out.find("\nshop                     " + std::to_string(keyed) + " "),
+  EXPECT_NE(r.out.find("\nshop                    " + std::to_string(keyed) + " "),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("\nmail                     "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmail                    "), std::string::npos) << r.out;
   r = Http({"--json", "find", "--key", "order-42"});
   ASSERT_EQ(r.exit, 0) << r;
   EXPECT_EQ(Json(r.out)["jobs"].Size(), 2u) << r.out;
