@@ -391,7 +391,7 @@ TEST_F(Http, Errors) {
   auto method = Call("PUT", "/topics/t/jobs", "{}");
   EXPECT_EQ(method.status, 405);
   EXPECT_EQ(ErrorCode(method), "method_not_allowed");
-  EXPECT_EQ(method.Header("allow"), "POST");
+  EXPECT_EQ(method.Header("allow"), "POST, GET, HEAD");  // put, and the page of jobs
   EXPECT_EQ(Call("DELETE", "/stats").Header("allow"), "GET, HEAD");
   EXPECT_EQ(ErrorCode(Call("GET", "/jobs/abc")), "invalid_argument");
   EXPECT_EQ(ErrorCode(Call("GET", "/jobs/0")), "invalid_argument");
