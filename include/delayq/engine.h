@@ -189,6 +189,14 @@ class Engine {
   Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);  // soonest due
   Result<JobView> PeekBuried(TimeMs now, std::string_view topic);   // oldest buried
   Result<JobStats> StatsJob(TimeMs now, JobId id);
+  // The topic's jobs in r.state after r.after, in id order (descending
+  // with r.desc), at most r.limit of them; *more is set when more follow.
+  // An unknown topic has none. Cost: O(n log r.limit) for the n jobs of the
+  // topic in that state, whatever the other topics hold.
+  std::vector<JobView> ListJobs(TimeMs now, const ListJobsRequest& r, bool* more);
+  // The live job with `key` in each topic that has one, in topic creation
+  // order: one hash lookup per topic.
+  std::vector<JobView> FindKey(TimeMs now, std::string_view key);
   // The topic of job `id` while it is in memory (a job's topic never
   // changes, so time is not advanced: nothing else is touched); nullopt
   // when no job in memory has this id. Valid until the next mutating call.

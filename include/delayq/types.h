@@ -103,6 +103,17 @@ struct JobView {
   bool named = false;  // its key is its name (PutRequest::named)
 };
 
+// A page of a topic's jobs in one state, in job-id order (Engine::ListJobs,
+// Backend::ListJobs; docs/http-api.md, "Browsing jobs").
+struct ListJobsRequest {
+  std::string_view topic;
+  JobState state = JobState::kReady;
+  // The page starts after this id in the order asked for; 0: at the start.
+  JobId after = 0;
+  uint32_t limit = 50;  // >= 1
+  bool desc = false;    // newest (highest id) first
+};
+
 // What an operation on one job did (delete, finish, release, bury, touch,
 // kick): the job, and the state it left it in. A delete reports the state
 // it found the job in.

@@ -40,6 +40,8 @@ using Done = std::function<void(Status)>;
 // A batch of jobs (reserve, reserve-job, peeks); views valid during the call.
 using Jobs = std::span<const JobView>;
 using JobsDone = std::function<void(Status, Jobs)>;
+// A page of jobs (ListJobs), and whether more may follow it.
+using PageDone = std::function<void(Status, Jobs, bool more)>;
 
 // Who acts on a job (docs/engine.md, "Leases"): a session (a beanstalkd
 // connection holds the jobs it reserved; session 0 is an operator, who may
@@ -118,6 +120,14 @@ class Backend {
   // Valid until the next call. For scope checks (server/access.h).
   virtual std::optional<std::string_view> KnownTopicOf(JobId) const { return std::nullopt; }
   virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
+  // A page of a topic's jobs in one state, in id order after a cursor
+  // (ListJobsRequest; docs/http-api.md, "Browsing jobs"); an unknown topic
+  // has none. One call, whose cost grows with the jobs of that topic in
+  // that state, never with the other topics' (docs/engine.md,
+  // docs/redis-backend.md).
+  virtual void ListJobs(const ListJobsRequest& r, PageDone done) = 0;
+  // The live job with user key `key` in each topic that has one.
+  virtual void FindKey(std::string_view key, JobsDone done) = 0;
   // What an engine in this process counts for /metrics (lateness, waits,
   // buries for max_tries): the local backend's; null where the jobs' state
   // lives elsewhere (Redis).

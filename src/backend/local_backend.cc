@@ -370,6 +370,65 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
   Settle();
 }
 
+void LocalBackend::ListJobs(const ListJobsRequest& r, PageDone done) {
+  // Cold jobs first: reading them changes nothing in the engine, whose
+  // views below must last until the reply.
+  std::vector<ColdJob> cold;
+  if (r.state == JobState::kDelayed && horizon_on() && engine_.ColdJobs(r.topic) > 0)
+    if (Status st = ColdPage(r, &cold); !st.ok()) return done(std::move(st), {}, false);
+  bool more = false;
+  std::vector<JobView> views = engine_.ListJobs(EngineNow(), r, &more);
+  if (!cold.empty()) {
+    for (const ColdJob& c : cold) {
+      const JobRecord& rec = c.record;
+      JobView v;
+      v.id = rec.id;
+      v.topic = rec.topic;
+      v.key = rec.key;
+      v.body = c.body;
+      v.state = JobState::kDelayed;
+      v.priority = rec.priority;
+      v.due_ms = rec.due_ms;
+      v.created_ms = rec.created_ms;
+      v.delay_ms = rec.delay_ms;
+      v.ttr_ms = rec.ttr_ms;
+      v.reserves = rec.reserves;
+      v.timeouts = rec.timeouts;
+      v.releases = rec.releases;
+      v.buries = rec.buries;
+      v.kicks = rec.kicks;
+      v.max_tries = rec.max_tries;
+      v.named = rec.named;
+      views.push_back(v);
+    }
+    std::sort(views.begin(), views.end(), [desc = r.desc](const JobView& a, const JobView& b) {
+      return desc ? a.id > b.id : a.id < b.id;
+    });
+    if (views.size() > r.limit) {
+      more = true;
+      views.resize(r.limit);
+    }
+  }
+  ReplyViews(
+      SessionId{0},
+      [done = std::move(done), more](Status st, Jobs jobs) {
+        const bool follow = st.ok() && more;
+        done(std::move(st), jobs, follow);
+      },
+      views);
+  Settle();
+}
+
+void LocalBackend::FindKey(std::string_view key, JobsDone done) {
+  if (horizon_on() && engine_.ColdJobs() > 0) {
+    for (const std::string& topic : engine_.TopicsWithColdJobs())
+      if (Status st = WarmKey(topic, key); !st.ok()) return done(std::move(st), {});
+  }
+  std::vector<JobView> views = engine_.FindKey(EngineNow(), key);
+  ReplyViews(SessionId{0}, std::move(done), views);
+  Settle();
+}
+
 void LocalBackend::StatsJob(JobId id, Callback<JobStats> done) {
   if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
   done(engine_.StatsJob(EngineNow(), id));

@@ -117,6 +117,8 @@ class LocalBackend final : public Backend {
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;
+  void ListJobs(const ListJobsRequest& r, PageDone done) override;
+  void FindKey(std::string_view key, JobsDone done) override;
   void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
   void Stats(Callback<EngineStats> done) override;
   void ListTopics(Callback<std::vector<std::string>> done) override;
@@ -196,6 +198,12 @@ class LocalBackend final : public Backend {
   Result<Loaded> LoadTopic(const std::string& topic, TimeMs through, size_t batch);
   // Takes the topic's next `n` cold jobs (soonest first) into the engine.
   Status LoadNext(const std::string& topic, uint64_t n);
+  // The cold delayed jobs of r.topic that a page of ListJobs may show: up
+  // to r.limit + 1 of them after r.after, in the page's order, read from
+  // the store (and the writes on their way) without taking them into
+  // memory. Walks the topic's cold entries of the due index: O(cold jobs
+  // of the topic).
+  Status ColdPage(const ListJobsRequest& r, std::vector<ColdJob>* out);
   // If `id` names a cold job, takes it into the engine.
   Status WarmId(JobId id);
   // If a cold job of `topic` has `key`, takes it into the engine.

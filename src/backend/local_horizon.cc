@@ -58,6 +58,46 @@ Status LocalBackend::WarmId(JobId id) {
   return st.code() == Code::kNotFound ? Status::Ok() : st;
 }
 
+Status LocalBackend::ColdPage(const ListJobsRequest& r, std::vector<ColdJob>* out) {
+  // Jobs the engine let go of are looked up with the rest (LoadTopic).
+  Collect();
+  const std::string topic(r.topic);
+  const size_t keep = size_t{r.limit} + 1;
+  auto before = [desc = r.desc](JobId a, JobId b) { return desc ? a > b : a < b; };
+  std::vector<JobId> ids;
+  auto consider = [&](JobId id) {
+    if (engine_.HasJob(id) || deleting_.count(id) > 0) return;
+    if (r.after != 0 && (r.desc ? id >= r.after : id <= r.after)) return;
+    ids.push_back(id);
+    if (ids.size() >= 2 * keep) {
+      std::nth_element(ids.begin(), ids.begin() + keep - 1, ids.end(), before);
+      ids.resize(keep);
+    }
+  };
+  Status st = store_->ScanDue(topic, engine_.TopicMark(topic), kNever, [&](DueMark m) {
+    if (cold_pending_.count(m.id) == 0) consider(m.id);
+    return true;
+  });
+  if (!st.ok()) return st;
+  for (const auto& [id, p] : cold_pending_)
+    if (p.job.record.topic == topic) consider(id);
+  std::sort(ids.begin(), ids.end(), before);
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.size() > keep) ids.resize(keep);
+  for (JobId id : ids) {
+    if (auto c = cold_pending_.find(id); c != cold_pending_.end()) {
+      out->push_back(c->second.job);
+      continue;
+    }
+    ColdJob c;
+    Status got = store_->GetJob(id, &c.record, &c.body);
+    if (got.code() == Code::kNotFound) continue;
+    if (!got.ok()) return got;
+    if (c.record.state == JobState::kDelayed) out->push_back(std::move(c));
+  }
+  return Status::Ok();
+}
+
 Status LocalBackend::WarmKey(std::string_view topic, std::string_view key) {
   if (!horizon_on() || key.empty() || engine_.ColdJobs(topic) == 0 || engine_.HasKey(topic, key))
     return Status::Ok();

@@ -671,23 +671,10 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
   // 1: named]}, or {} (no such job).
   auto answer = [this, done](Status st, Topic* t, const redisReply* r) {
     if (!st.ok()) return done(st, {});
-    if (t == nullptr || Size(r) < 15) return done(Status::NotFound(), {});
-    JobView v;
-    v.id = IdOf(*t, Str(At(r, 0)));
-    v.topic = t->name;
-    v.key = Str(At(r, 1));
-    v.body = Str(At(r, 2));
-    v.state = StateOf(Str(At(r, 3)));
-    v.priority = static_cast<uint32_t>(Int(At(r, 4)));
-    v.due_ms = Int(At(r, 5));
-    v.created_ms = Int(At(r, 6));
-    v.delay_ms = Int(At(r, 7));
-    v.ttr_ms = Int(At(r, 8));
-    uint32_t* counts[] = {&v.reserves, &v.timeouts, &v.releases, &v.buries, &v.kicks, &v.max_tries};
-    for (size_t i = 0; i < std::size(counts); ++i)
-      *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
-    v.named = Size(r) >= 16 && Int(At(r, 15)) == 1;
-    done(Status::Ok(), std::span<const JobView>(&v, 1));
+    std::optional<JobView> v;
+    if (t != nullptr) v = PeekView(*t, r);
+    if (!v) return done(Status::NotFound(), {});
+    done(Status::Ok(), std::span<const JobView>(&*v, 1));
   };
   if (kind == PeekKind::kName) {
     return ByName('e', key,
@@ -712,6 +699,102 @@ void RedisBackend::Peek(SessionId sid, PeekKind kind, JobId id, std::string_view
                                                   : "buried";
   if (!IsValidTopicName(topic)) return done(Status::NotFound(), {});
   peek(&GetTopic(std::string(topic)), -1, what, std::string(key));
+}
+
+std::optional<JobView> RedisBackend::PeekView(const Topic& t, const redisReply* r) const {
+  if (Size(r) < 15) return std::nullopt;
+  JobView v;
+  v.id = IdOf(t, Str(At(r, 0)));
+  v.topic = t.name;
+  v.key = Str(At(r, 1));
+  v.body = Str(At(r, 2));
+  v.state = StateOf(Str(At(r, 3)));
+  v.priority = static_cast<uint32_t>(Int(At(r, 4)));
+  v.due_ms = Int(At(r, 5));
+  v.created_ms = Int(At(r, 6));
+  v.delay_ms = Int(At(r, 7));
+  v.ttr_ms = Int(At(r, 8));
+  uint32_t* counts[] = {&v.reserves, &v.timeouts, &v.releases, &v.buries, &v.kicks, &v.max_tries};
+  for (size_t i = 0; i < std::size(counts); ++i)
+    *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
+  v.named = Size(r) >= 16 && Int(At(r, 15)) == 1;
+  return v;
+}
+
+void RedisBackend::ListJobs(const ListJobsRequest& r, PageDone done) {
+  if (!IsValidTopicName(r.topic)) return done(Status::Ok(), {}, false);
+  static constexpr char kStates[] = {'r', 'd', 'u', 'b'};  // JobState's order
+  const std::string state(1, kStates[static_cast<size_t>(r.state)]);
+  // (The cursor's member, and its incarnation's number: -1 for none.)
+  const std::string member = r.after != 0 ? Member(r.after) : std::string();
+  const int64_t no = r.after != 0 ? NoOf(r.after) : -1;
+  Topic* t = &GetTopic(std::string(r.topic));
+  Run(Script::kList, *t, no,
+      {state, member, std::to_string(r.limit), r.desc ? std::string("1") : std::string("0")},
+      [this, t, done](Status st, const redisReply* reply) {
+        if (!st.ok()) return done(st, {}, false);
+        if (Size(reply) < 1) return done(Unexpected("dq_list"), {}, false);
+        std::vector<JobView> views;
+        views.reserve(Size(reply) - 1);
+        for (size_t i = 1; i < Size(reply); ++i)
+          if (std::optional<JobView> v = PeekView(*t, At(reply, i))) views.push_back(*v);
+        done(Status::Ok(), views, Int(At(reply, 0)) == 1);
+      });
+}
+
+void RedisBackend::FindKey(std::string_view key, JobsDone done) {
+  std::string k(key);
+  if (k.empty()) return done(Status::Ok(), {});
+  // One dq_peek by key in each topic with an incarnation (as TopicCounts
+  // finds them), all sent at once; the topics are held until every
+  // answer is in.
+  RefreshRegistry([this, k, done] {
+    struct Found {
+      std::vector<std::pair<const Topic*, JobView>> views;
+      // The answers' strings, kept while the views point into them.
+      std::vector<std::shared_ptr<std::string>> texts;
+      Status failed;
+      size_t remaining = 0;
+      std::vector<Topic*> pinned;
+    };
+    auto found = std::make_shared<Found>();
+    for (auto& [name, t] : topics_) {
+      if (!t->live && t->no < 0) continue;
+      t->pins++;
+      found->pinned.push_back(t.get());
+    }
+    auto finish = [found, done] {
+      std::sort(found->views.begin(), found->views.end(),
+                [](const auto& a, const auto& b) { return a.first->name < b.first->name; });
+      std::vector<JobView> out;
+      for (const auto& [t, v] : found->views) out.push_back(v);
+      if (found->failed.ok()) {
+        done(Status::Ok(), out);
+      } else {
+        done(found->failed, {});
+      }
+      for (Topic* t : found->pinned) t->pins--;
+    };
+    found->remaining = found->pinned.size();
+    if (found->remaining == 0) return finish();
+    for (Topic* t : found->pinned) {
+      Run(Script::kPeek, *t, {"key", k}, [this, t, found, finish](Status st, const redisReply* r) {
+        if (!st.ok()) {
+          found->failed = st;
+        } else if (std::optional<JobView> v = PeekView(*t, r)) {
+          // The reply is freed when this returns: keep copies of its strings.
+          auto key = std::make_shared<std::string>(v->key);
+          auto body = std::make_shared<std::string>(v->body);
+          v->key = *key;
+          v->body = *body;
+          found->texts.push_back(key);
+          found->texts.push_back(body);
+          found->views.emplace_back(t, *v);
+        }
+        if (--found->remaining == 0) finish();
+      });
+    }
+  });
 }
 
 // ---- topics ----------------------------------------------------------------

@@ -135,6 +135,8 @@ class RedisBackend final : public Backend {
   void Peek(SessionId s, PeekKind kind, JobId id, std::string_view topic, std::string_view key,
             JobsDone done) override;
   void StatsJob(JobId id, Callback<JobStats> done) override;
+  void ListJobs(const ListJobsRequest& r, PageDone done) override;
+  void FindKey(std::string_view key, JobsDone done) override;
   void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
   void Stats(Callback<EngineStats> done) override;
   void ListTopics(Callback<std::vector<std::string>> done) override;
@@ -331,6 +333,9 @@ class RedisBackend final : public Backend {
   void Forget(JobId id);
   void TopicCounts(std::function<void(Status, std::vector<std::pair<Topic*, TopicStats>>)> done);
   JobId IdOf(const Topic& t, std::string_view member) const;
+  // A job as dq_peek answers it ({member, key, body, state, ...}), its
+  // strings pointing into `r`; nullopt for an answer too short.
+  std::optional<JobView> PeekView(const Topic& t, const redisReply* r) const;
   // Deletes the topic's jobs of `mask` a chunk at a time.
   void ClearStep(Topic* t, std::string mask, uint64_t total, Callback<uint64_t> done);
 

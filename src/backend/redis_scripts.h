@@ -55,6 +55,10 @@ enum class Script : size_t {
                 //     {next_wake, result, number, topic, member} | '!n': kFinish, kDelete or
                 //     kPeek, by the operator, on the job a name names (docs/redis-backend.md,
                 //     "Names"); member and number: of the job whose id the name is
+  kList,        // state ('r'|'d'|'u'|'b'), member|'' (the cursor), limit, '1' descending ->
+                //     {more 0|1, job...}, each job as kPeek answers it (docs/redis-backend.md,
+                //     "Browsing jobs"); a member of another incarnation (args[2]) starts at
+                //     the beginning or answers none, as the order puts it
   kCount
 };
 

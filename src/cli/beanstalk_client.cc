@@ -476,6 +476,9 @@ class BeanstalkClient final : public Client {
     return Parsed(sb);
   }
 
+  Reply ListJobs(const ListArgs&) override { return HttpOnly("list"); }
+  Reply FindKey(const std::string&) override { return HttpOnly("find"); }
+
   Reply Topics() override {
     auto reply = Command("list-tubes");
     if (!reply.ok()) return reply.failure();
@@ -588,6 +591,13 @@ class BeanstalkClient final : public Client {
     conn_.Close();  // out of step with the server
     return Failure{Exit::kIo, "unexpected reply from " + conn_.address().ToString() + " to " +
                                   std::string(command) + ": '" + word + "'"};
+  }
+
+  // A command the beanstalkd protocol has no way to ask (list, find).
+  static Failure HttpOnly(std::string_view command) {
+    return Failure{Exit::kUsage, std::string(command) +
+                                     " needs the HTTP API: the beanstalkd protocol has no such "
+                                     "lookup (use --server http://HOST:PORT)"};
   }
 
   static Failure NotHolder(std::string_view command, JobId id) {

@@ -90,6 +90,15 @@ struct PeekArgs {
   std::string key;
 };
 
+// A page of a topic's jobs in one state (GET /topics/{topic}/jobs).
+struct ListArgs {
+  std::string topic = "default";
+  std::string state = "ready";  // ready, delayed, reserved or buried
+  uint32_t limit = 50;
+  bool desc = false;
+  std::string after;  // a reply's "next"; empty: from the start
+};
+
 class Client {
  public:
   virtual ~Client() = default;
@@ -122,6 +131,10 @@ class Client {
   virtual Reply Clear(const std::string& topic, const std::vector<std::string>& states) = 0;
   // {"topic","pause_ms"}
   virtual Reply Pause(const std::string& topic, TimeMs delay_ms) = 0;
+  // {"jobs":[job without its body, ...][,"next"]}; the HTTP API only.
+  virtual Reply ListJobs(const ListArgs& args) = 0;
+  // {"jobs":[...]}: the job with `key` in each topic; the HTTP API only.
+  virtual Reply FindKey(const std::string& key) = 0;
 };
 
 // A client of the server at `address`. `io_timeout` bounds connecting and

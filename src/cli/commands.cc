@@ -426,6 +426,93 @@ int RunTopics(Context& c) {
   return 0;
 }
 
+namespace {
+
+// Jobs without their bodies (list, find) as a table, one line a job:
+//   ID   STATE    PRIORITY  DUE                       TRIES  BYTES  KEY
+// DUE is a delayed job's due time or a reserved job's TTR deadline, TRIES
+// its reserves; find puts each job's TOPIC first.
+std::string JobRow(bool with_topic, const std::string& topic, const std::string& id,
+                   const std::string& state, const std::string& priority, const std::string& due,
+                   const std::string& tries, const std::string& bytes, const std::string& key) {
+  char line[1200];
+  std::snprintf(line, sizeof line, "%-20s %-8s %8s  %-24s %5s %7s  %s\n", id.c_str(), state.c_str(),
+                priority.c_str(), due.c_str(), tries.c_str(), bytes.c_str(), key.c_str());
+  if (!with_topic) return line;
+  return topic + std::string(topic.size() < 24 ? 24 - topic.size() : 1, ' ') + line;
+}
+
+std::string JobTableHeader(bool with_topic) {
+  return JobRow(with_topic, "TOPIC", "ID", "STATE", "PRIORITY", "DUE", "TRIES", "BYTES", "KEY");
+}
+
+std::string JobTableRows(const rapidjson::Value& reply, bool with_topic) {
+  std::string out;
+  auto jobs = reply.FindMember("jobs");
+  if (jobs == reply.MemberEnd() || !jobs->value.IsArray()) return out;
+  for (const auto& j : jobs->value.GetArray()) {
+    if (!j.IsObject()) continue;
+    std::string due = "-";
+    for (const char* name : {"due_ms", "deadline_ms"})
+      if (auto m = j.FindMember(name); m != j.MemberEnd()) due = FieldValue(name, m->value);
+    const std::string key = StringField(j, "key");
+    out += JobRow(with_topic, StringField(j, "topic"), std::to_string(UintField(j, "id")),
+                  StringField(j, "state"), std::to_string(UintField(j, "priority")), due,
+                  std::to_string(UintField(j, "reserves")),
+                  std::to_string(UintField(j, "body_bytes")), key.empty() ? "-" : key);
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunList(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  ListArgs l;
+  l.topic = a.topic;
+  if (a.list_state != "ready" && a.list_state != "delayed" && a.list_state != "reserved" &&
+      a.list_state != "buried")
+    return Report(
+        Usage(c, "bad state '" + a.list_state + "' (ready, delayed, reserved or buried)"));
+  l.state = a.list_state;
+  uint64_t limit = 50;
+  if (auto f = Number(c, a.limit, "limit", 1, 1000, &limit)) return Report(*f);
+  l.limit = static_cast<uint32_t>(limit);
+  l.desc = a.desc;
+  l.after = a.after;
+  bool first = true;
+  for (;;) {
+    Reply r = c.client->ListJobs(l);
+    if (!r.ok()) return Report(r.failure());
+    const std::string next = StringField(*r, "next");
+    if (c.format == Format::kJson) {
+      Out(JsonLine(*r));
+    } else {
+      Out((first ? JobTableHeader(false) : std::string()) + JobTableRows(*r, false));
+      if (!next.empty() && !a.all) Out("next: " + next + " (--after " + next + ")\n");
+    }
+    first = false;
+    if (!a.all || next.empty()) break;
+    l.after = next;
+  }
+  return 0;
+}
+
+int RunFind(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (auto f = Key(c, a.key)) return Report(*f);
+  Reply r = c.client->FindKey(a.key);
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [](const rapidjson::Value& v) {
+    const std::string rows = JobTableRows(v, true);
+    return rows.empty() ? std::string("no job has this key\n") : JobTableHeader(true) + rows;
+  });
+  return 0;
+}
+
 int RunClear(Context& c) {
   Args& a = c.args;
   if (auto f = NoBodyFormat(c)) return Report(*f);

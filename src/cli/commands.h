@@ -42,6 +42,9 @@ struct Args {
   std::string timeout, count = "1", bound = "1", job, stats_topic, duration, help_topic;
   std::string peek_id;
   std::string lease;  // finish, release, bury, touch
+  // list
+  std::string list_state = "ready", limit = "50", after;
+  bool desc = false, all = false;
   bool finish = false, ready = false, delayed = false, buried = false;
   // token
   std::string token_name, rate, burst;
@@ -97,6 +100,10 @@ int RunStats(Context& c);
 int RunTopics(Context& c);
 int RunClear(Context& c);
 int RunPause(Context& c);
+// A page of a topic's jobs in one state (--all: every page), and the jobs
+// with a key in every topic: a table of jobs, or each reply as JSON.
+int RunList(Context& c);
+int RunFind(Context& c);
 // Makes a token (no server needed): its secret, digest and token-file entry.
 int RunToken(Context& c);
 

@@ -158,6 +158,35 @@ const std::vector<Command>& Commands() {
          s->add_flag("--buried", a.buried, "The oldest buried job");
        },
        RunPeek},
+      {"list", "List a topic's jobs in one state, a page at a time (HTTP)",
+       "Oldest (lowest id) first; --desc for newest first. A page ends with 'next: C'\n"
+       "when more follow: --after C shows the next page, --all shows them all.\n"
+       "Examples:\n"
+       "  delayq list orders --state buried\n"
+       "  delayq list orders --state delayed --limit 100 --desc\n"
+       "  delayq list orders --state ready --after 1234 -o json\n"
+       "  delayq list orders --state buried --all",
+       [](CLI::App* s, Args& a) {
+         s->add_option("TOPIC", a.topic, "The topic")->type_name("")->required();
+         s->add_option("--state", a.list_state,
+                       "Jobs in STATE: ready (default), delayed, reserved or buried")
+             ->option_text("STATE");
+         s->add_option("-n,--limit", a.limit, "At most N jobs a page, 1..1000 (default 50)")
+             ->option_text("N");
+         s->add_flag("--desc", a.desc, "Newest (highest id) first");
+         s->add_option("--after", a.after, "Start after cursor C (a page's 'next')")
+             ->option_text("C");
+         s->add_flag("--all", a.all, "Follow 'next' to the last page");
+       },
+       RunList},
+      {"find", "Find the jobs with a key, in every topic (HTTP)",
+       "Shows the job with KEY in each topic you may read (one a topic: keys are unique\n"
+       "in a topic). 'delayq peek ID' shows a job by id.\n"
+       "Example:\n  delayq find --key order-42",
+       [](CLI::App* s, Args& a) {
+         s->add_option("-k,--key", a.key, "The key")->option_text("KEY")->required();
+       },
+       RunFind},
       {"kick", "Make buried (else delayed) jobs of a topic ready, or one job",
        "Examples:\n  delayq kick -t orders 100\n  delayq kick --job 3",
        [](CLI::App* s, Args& a) {

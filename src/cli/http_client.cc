@@ -175,6 +175,17 @@ class HttpClient final : public Client {
   }
   Reply Topics() override { return Call(http::verb::get, "/topics", ""); }
 
+  Reply ListJobs(const ListArgs& a) override {
+    std::string target = TopicPath(a.topic) + "/jobs?state=" + PercentEncode(a.state) +
+                         "&limit=" + std::to_string(a.limit);
+    if (a.desc) target += "&order=desc";
+    if (!a.after.empty()) target += "&after=" + PercentEncode(a.after);
+    return Call(http::verb::get, target, "");
+  }
+  Reply FindKey(const std::string& key) override {
+    return Call(http::verb::get, "/jobs?key=" + PercentEncode(key), "");
+  }
+
   Reply Clear(const std::string& topic, const std::vector<std::string>& states) override {
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);

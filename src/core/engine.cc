@@ -749,6 +749,12 @@ Result<JobView> Engine::PeekBuried(TimeMs now, std::string_view t) {
   return impl_->PeekBuried(now, t);
 }
 Result<JobStats> Engine::StatsJob(TimeMs now, JobId id) { return impl_->StatsJob(now, id); }
+std::vector<JobView> Engine::ListJobs(TimeMs now, const ListJobsRequest& r, bool* more) {
+  return impl_->ListJobs(now, r, more);
+}
+std::vector<JobView> Engine::FindKey(TimeMs now, std::string_view key) {
+  return impl_->FindKey(now, key);
+}
 
 std::optional<std::string_view> Engine::TopicOf(JobId id) const { return impl_->TopicOf(id); }
 

@@ -109,6 +109,8 @@ class Engine::Impl {
   Result<JobView> PeekDelayed(TimeMs now, std::string_view topic);
   Result<JobView> PeekBuried(TimeMs now, std::string_view topic);
   Result<JobStats> StatsJob(TimeMs now, JobId id);
+  std::vector<JobView> ListJobs(TimeMs now, const ListJobsRequest& r, bool* more);
+  std::vector<JobView> FindKey(TimeMs now, std::string_view key);
   Result<TopicStats> StatsTopic(TimeMs now, std::string_view name);
   EngineStats Stats(TimeMs now);
   std::vector<std::string> ListTopics(TimeMs now);
@@ -245,6 +247,7 @@ class Engine::Impl {
         break;
       case JobState::kDelayed:
         wheel_.Insert(j);
+        t->delayed_jobs.PushBack(j);
         t->delayed++;
         n_delayed_++;
         break;
@@ -255,6 +258,7 @@ class Engine::Impl {
         break;
       case JobState::kReserved:
         wheel_.Insert(j);
+        t->reserved_jobs.PushBack(j);
         t->reserved++;
         n_reserved_++;
         if (Session* s = j->reserver) {
@@ -280,6 +284,7 @@ class Engine::Impl {
         break;
       case JobState::kDelayed:
         if (in_wheel) wheel_.Remove(j);
+        Link::Unlink(j);
         t->delayed--;
         n_delayed_--;
         break;
@@ -290,6 +295,7 @@ class Engine::Impl {
         break;
       case JobState::kReserved: {
         if (in_wheel) wheel_.Remove(j);
+        Link::Unlink(j);
         t->reserved--;
         n_reserved_--;
         if (Session* s = j->reserver) {

@@ -3,6 +3,8 @@
 // invariants that tests run after every call.
 #include <algorithm>
 #include <array>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/engine_impl.h"
@@ -67,6 +69,70 @@ Result<JobView> Engine::Impl::PeekBuried(TimeMs now, std::string_view topic) {
   Topic* t = FindTopic(topic);
   if (t == nullptr || t->buried.empty()) return Status::NotFound();
   return View(Job::From(t->buried.next));
+}
+
+std::vector<JobView> Engine::Impl::ListJobs(TimeMs now, const ListJobsRequest& r, bool* more) {
+  AdvanceTo(now);
+  Finish();
+  *more = false;
+  std::vector<JobView> out;
+  Topic* t = FindTopic(r.topic);
+  if (t == nullptr || r.limit == 0) return out;
+  // The limit + 1 first ids after the cursor (one more tells that more
+  // follow): candidates are gathered, and cut back to those whenever they
+  // reach twice as many (nth_element: linear), so the work is
+  // O(n log limit) at worst and the memory O(limit).
+  const size_t keep = size_t{r.limit} + 1;
+  auto before = [desc = r.desc](const Job* a, const Job* b) {
+    return desc ? a->id > b->id : a->id < b->id;
+  };
+  std::vector<Job*> picked;
+  auto consider = [&](Job* j) {
+    if (r.after != 0 && (r.desc ? j->id >= r.after : j->id <= r.after)) return;
+    picked.push_back(j);
+    if (picked.size() >= 2 * keep) {
+      std::nth_element(picked.begin(), picked.begin() + keep - 1, picked.end(), before);
+      picked.resize(keep);
+    }
+  };
+  auto walk = [&](Link& list) {
+    for (Link* l = list.next; l != &list; l = l->next) consider(Job::From(l));
+  };
+  switch (r.state) {
+    case JobState::kReady:
+      for (Job* j : t->ready.jobs()) consider(j);
+      break;
+    case JobState::kDelayed:
+      walk(t->delayed_jobs);
+      break;
+    case JobState::kReserved:
+      walk(t->reserved_jobs);
+      break;
+    case JobState::kBuried:
+      walk(t->buried);
+      break;
+  }
+  std::sort(picked.begin(), picked.end(), before);
+  if (picked.size() > r.limit) {
+    *more = true;
+    picked.resize(r.limit);
+  }
+  out.reserve(picked.size());
+  for (const Job* j : picked) out.push_back(View(j));
+  return out;
+}
+
+std::vector<JobView> Engine::Impl::FindKey(TimeMs now, std::string_view key) {
+  AdvanceTo(now);
+  Finish();
+  std::vector<const Topic*> ts;
+  for (const auto& [name, t] : topics_)
+    if (t->keys.count(key) > 0) ts.push_back(t.get());
+  std::sort(ts.begin(), ts.end(), [](const Topic* a, const Topic* b) { return a->seq < b->seq; });
+  std::vector<JobView> out;
+  if (key.empty()) return out;
+  for (const Topic* t : ts) out.push_back(View(t->keys.find(key)->second));
+  return out;
 }
 
 Result<JobStats> Engine::Impl::StatsJob(TimeMs now, JobId id) {
@@ -229,6 +295,18 @@ std::string Engine::Impl::CheckInvariants() const {
         return fail("non-buried job in buried list");
     }
     if (nb != t->buried_count) return fail("buried list length of " + t->name);
+    for (auto [list, state, count] :
+         {std::tuple(&t->delayed_jobs, JobState::kDelayed, t->delayed),
+          std::tuple(&t->reserved_jobs, JobState::kReserved, t->reserved)}) {
+      uint64_t n = 0;
+      for (const Link* l = list->next; l != list; l = l->next, ++n) {
+        const Job* j = Job::From(const_cast<Link*>(l));
+        if (j->state != state || j->topic != t.get())
+          return fail("a job out of place in the " + std::string(JobStateName(state)) +
+                      " list of " + t->name);
+      }
+      if (n != count) return fail(std::string(JobStateName(state)) + " list length of " + t->name);
+    }
     if (t->refs() == 0 && t.get() != default_topic_) return fail("unreferenced topic " + t->name);
     if (t->waiting > 0 && !t->ready.empty() && !t->paused(now_))
       return fail("topic " + t->name + " has a ready job and a waiting session");

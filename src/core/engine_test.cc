@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -697,6 +698,101 @@ TEST_F(HorizonTest, WithoutTheOptionNothingLeaves) {
 }
 
 }  // namespace
+// ListJobs: a topic's jobs in one state, by id, in pages after a cursor;
+// the other topic's jobs and the other states never show.
+TEST_F(EngineTest, ListJobsPagesEachStateInIdOrder) {
+  ASSERT_TRUE(e_.Watch(s_, "a").ok());
+  ASSERT_TRUE(e_.Ignore(s_, "default").ok());
+  std::map<JobState, std::vector<JobId>> want;
+  for (int i = 0; i < 40; ++i) {
+    // Priorities against the id order, so the ready heap's order is not it.
+    JobId id = Put("job", static_cast<uint32_t>(100 - i), i % 4 == 1 ? 60'000 : 0, 10'000, "a");
+    Put("other", 1, i % 2 == 0 ? 60'000 : 0, 10'000, "b");
+    if (i % 4 == 1) want[JobState::kDelayed].push_back(id);
+  }
+  // Reserve 10 (lowest priority value first: the highest ids), bury 5 of them.
+  std::vector<JobId> got = Reserve(s_, 0, 10);
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i % 2 == 0) {
+      ASSERT_TRUE(e_.Bury(now_, s_, got[i], std::nullopt).ok());
+      want[JobState::kBuried].push_back(got[i]);
+    } else {
+      want[JobState::kReserved].push_back(got[i]);
+    }
+  }
+  for (JobId id = 1; id < 100; ++id) {
+    auto v = e_.Peek(now_, id);
+    if (v.ok() && v->topic == "a" && v->state == JobState::kReady)
+      want[JobState::kReady].push_back(id);
+  }
+  for (auto& [state, ids] : want) std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(want[JobState::kReady].size(), 20u);
+  for (JobState state :
+       {JobState::kReady, JobState::kDelayed, JobState::kReserved, JobState::kBuried}) {
+    for (bool desc : {false, true}) {
+      std::vector<JobId> expect = want[state];
+      if (desc) std::reverse(expect.begin(), expect.end());
+      std::vector<JobId> seen;
+      ListJobsRequest r{.topic = "a", .state = state, .limit = 3, .desc = desc};
+      for (int page = 0; page < 100; ++page) {
+        bool more = true;
+        std::vector<JobView> views = e_.ListJobs(now_, r, &more);
+        for (const JobView& v : views) {
+          EXPECT_EQ(v.topic, "a");
+          EXPECT_EQ(v.state, state);
+          EXPECT_EQ(v.body, "job");
+          seen.push_back(v.id);
+        }
+        ASSERT_LE(views.size(), 3u);
+        if (!more) break;
+        ASSERT_EQ(views.size(), 3u) << "a full page before the last";
+        r.after = views.back().id;
+      }
+      EXPECT_EQ(seen, expect) << JobStateName(state) << (desc ? " desc" : " asc");
+    }
+  }
+  // No topic, no jobs; a limit larger than the jobs: all, and no more.
+  bool more = true;
+  EXPECT_TRUE(e_.ListJobs(now_, {.topic = "nope", .state = JobState::kReady}, &more).empty());
+  EXPECT_FALSE(more);
+  EXPECT_EQ(
+      e_.ListJobs(now_, {.topic = "a", .state = JobState::kDelayed, .limit = 1000}, &more).size(),
+      10u);
+  EXPECT_FALSE(more);
+  // Delayed jobs that come due, and reserved ones whose TTR ran out, move
+  // to the ready list.
+  Tick(60'000);
+  EXPECT_TRUE(e_.ListJobs(now_, {.topic = "a", .state = JobState::kDelayed}, &more).empty());
+  EXPECT_TRUE(e_.ListJobs(now_, {.topic = "a", .state = JobState::kReserved}, &more).empty());
+  EXPECT_EQ(
+      e_.ListJobs(now_, {.topic = "a", .state = JobState::kReady, .limit = 1000}, &more).size(),
+      35u);
+}
+
+TEST_F(EngineTest, FindKeyLooksInEveryTopic) {
+  PutRequest r;
+  r.body = "x";
+  r.key = "order-7";
+  for (std::string_view topic : {"a", "b", "c"}) {
+    r.topic = topic;
+    r.delay_ms = topic == "b" ? 5000 : 0;
+    ASSERT_TRUE(e_.Put(now_, s_, r).ok());
+  }
+  r.key = "order-8";
+  ASSERT_TRUE(e_.Put(now_, s_, r).ok());
+  std::vector<JobView> found = e_.FindKey(now_, "order-7");
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].topic, "a");
+  EXPECT_EQ(found[1].topic, "b");
+  EXPECT_EQ(found[1].state, JobState::kDelayed);
+  EXPECT_EQ(found[2].topic, "c");
+  EXPECT_TRUE(e_.FindKey(now_, "order-9").empty());
+  EXPECT_TRUE(e_.FindKey(now_, "").empty());
+  ASSERT_TRUE(e_.Delete(now_, 0, found[0].id).ok());
+  EXPECT_EQ(e_.FindKey(now_, "order-7").size(), 2u);
+}
+
 // --max-topics: a use, watch or put that would make one topic more than
 // the limit is refused; topics that exist go on; a dropped topic makes room.
 TEST(EngineLimits, MaxTopics) {

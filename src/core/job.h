@@ -2,8 +2,10 @@
 // the body bytes. The header's links put the job in exactly one place at a
 // time, by state:
 //   ready    -> its topic's ReadyQueue (pos = heap index)
-//   delayed  -> the TimingWheel, keyed by `due` (wpos = index in its slot)
-//   reserved -> the TimingWheel, keyed by `due` (= TTR deadline), and its
+//   delayed  -> the TimingWheel, keyed by `due` (wpos = index in its slot),
+//               and its topic's delayed list (intrusive, unordered)
+//   reserved -> the TimingWheel, keyed by `due` (= TTR deadline), its
+//               topic's reserved list (intrusive, unordered), and its
 //               reserver's list (pos = index in Session::reserved)
 //   buried   -> its topic's buried list (intrusive, oldest first)
 #ifndef DELAYQ_CORE_JOB_H_

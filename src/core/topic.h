@@ -29,7 +29,11 @@ struct Topic {
   uint64_t seq;  // creation order
 
   ReadyQueue ready;
-  Link buried;                                      // oldest first
+  Link buried;  // oldest first
+  // The delayed and the reserved jobs, in no order (the timing wheel
+  // orders them): a listing of one topic's jobs by state (ListJobs) walks
+  // its own jobs, not the wheel's.
+  Link delayed_jobs, reserved_jobs;
   std::unordered_map<std::string_view, Job*> keys;  // views into the jobs
 
   uint64_t urgent = 0, reserved = 0, delayed = 0, buried_count = 0;

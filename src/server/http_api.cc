@@ -68,6 +68,8 @@ const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
       {"POST /topics/{topic}/pause", &R::Pause},
       {"POST /topics/{topic}/clear", &R::Clear},
       {"GET /topics/{topic}/keys/{key}", &R::GetByKey},
+      {"GET /topics/{topic}/jobs", &R::ListJobs},
+      {"GET /jobs", &R::FindJobs},
       {"DELETE /topics/{topic}/keys/{key}", &R::DeleteByKey},
       {"POST /reserve", &R::ReserveRoute},
       {"GET /jobs/{id}", &R::GetJob},

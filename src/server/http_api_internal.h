@@ -101,6 +101,12 @@ struct HttpApiRoutes {
                      HttpApi::CallId*);
   static void GetByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                        HttpApi::CallId*);
+  // GET /topics/{topic}/jobs and GET /jobs?key=K (docs/http-api.md,
+  // "Browsing jobs").
+  static void ListJobs(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                       HttpApi::CallId*);
+  static void FindJobs(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                       HttpApi::CallId*);
   static void DeleteJob(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                         HttpApi::CallId*);
   static void DeleteByKey(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

@@ -308,6 +308,14 @@ class CountingBackend : public backend::Backend {
     ++calls;
     b_.StatsJob(id, std::move(d));
   }
+  void ListJobs(const ListJobsRequest& r, backend::PageDone d) override {
+    ++calls;
+    b_.ListJobs(r, std::move(d));
+  }
+  void FindKey(std::string_view key, backend::JobsDone d) override {
+    ++calls;
+    b_.FindKey(key, std::move(d));
+  }
   void StatsTopic(std::string_view t, backend::Callback<TopicStats> d) override {
     ++calls;
     b_.StatsTopic(t, std::move(d));
@@ -386,6 +394,8 @@ TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
   EXPECT_EQ(call("POST", "/topics/c/jobs", R"({"jobs":[{},{},{}]})").first, 3);
   one("GET", "/jobs/1");
   one("GET", "/topics/c/keys/k1");
+  one("GET", "/topics/c/jobs?state=delayed");
+  one("GET", "/jobs?key=k1");
   auto r = Json(one("POST", "/reserve", R"({"topics":["c"],"count":2})").body);
   ASSERT_EQ(r["jobs"].Size(), 2u);
   const std::string id = std::to_string(r["jobs"][0]["id"].GetUint64());

@@ -2,10 +2,12 @@
 // ids checked, and a put's job and a clear's states read from JSON.
 #include "server/http_input.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "delayq/duration.h"
 #include "delayq/text.h"
+#include "server/http_json.h"
 
 namespace delayq::server {
 
@@ -138,6 +140,39 @@ Result<JobId> ParseId(std::string_view s) {
   if (ec != std::errc() || p != s.data() + s.size() || id == 0)
     return Status::InvalidArgument("bad job id '" + std::string(s) + "'");
   return id;
+}
+
+Result<std::map<std::string, std::string>> ParseQuery(
+    std::string_view target, std::initializer_list<std::string_view> known) {
+  std::map<std::string, std::string> out;
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return out;
+  auto decode = [](std::string_view in, std::string* to) {
+    std::string spaced(in);
+    std::replace(spaced.begin(), spaced.end(), '+', ' ');
+    return PercentDecode(spaced, to);
+  };
+  for (std::string_view rest = target.substr(q + 1); !rest.empty();) {
+    const size_t amp = rest.find('&');
+    std::string_view part = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (part.empty()) continue;
+    const size_t eq = part.find('=');
+    std::string name, value;
+    if (!decode(part.substr(0, eq), &name) ||
+        (eq != std::string_view::npos && !decode(part.substr(eq + 1), &value)))
+      return Status::InvalidArgument("bad percent-encoding in the query");
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string names;
+      for (std::string_view k : known)
+        names += (names.empty() ? "'" : ", '") + std::string(k) + "'";
+      return Status::InvalidArgument("unknown query parameter '" + Printable(name) +
+                                     "' (this route takes " + names + ")");
+    }
+    if (!out.emplace(name, std::move(value)).second)
+      return Status::InvalidArgument("query parameter '" + name + "' is given twice");
+  }
+  return out;
 }
 
 }  // namespace delayq::server

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,6 +107,17 @@ Result<uint8_t> ParseStates(const rapidjson::Value* v);
 
 // A job id in a path: a decimal number > 0.
 Result<JobId> ParseId(std::string_view s);
+
+// The parameters of a request target's query ("/x?state=ready&limit=5"),
+// percent-decoded ('+' is a space), by name. kInvalidArgument, naming it,
+// for bad percent-encoding, a parameter given twice, or one not `known`.
+Result<std::map<std::string, std::string>> ParseQuery(
+    std::string_view target, std::initializer_list<std::string_view> known);
+
+// The most jobs one page of GET /topics/{topic}/jobs may hold, and its
+// default (docs/http-api.md, "Browsing jobs").
+inline constexpr uint32_t kMaxPageJobs = 1000;
+inline constexpr uint32_t kDefaultPageJobs = 50;
 
 // The most topics one reserve may name (HTTP /reserve and Youzan /pop).
 inline constexpr size_t kMaxReserveTopics = 1024;

@@ -170,9 +170,14 @@ void Body(JsonWriter& w, std::string_view body) {
   }
 }
 
-OwnedJob Own(const JobView& v) {
-  OwnedJob o{
-      v.id, std::string(v.topic), std::string(v.key), std::string(v.body), std::string(v.lease), v};
+OwnedJob Own(const JobView& v, bool with_body) {
+  OwnedJob o{v.id,
+             std::string(v.topic),
+             std::string(v.key),
+             with_body ? std::string(v.body) : std::string(),
+             std::string(v.lease),
+             v,
+             v.body.size()};
   o.fig.topic = o.fig.key = o.fig.body = o.fig.lease = {};
   return o;
 }
@@ -221,7 +226,12 @@ void JobObject(JsonWriter& w, const OwnedJob& j, bool with_body) {
   w.Uint(f.buries);
   w.Key("kicks");
   w.Uint(f.kicks);
-  if (with_body) Body(w, j.body);
+  if (with_body) {
+    Body(w, j.body);
+  } else {
+    w.Key("body_bytes");
+    w.Uint64(j.body_bytes);
+  }
   w.EndObject();
 }
 

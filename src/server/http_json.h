@@ -51,13 +51,16 @@ struct OwnedJob {
   JobId id = 0;
   std::string topic, key, body, lease;
   JobView fig;
+  size_t body_bytes = 0;  // the body's size (also when `body` is left out)
 };
 
-// Copies the strings of `v`, which last only as long as the call that gave it.
-OwnedJob Own(const JobView& v);
+// Copies the strings of `v`, which last only as long as the call that gave
+// it; with_body false leaves the body out (its size is kept).
+OwnedJob Own(const JobView& v, bool with_body = true);
 
-// A job as the API shows it (docs/http-api.md, "Jobs"): the lease only in
-// the answer to the reserve that took it.
+// A job as the API shows it (docs/http-api.md, "A job"): the lease only in
+// the answer to the reserve that took it; without the body, its size as
+// "body_bytes" (the listings: docs/http-api.md, "Browsing jobs").
 void JobObject(JsonWriter& w, const OwnedJob& j, bool with_body);
 
 // The JSON written into `sb`.

@@ -2,6 +2,7 @@
 // /reserve; docs/http-api.md) and the steps they share: replying jobs,
 // operations under a lease, puts one by one or in a batch.
 #include <algorithm>
+#include <charconv>
 #include <optional>
 #include <unordered_set>
 #include <utility>
@@ -403,6 +404,103 @@ void HttpApiRoutes::GetByKey(HttpApi& api, const HttpRequest&, const Params& p,
                       ReplyJob(st.code() == Code::kNotFound ? Status::NotFound(what) : st, jobs,
                                done);
                     });
+}
+
+namespace {
+
+// {"jobs":[...]} of jobs without their bodies (body_bytes instead), and
+// "next" when `next` is not 0.
+HttpReply JobListReply(Jobs jobs, JobId next) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("jobs");
+  w.StartArray();
+  for (const JobView& v : jobs) JobObject(w, Own(v, false), false);
+  w.EndArray();
+  if (next != 0) {
+    w.Key("next");
+    Str(w, std::to_string(next));
+  }
+  w.EndObject();
+  return HttpReply{200, Done(sb), {}};
+}
+
+}  // namespace
+
+void HttpApiRoutes::ListJobs(HttpApi& api, const HttpRequest& req, const Params& p,
+                             HttpApi::Reply&& done, HttpApi::CallId*) {
+  if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  auto q = ParseQuery(req.target, {"state", "limit", "order", "after"});
+  if (!q.ok()) return done(StatusReply(q.status()));
+  ListJobsRequest r;
+  r.topic = p[0];
+  r.limit = kDefaultPageJobs;
+  auto state = q->find("state");
+  const std::string kStates = "ready, delayed, reserved or buried";
+  if (state == q->end())
+    return done(StatusReply(Status::InvalidArgument("'state' is required: " + kStates)));
+  if (state->second == "ready") {
+    r.state = JobState::kReady;
+  } else if (state->second == "delayed") {
+    r.state = JobState::kDelayed;
+  } else if (state->second == "reserved") {
+    r.state = JobState::kReserved;
+  } else if (state->second == "buried") {
+    r.state = JobState::kBuried;
+  } else {
+    return done(StatusReply(Status::InvalidArgument("'state' must be " + kStates + ", not '" +
+                                                    Printable(state->second) + "'")));
+  }
+  if (auto limit = q->find("limit"); limit != q->end()) {
+    uint32_t n = 0;
+    const std::string& text = limit->second;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxPageJobs)
+      return done(StatusReply(Status::InvalidArgument("'limit' must be an integer 1.." +
+                                                      std::to_string(kMaxPageJobs))));
+    r.limit = n;
+  }
+  if (auto order = q->find("order"); order != q->end()) {
+    if (order->second != "asc" && order->second != "desc")
+      return done(StatusReply(
+          Status::InvalidArgument("'order' must be asc (oldest first) or desc (newest first)")));
+    r.desc = order->second == "desc";
+  }
+  if (auto after = q->find("after"); after != q->end()) {
+    auto id = ParseId(after->second);
+    if (!id.ok())
+      return done(StatusReply(Status::InvalidArgument(
+          "'after' must be the 'next' of an earlier reply (a job id), not '" +
+          Printable(after->second) + "'")));
+    r.after = *id;
+  }
+  api.backend_.ListJobs(r, [done = std::move(done)](Status st, Jobs jobs, bool more) {
+    if (!st.ok()) return done(StatusReply(st));
+    done(JobListReply(jobs, more && !jobs.empty() ? jobs.back().id : 0));
+  });
+}
+
+void HttpApiRoutes::FindJobs(HttpApi& api, const HttpRequest& req, const Params&,
+                             HttpApi::Reply&& done, HttpApi::CallId*) {
+  auto q = ParseQuery(req.target, {"key"});
+  if (!q.ok()) return done(StatusReply(q.status()));
+  auto key = q->find("key");
+  if (key == q->end())
+    return done(StatusReply(Status::InvalidArgument(
+        "'key' is required: GET /jobs?key=K finds the jobs with key K in every topic")));
+  if (Status st = CheckKey(key->second); !st.ok()) return done(StatusReply(st));
+  // A copy of the caller: the completion may come after the connection is
+  // gone (on Redis).
+  std::optional<Caller> caller;
+  if (req.caller != nullptr) caller.emplace(*req.caller);
+  api.backend_.FindKey(key->second, [caller, done = std::move(done)](Status st, Jobs jobs) {
+    if (!st.ok()) return done(StatusReply(st));
+    std::vector<JobView> seen;  // only those in topics it may see
+    for (const JobView& v : jobs)
+      if (!caller || caller->Sees(v.topic)) seen.push_back(v);
+    done(JobListReply(seen, 0));
+  });
 }
 
 // An operator's delete: any job, in any state, with no lease.

@@ -261,6 +261,8 @@ const std::vector<HttpCase>& HttpCases() {
        R"({"delay_ms":0})", 200},
       {"POST /topics/{topic}/clear", "ready", "POST", "/topics/orders.eu/clear", "{}", 200},
       {"GET /topics/{topic}/keys/{key}", "keyed", "GET", "/topics/orders.eu/keys/k", "", 200},
+      {"GET /topics/{topic}/jobs", "ready", "GET", "/topics/orders.eu/jobs?state=ready", "", 200},
+      {"GET /jobs", "keyed", "GET", "/jobs?key=k", "", 200, kOrders, false},
       {"DELETE /topics/{topic}/keys/{key}", "keyed", "DELETE", "/topics/orders.eu/keys/k", "", 200},
       {"POST /reserve", "ready", "POST", "/reserve", R"({"topics":["orders.eu"]})", 200},
       {"GET /jobs/{id}", "ready", "GET", "/jobs/{ID}", "", 200},

@@ -201,7 +201,7 @@ std::string RandomBytes(size_t n, unsigned seed) {
 
 const std::vector<std::string> kCommands = {"put",    "reserve", "finish", "delete", "release",
                                             "bury",   "touch",   "peek",   "kick",   "stats",
-                                            "topics", "clear",   "pause"};
+                                            "topics", "clear",   "pause",  "list",   "find"};
 
 // ---- a server for the tests --------------------------------------------------------
 
@@ -1031,6 +1031,92 @@ TEST_F(CliHttp, PeekByStateNeedsTheBeanstalkdProtocol) {
     EXPECT_EQ(r.err,
               "delayq: peek --ready, --delayed and --buried need the beanstalkd protocol: the "
               "HTTP API has no such lookup (use --server beanstalk://HOST:PORT)\n");
+  }
+}
+
+// list: a table of one state's jobs, a page at a time ('next: C' when more
+// follow), --after, --desc, --all, and each page as JSON; find: the jobs
+// with a key in every topic.
+TEST_F(CliHttp, ListAndFind) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(PutJob("shop", "job " + std::to_string(i)));
+  const uint64_t keyed = PutJob("shop", "keyed", {"--key", "order-42", "--delay", "1h"});
+  PutJob("mail", "other", {"--key", "order-42"});
+  CliRun r = Http({"list", "shop", "--limit", "2"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out,
+            "ID                   STATE    PRIORITY  DUE                      TRIES   BYTES  KEY\n"
+            "1                    ready        1024  -                            0       5  -\n"
+            "2                    ready        1024  -                            0       5  -\n"
+            "next: 2 (--after 2)\n");
+  r = Http({"list", "shop", "--limit", "2", "--after", "4"});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out,
+            "ID                   STATE    PRIORITY  DUE                      TRIES   BYTES  KEY\n"
+            "5                    ready        1024  -                            0       5  -\n");
+  // --all follows 'next' to the end: every ready job once, newest first.
+  r = Http({"--json", "list", "shop", "--limit", "2", "--desc", "--all"});
+  ASSERT_EQ(r.exit, 0) << r;
+  std::vector<uint64_t> seen;
+  int pages = 0;
+  for (size_t at = 0; at < r.out.size();) {
+    size_t nl = r.out.find('\n', at);
+    auto d = Json(r.out.substr(at, nl - at));
+    ASSERT_TRUE(d.IsObject() && d.HasMember("jobs")) << r.out;
+    for (const auto& j : d["jobs"].GetArray()) {
+      seen.push_back(j["id"].GetUint64());
+      EXPECT_FALSE(j.HasMember("body"));
+      EXPECT_EQ(j["body_bytes"].GetUint64(), 5u);
+    }
+    EXPECT_EQ(d.HasMember("next"), pages < 2) << r.out;
+    ++pages;
+    at = nl + 1;
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(seen, std::vector<uint64_t>(ids.rbegin(), ids.rend()));
+  r = Http({"list", "shop", "--state", "delayed"});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(
+      MaskedRun(r.out),
+      "ID                   STATE    PRIORITY  DUE                      TRIES   BYTES  KEY\n" +
+          std::to_string(keyed) +
+          "                    delayed      1024  <time>     0       5  order-42\n");
+  // Bad arguments: a usage error, nothing sent.
+  for (std::vector<std::string> bad : {std::vector<std::string>{"list", "shop", "--state", "gone"},
+                                       {"list", "shop", "--limit", "0"},
+                                       {"list", "shop", "--limit", "1001"},
+                                       {"list", "-bad"},
+                                       {"find", "--key", "has space"},
+                                       {"find"}}) {
+    r = Http(bad);
+    EXPECT_EQ(r.exit, 2) << r;
+    EXPECT_EQ(r.out, "") << r;
+  }
+  // The server's word on a cursor that is no job id.
+  r = Http({"list", "shop", "--after", "x"});
+  EXPECT_EQ(r.exit, 1) << r;
+  EXPECT_EQ(r.err,
+            "delayq: 'after' must be the 'next' of an earlier reply (a job id), not 'x' "
+            "(invalid_argument)\n");
+
+  r = Http({"find", "--key", "order-42"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_NE(r.out.find("\nshop                    " + std::to_string(keyed) + " "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nmail                    "), std::string::npos) << r.out;
+  r = Http({"--json", "find", "--key", "order-42"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(Json(r.out)["jobs"].Size(), 2u) << r.out;
+  r = Http({"find", "--key", "order-43"});
+  EXPECT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "no job has this key\n");
+  // The beanstalkd protocol has no such lookups.
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"list", "shop"}, {"find", "--key", "order-42"}}) {
+    r = Bean(args);
+    EXPECT_EQ(r.exit, 2) << r;
+    EXPECT_NE(r.err.find("needs the HTTP API"), std::string::npos) << r;
   }
 }
 

@@ -8,6 +8,7 @@
 //  - HttpCross.*     a job put over one protocol and taken over the other.
 //  - HttpStress.*    many concurrent clients: every job delivered once.
 //  - HttpDurable.*   an acknowledged HTTP put survives kill -9.
+//  - Backends/Browse.*  browsing jobs, on each backend (the parameter).
 //
 // With DELAYQ_TEST_AGAINST=redis the fixture suites run on the Redis backend
 // (ctest http_on_redis).
@@ -16,10 +17,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -27,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "delayq/token.h"
 #include "sanitized.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
@@ -387,7 +391,7 @@ TEST_F(Http, Errors) {
   auto method = Call("PUT", "/topics/t/jobs", "{}");
   EXPECT_EQ(method.status, 405);
   EXPECT_EQ(ErrorCode(method), "method_not_allowed");
-  EXPECT_EQ(method.Header("allow"), "POST");
+  EXPECT_EQ(method.Header("allow"), "POST, GET, HEAD");  // put, and the page of jobs
   EXPECT_EQ(Call("DELETE", "/stats").Header("allow"), "GET, HEAD");
   EXPECT_EQ(ErrorCode(Call("GET", "/jobs/abc")), "invalid_argument");
   EXPECT_EQ(ErrorCode(Call("GET", "/jobs/0")), "invalid_argument");
@@ -832,6 +836,354 @@ TEST(HttpDurable, PutSurvivesKill9) {
   int st = again.Stop();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
+
+// ---- browsing jobs (docs/http-api.md, "Browsing jobs") ----------------------------------
+// GET /topics/{topic}/jobs and GET /jobs?key=K against delayqd on each
+// backend (the parameter): in memory, on its store with a horizon of one
+// second (delayed jobs an hour away are then on disk only), and on a
+// redis-server the test starts.
+
+enum class Where { kMemory, kDisk, kRedis };
+
+std::string WhereName(const ::testing::TestParamInfo<Where>& p) {
+  return p.param == Where::kMemory ? "Memory" : p.param == Where::kDisk ? "Disk" : "Redis";
+}
+
+// The secrets of the scope test's tokens.
+constexpr const char* kShopReader = "dq_shop-reader-secret";  // shop.*: consume
+constexpr const char* kAllRights = "dq_all-rights-secret";    // *: every right
+
+class Browse : public HttpFixture, public ::testing::WithParamInterface<Where> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Where::kRedis && !RedisServerAvailable()) GTEST_SKIP() << "no redis-server";
+    // Tokens for ScopeOfTheCaller; loopback stays trusted without one.
+    const std::string file = dir_.path() + "/tokens.toml";
+    auto entry = [](const char* name, const char* secret, const char* topics, const char* rights) {
+      return std::string("[[token]]\nname = \"") + name + "\"\nsha256 = \"" +
+             DigestHex(Sha256(secret)) + "\"\ntopics = " + topics + "\nrights = " + rights + "\n";
+    };
+    std::ofstream(file) << entry("shop", kShopReader, R"(["shop.*"])", R"(["consume"])")
+                        << entry("all", kAllRights, R"(["*"])",
+                                 R"(["produce", "consume", "admin"])");
+    Start({"--auth-file", file});
+  }
+  void Start(std::vector<std::string> args) {
+    std::string error;
+    switch (GetParam()) {
+      case Where::kMemory:
+        args.push_back("--in-memory");
+        break;
+      case Where::kDisk:
+        args.insert(args.end(), {"--data-dir", dir_.path() + "/data", "--horizon", "1s"});
+        break;
+      case Where::kRedis:
+        ASSERT_TRUE(redis_.StartForDelayqd(&error, &args)) << error;
+        break;
+    }
+    StartServer(args);
+  }
+  HttpResponse CallAs(std::string_view secret, std::string_view method, std::string_view target,
+                      std::string_view body = {}) {
+    HttpClient c(http_port_);
+    return c.Call(method, target, body, "Authorization: Bearer " + std::string(secret) + "\r\n");
+  }
+  // Reserves up to `count` jobs of `topic`: their ids and leases.
+  std::vector<std::pair<uint64_t, std::string>> Reserve(const std::string& topic, int count) {
+    auto r =
+        Call("POST", "/topics/" + topic + "/reserve", R"({"count":)" + std::to_string(count) + "}");
+    auto d = Json(r.body);
+    std::vector<std::pair<uint64_t, std::string>> out;
+    if (r.status != 200 || !d.IsObject() || !d.HasMember("jobs")) {
+      ADD_FAILURE() << "reserve failed: " << r.status << " " << r.body;
+      return out;
+    }
+    for (const auto& j : d["jobs"].GetArray())
+      out.emplace_back(j["id"].GetUint64(), j["lease"].GetString());
+    return out;
+  }
+
+  // Every page of `topic`'s jobs in `state`, following "next": the ids in
+  // the order shown. Checks each page as it goes.
+  std::vector<uint64_t> PageThrough(const std::string& topic, const std::string& state, int limit,
+                                    bool desc, const std::map<uint64_t, size_t>& bodies) {
+    std::vector<uint64_t> ids;
+    std::string after;
+    for (int page = 0; page < 1000; ++page) {
+      std::string target = "/topics/" + topic + "/jobs?state=" + state +
+                           "&limit=" + std::to_string(limit) + (desc ? "&order=desc" : "");
+      if (!after.empty()) target += "&after=" + after;
+      HttpResponse r = Call("GET", target);
+      EXPECT_EQ(r.status, 200) << target << ": " << r.body;
+      auto d = Json(r.body);
+      if (!d.IsObject() || !d.HasMember("jobs") || !d["jobs"].IsArray()) {
+        ADD_FAILURE() << target << ": " << r.body;
+        break;
+      }
+      const auto& jobs = d["jobs"];
+      for (const auto& j : jobs.GetArray()) {
+        const uint64_t id = j["id"].GetUint64();
+        ids.push_back(id);
+        EXPECT_STREQ(j["topic"].GetString(), topic.c_str());
+        EXPECT_STREQ(j["state"].GetString(), state.c_str()) << id;
+        EXPECT_FALSE(j.HasMember("body")) << r.body;
+        EXPECT_FALSE(j.HasMember("body_base64")) << r.body;
+        EXPECT_FALSE(j.HasMember("lease")) << r.body;
+        EXPECT_TRUE(j.HasMember("body_bytes")) << r.body;
+        if (!j.HasMember("body_bytes")) continue;
+        if (auto b = bodies.find(id); b != bodies.end())
+          EXPECT_EQ(j["body_bytes"].GetUint64(), b->second) << id;
+        EXPECT_EQ(j.HasMember("due_ms"), state == "delayed") << r.body;
+        EXPECT_EQ(j.HasMember("deadline_ms"), state == "reserved") << r.body;
+      }
+      if (!d.HasMember("next")) break;
+      // "next" only after a full page, and it is the last id shown.
+      EXPECT_EQ(jobs.Size(), static_cast<rapidjson::SizeType>(limit)) << r.body;
+      if (jobs.Empty()) break;
+      EXPECT_EQ(std::string(d["next"].GetString()), std::to_string(ids.back()));
+      after = d["next"].GetString();
+    }
+    return ids;
+  }
+
+  TempDir dir_;
+};
+
+// 120 jobs in two topics in every state; each state paged through with 50
+// and 7 a page, oldest and newest first: every job once, in id order, and
+// no job of another state or topic.
+TEST_P(Browse, PagesThroughEveryStateInIdOrder) {
+  std::map<std::string, std::map<std::string, std::vector<uint64_t>>> want;  // topic, state
+  std::map<uint64_t, size_t> bodies;
+  // shop.a: 90 jobs, i % 9: 0-5 delayed an hour, 6 ready, 7 to reserve, 8
+  // to bury; shop.b: 30 jobs, i % 3: 0 delayed, 1 ready, 2 to bury. The
+  // priorities make a reserve take those to reserve, then those to bury.
+  const std::map<std::string, int> sizes = {{"shop.a", 90}, {"shop.b", 30}};
+  std::map<std::string, std::vector<uint64_t>> to_bury;
+  for (const auto& [topic, n] : sizes) {
+    for (int i = 0; i < n; ++i) {
+      const int kind = topic == "shop.a" ? (i % 9 <= 5 ? 0 : i % 9 - 5) : (i % 3 == 2 ? 3 : i % 3);
+      const std::string body(static_cast<size_t>(1 + i % 13), 'x');
+      const char* pri = kind == 2 ? "1" : kind == 3 ? "2" : "100";
+      const std::string delay = kind == 0 ? "3600000" : "0";
+      uint64_t id = Put(topic, R"({"body":")" + body + R"(","priority":)" + pri +
+                                   R"(,"ttr_ms":3600000,"delay_ms":)" + delay + "}");
+      ASSERT_NE(id, 0u);
+      bodies[id] = body.size();
+      const char* state[] = {"delayed", "ready", "reserved", "buried"};
+      want[topic][state[kind]].push_back(id);
+    }
+  }
+  for (const auto& [topic, n] : sizes) {
+    const size_t reserved = want[topic]["reserved"].size(), buried = want[topic]["buried"].size();
+    auto got = Reserve(topic, static_cast<int>(reserved + buried));
+    ASSERT_EQ(got.size(), reserved + buried);
+    for (const auto& [id, lease] : got) {
+      const auto& b = want[topic]["buried"];
+      if (std::find(b.begin(), b.end(), id) == b.end()) continue;
+      auto r =
+          Call("POST", "/jobs/" + std::to_string(id) + "/bury", R"({"lease":")" + lease + "\"}");
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+  }
+  ASSERT_EQ(want["shop.a"]["delayed"].size(), 60u);
+  ASSERT_EQ(want["shop.b"]["reserved"].size(), 0u);
+  for (const auto& [topic, states] : want) {
+    for (const char* state : {"ready", "delayed", "reserved", "buried"}) {
+      std::vector<uint64_t> expect = want[topic][state];
+      std::sort(expect.begin(), expect.end());
+      for (int limit : {50, 7}) {
+        for (bool desc : {false, true}) {
+          SCOPED_TRACE(topic + " " + state + " limit " + std::to_string(limit) +
+                       (desc ? " desc" : " asc"));
+          std::vector<uint64_t> e = expect;
+          if (desc) std::reverse(e.begin(), e.end());
+          EXPECT_EQ(PageThrough(topic, state, limit, desc, bodies), e);
+        }
+      }
+    }
+  }
+  // The default limit is 50; a limit beyond the jobs shows them all with no "next".
+  auto d = Json(Call("GET", "/topics/shop.a/jobs?state=delayed").body);
+  EXPECT_EQ(d["jobs"].Size(), 50u);
+  EXPECT_STREQ(d["next"].GetString(), std::to_string(want["shop.a"]["delayed"][49]).c_str());
+  d = Json(Call("GET", "/topics/shop.a/jobs?state=delayed&limit=1000").body);
+  EXPECT_EQ(d["jobs"].Size(), 60u);
+  EXPECT_FALSE(d.HasMember("next"));
+  // A page shows the job as GET /jobs/{id} does, but for the body.
+  const uint64_t first = want["shop.b"]["ready"].front();
+  auto one = Json(Call("GET", "/jobs/" + std::to_string(first)).body);
+  auto listed = Json(Call("GET", "/topics/shop.b/jobs?state=ready&limit=1").body);
+  ASSERT_EQ(listed["jobs"].Size(), 1u);
+  one.RemoveMember("body");
+  one.AddMember("body_bytes", static_cast<uint64_t>(bodies[first]), one.GetAllocator());
+  EXPECT_TRUE(one == listed["jobs"][0])
+      << Call("GET", "/jobs/" + std::to_string(first)).body << " vs "
+      << Call("GET", "/topics/shop.b/jobs?state=ready&limit=1").body;
+  // An unknown topic has no jobs (not 404: a page of a topic that just
+  // emptied looks the same).
+  auto none = Call("GET", "/topics/nothing.here/jobs?state=ready");
+  EXPECT_EQ(none.status, 200);
+  EXPECT_EQ(none.body, R"({"jobs":[]})"
+                       "\n");
+}
+
+// Jobs that change state between two pages: a page after the cursor shows
+// each job still in the state once, never one shown before, in id order.
+TEST_P(Browse, JobsMovingBetweenPagesAreNeitherRepeatedNorOutOfOrder) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 30; ++i) ids.push_back(Put("moving", R"({"body":"m","ttr_ms":3600000})"));
+  auto first = Json(Call("GET", "/topics/moving/jobs?state=ready&limit=10").body);
+  ASSERT_EQ(first["jobs"].Size(), 10u);
+  const std::string cursor = first["next"].GetString();
+  EXPECT_EQ(cursor, std::to_string(ids[9]));
+  // Take the 5 oldest (shown already) and the 12th (not shown yet), delete
+  // the 15th, and put 3 more (newer than every other).
+  auto taken = Reserve("moving", 5);
+  ASSERT_EQ(taken.size(), 5u);
+  auto r = Call("POST", "/jobs/" + std::to_string(ids[11]) + "/kick");  // ready: refused
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_EQ(Call("DELETE", "/jobs/" + std::to_string(ids[14])).status, 200);
+  for (int i = 0; i < 3; ++i) ids.push_back(Put("moving", R"({"body":"m"})"));
+  std::vector<uint64_t> seen;
+  for (const auto& j : first["jobs"].GetArray()) seen.push_back(j["id"].GetUint64());
+  std::string after = cursor;
+  while (!after.empty()) {
+    auto page = Json(Call("GET", "/topics/moving/jobs?state=ready&limit=10&after=" + after).body);
+    ASSERT_TRUE(page.IsObject() && page.HasMember("jobs"));
+    for (const auto& j : page["jobs"].GetArray()) {
+      EXPECT_GT(j["id"].GetUint64(), std::stoull(after));
+      seen.push_back(j["id"].GetUint64());
+    }
+    after = page.HasMember("next") ? page["next"].GetString() : "";
+  }
+  std::vector<uint64_t> expect(ids.begin(), ids.begin() + 10);
+  for (size_t i = 10; i < ids.size(); ++i)
+    if (i != 14) expect.push_back(ids[i]);
+  EXPECT_EQ(seen, expect);
+  // The reserved ones are listed as such; a cursor naming a job that is
+  // gone still works (it is only an id).
+  auto reserved = Json(Call("GET", "/topics/moving/jobs?state=reserved").body);
+  EXPECT_EQ(reserved["jobs"].Size(), 5u);
+  auto from_gone = Json(
+      Call("GET", "/topics/moving/jobs?state=ready&limit=1&after=" + std::to_string(ids[14])).body);
+  ASSERT_EQ(from_gone["jobs"].Size(), 1u);
+  EXPECT_EQ(from_gone["jobs"][0]["id"].GetUint64(), ids[15]);
+  // Newest first after a cursor: the older ones.
+  auto older = Json(
+      Call("GET", "/topics/moving/jobs?state=ready&order=desc&after=" + std::to_string(ids[12]))
+          .body);
+  ASSERT_EQ(older["jobs"].Size(), 7u);  // ids[11] down to ids[5]: the 5 oldest are reserved
+  EXPECT_EQ(older["jobs"][0]["id"].GetUint64(), ids[11]);
+  EXPECT_EQ(older["jobs"][6]["id"].GetUint64(), ids[5]);
+}
+
+TEST_P(Browse, BadArgumentsAreRefusedWithWhatIsWrong) {
+  struct Bad {
+    std::string target, message;
+  };
+  const std::vector<Bad> bads = {
+      {"/topics/t/jobs", "'state' is required: ready, delayed, reserved or buried"},
+      {"/topics/t/jobs?state=done",
+       "'state' must be ready, delayed, reserved or buried, not 'done'"},
+      {"/topics/t/jobs?state=ready&limit=0", "'limit' must be an integer 1..1000"},
+      {"/topics/t/jobs?state=ready&limit=1001", "'limit' must be an integer 1..1000"},
+      {"/topics/t/jobs?state=ready&limit=5x", "'limit' must be an integer 1..1000"},
+      {"/topics/t/jobs?state=ready&order=up",
+       "'order' must be asc (oldest first) or desc (newest first)"},
+      {"/topics/t/jobs?state=ready&after=-1",
+       "'after' must be the 'next' of an earlier reply (a job id), not '-1'"},
+      {"/topics/t/jobs?state=ready&after=0",
+       "'after' must be the 'next' of an earlier reply (a job id), not '0'"},
+      {"/topics/t/jobs?state=ready&sort=id",
+       "unknown query parameter 'sort' (this route takes 'state', 'limit', 'order', 'after')"},
+      {"/topics/t/jobs?state=ready&state=buried", "query parameter 'state' is given twice"},
+      {"/topics/t/jobs?state=%zz", "bad percent-encoding in the query"},
+      {"/topics/-t/jobs?state=ready", "bad topic name '-t'"},
+      {"/jobs", "'key' is required: GET /jobs?key=K finds the jobs with key K in every topic"},
+      {"/jobs?key=", "bad key ''"},
+      {"/jobs?key=a&limit=3", "unknown query parameter 'limit' (this route takes 'key')"},
+  };
+  for (const Bad& b : bads) {
+    HttpResponse r = Call("GET", b.target);
+    EXPECT_EQ(r.status, 400) << b.target << ": " << r.body;
+    auto d = Json(r.body);
+    ASSERT_TRUE(d.IsObject() && d.HasMember("error")) << b.target << ": " << r.body;
+    EXPECT_STREQ(d["error"]["code"].GetString(), "invalid_argument") << b.target;
+    EXPECT_NE(std::string(d["error"]["message"].GetString()).find(b.message), std::string::npos)
+        << b.target << ": " << r.body;
+  }
+  // Only GET (and HEAD) on the listing's path besides the put.
+  HttpResponse r = Call("DELETE", "/topics/t/jobs");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.Header("allow"), "POST, GET, HEAD");
+  // Decoded values: a '+' is a space, %xx a byte.
+  EXPECT_EQ(Call("GET", "/topics/t/jobs?st%61te=re%61dy&limit=+1").status, 400);  // " 1"
+  EXPECT_EQ(Call("GET", "/topics/t/jobs?st%61te=re%61dy&limit=%31").status, 200);
+}
+
+// One key in several topics: GET /jobs?key=K shows each, in any state.
+TEST_P(Browse, FindsAKeyInEveryTopic) {
+  std::set<std::string> topics;
+  std::map<std::string, uint64_t> ids;
+  for (const char* topic : {"find.a", "find.b", "find.c"}) {
+    const bool delayed = std::string_view(topic) == "find.b";
+    ids[topic] = Put(topic, std::string(R"({"body":"hello","key":"order-42","delay_ms":)") +
+                                (delayed ? "3600000" : "0") + "}");
+    topics.insert(topic);
+  }
+  Put("find.d", R"({"body":"x","key":"order-43"})");
+  Put("find.d", R"({"body":"x"})");
+  auto found = [&](const std::string& key) {
+    std::map<std::string, uint64_t> out;
+    HttpResponse r = Call("GET", "/jobs?key=" + key);
+    EXPECT_EQ(r.status, 200) << r.body;
+    auto d = Json(r.body);
+    EXPECT_FALSE(d.HasMember("next"));
+    for (const auto& j : d["jobs"].GetArray()) {
+      EXPECT_STREQ(j["key"].GetString(), key.c_str());
+      EXPECT_EQ(j["body_bytes"].GetUint64(), key == "order-42" ? 5u : 1u);
+      EXPECT_FALSE(j.HasMember("body"));
+      out[j["topic"].GetString()] = j["id"].GetUint64();
+      if (std::string_view(j["topic"].GetString()) == "find.b")
+        EXPECT_STREQ(j["state"].GetString(), "delayed");
+    }
+    return out;
+  };
+  EXPECT_EQ(found("order-42"), ids);
+  EXPECT_EQ(found("order-43").size(), 1u);
+  EXPECT_TRUE(found("order-44").empty());
+  ASSERT_EQ(Call("DELETE", "/jobs/" + std::to_string(ids["find.a"])).status, 200);
+  ids.erase("find.a");
+  EXPECT_EQ(found("order-42"), ids);
+  // A key is taken apart as a query value: %2F is '/', which a key may hold.
+  uint64_t slash = Put("find.a", R"({"body":"y","key":"a/b&c"})");
+  auto d = Json(Call("GET", "/jobs?key=a%2Fb%26c").body);
+  ASSERT_EQ(d["jobs"].Size(), 1u);
+  EXPECT_EQ(d["jobs"][0]["id"].GetUint64(), slash);
+}
+
+// The read right on the topic: a token for other topics gets 403 for a
+// listing, and a find shows only what the token may see. (A client on
+// loopback that names a token is held to it.)
+TEST_P(Browse, ScopeOfTheCaller) {
+  for (const char* topic : {"shop.eu", "bank"}) {
+    auto r = CallAs(kAllRights, "POST", "/topics/" + std::string(topic) + "/jobs",
+                    R"({"body":"x","key":"k"})");
+    ASSERT_EQ(r.status, 201) << r.body;
+  }
+  EXPECT_EQ(CallAs(kShopReader, "GET", "/topics/shop.eu/jobs?state=ready").status, 200);
+  HttpResponse r = CallAs(kShopReader, "GET", "/topics/bank/jobs?state=ready");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(Call("GET", "/topics/bank/jobs?state=ready").status, 200);  // loopback: trusted
+  auto d = Json(CallAs(kShopReader, "GET", "/jobs?key=k").body);
+  ASSERT_EQ(d["jobs"].Size(), 1u);
+  EXPECT_STREQ(d["jobs"][0]["topic"].GetString(), "shop.eu");
+  EXPECT_EQ(Json(CallAs(kAllRights, "GET", "/jobs?key=k").body)["jobs"].Size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Browse,
+                         ::testing::Values(Where::kMemory, Where::kDisk, Where::kRedis), WhereName);
 
 }  // namespace
 }  // namespace delayq::testing

@@ -1008,6 +1008,16 @@ topic_function('dq_return', 'n', function(c, args, o, n)
   return 1
 end)
 
+-- A job as dq_peek and dq_list answer it. A named job's answer has a 16th
+-- value, 1.
+local function peek_answer(m, j)
+  rare(j)
+  local due = 0
+  if j[ST] == 'd' or j[ST] == 'u' then due = j[DUE] end
+  return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
+          j[RL], j[BU], j[KI], j[MT], j[NM] and 1 or nil}
+end
+
 topic_function('dq_peek', 'e', function(c, args, o, n)
   local kind, m = args[o + 2], nil
   if kind == 'id' then m = (c.eok and args[o + 3] or nil)
@@ -1020,12 +1030,60 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
   if not m then return {} end
   local j = load(c, m)
   if not j then return {} end
-  rare(j)
-  local due = 0
-  if j[ST] == 'd' or j[ST] == 'u' then due = j[DUE] end
-  -- A named job's answer has a 16th value, 1.
-  return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
-          j[RL], j[BU], j[KI], j[MT], j[NM] and 1 or nil}
+  return peek_answer(m, j)
+end)
+
+-- Arguments: the state ('r', 'd', 'u' or 'b'), the member the page starts
+-- after ('': from the start), the limit, '1' for newest first. The cursor
+-- is a member of the incarnation args[2] names: when that is not the
+-- topic's, every job of this incarnation lies after an older one's cursor
+-- (or before a newer one's). Answers {more, job, ...}: more is 1 when more
+-- jobs follow; each job as dq_peek answers it. The set is read a thousand
+-- members at a time and the page's members chosen as it goes (sorted and
+-- cut back to limit + 1 whenever twice as many gathered): O(n log limit)
+-- for the n jobs of the topic in that state (docs/redis-backend.md,
+-- "Browsing jobs").
+topic_function('dq_list', 'L', function(c, args, o, n)
+  local st, after, limit = args[o + 2], args[o + 3], tonumber(args[o + 4])
+  local desc = args[o + 5] == '1'
+  if c.no < 0 then return {0} end
+  if after ~= '' and not c.eok then
+    if (c.E < c.no) == desc then return {0} end
+    after = ''
+  end
+  local set = c.R
+  if st == 'd' then set = c.D elseif st == 'b' then set = c.B elseif st == 'u' then
+    flush_reserved(c)
+    set = c.U
+  end
+  local cmp = function(a, b) return a < b end
+  if desc then cmp = function(a, b) return a > b end end
+  local keep, picked, np, from = limit + 1, {}, 0, 0
+  while true do
+    local chunk = redis.call('ZRANGE', set, from, from + 999)
+    for i = 1, #chunk do
+      local m = chunk[i]
+      if m ~= SENT and (after == '' or cmp(after, m)) then
+        np = np + 1
+        picked[np] = m
+        if np >= 2 * keep then
+          table.sort(picked, cmp)
+          for k = np, keep + 1, -1 do picked[k] = nil end
+          np = keep
+        end
+      end
+    end
+    if #chunk < 1000 then break end
+    from = from + 1000
+  end
+  table.sort(picked, cmp)
+  local out = {0}
+  if np > limit then out[1] = 1 end
+  for k = 1, math.min(np, limit) do
+    local j = load(c, picked[k])
+    if j then out[#out + 1] = peek_answer(picked[k], j) end
+  end
+  return out
 end)
 
 -- {now, field, value, ...} with the field names of docs/redis-backend.md.
