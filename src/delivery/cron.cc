@@ -99,14 +99,14 @@ Status ParseField(std::string_view text, const FieldSpec& f, std::bitset<N>* bit
       if (!a.ok()) return a.status();
       // 7 closes a day-of-week range as Sunday's 7, not 0 (MON-SUN, 5-7).
       std::string_view end = item.substr(dash + 1);
-      Result<int> b = f.sunday7 && (end == "7" || Lower(end) == "sun") ? Result<int>(7)
-                                                                         : FieldValue(end, f);
+      Result<int> b =
+          f.sunday7 && (end == "7" || Lower(end) == "sun") ? Result<int>(7) : FieldValue(end, f);
       if (!b.ok()) return b.status();
       from = *a;
       to = *b;
       if (from > to)
-        return Status::InvalidArgument(std::string(f.what) + ": the range '" +
-                                       std::string(item) + "' ends before it starts");
+        return Status::InvalidArgument(std::string(f.what) + ": the range '" + std::string(item) +
+                                       "' ends before it starts");
     } else {
       Result<int> a = FieldValue(item, f);
       if (!a.ok()) return a.status();
@@ -114,7 +114,8 @@ Status ParseField(std::string_view text, const FieldSpec& f, std::bitset<N>* bit
       // "a/n": from a to the end; "a": a alone.
       to = stepped ? f.hi : *a;
     }
-    for (int v = from; v <= to; v += step) bits->set(static_cast<size_t>(f.sunday7 && v == 7 ? 0 : v));
+    for (int v = from; v <= to; v += step)
+      bits->set(static_cast<size_t>(f.sunday7 && v == 7 ? 0 : v));
     if (comma == std::string_view::npos) break;
     text.remove_prefix(comma + 1);
     if (text.empty()) return Status::InvalidArgument(std::string(f.what) + ": a list ends in ','");
@@ -176,21 +177,29 @@ Result<CronSchedule> CronSchedule::Parse(std::string_view expr, std::string_view
       c.every_ms_ = *ms;
       return c;
     }
-    if (words.size() != 1) return Status::InvalidArgument(std::string(words[0]) + " takes nothing after it");
-    if (d == "@yearly" || d == "@annually") fields = {"0", "0", "1", "1", "*"};
-    else if (d == "@monthly") fields = {"0", "0", "1", "*", "*"};
-    else if (d == "@weekly") fields = {"0", "0", "*", "*", "0"};
-    else if (d == "@daily" || d == "@midnight") fields = {"0", "0", "*", "*", "*"};
-    else if (d == "@hourly") fields = {"0", "*", "*", "*", "*"};
-    else return Status::InvalidArgument("unknown descriptor " + std::string(words[0]));
+    if (words.size() != 1)
+      return Status::InvalidArgument(std::string(words[0]) + " takes nothing after it");
+    if (d == "@yearly" || d == "@annually")
+      fields = {"0", "0", "1", "1", "*"};
+    else if (d == "@monthly")
+      fields = {"0", "0", "1", "*", "*"};
+    else if (d == "@weekly")
+      fields = {"0", "0", "*", "*", "0"};
+    else if (d == "@daily" || d == "@midnight")
+      fields = {"0", "0", "*", "*", "*"};
+    else if (d == "@hourly")
+      fields = {"0", "*", "*", "*", "*"};
+    else
+      return Status::InvalidArgument("unknown descriptor " + std::string(words[0]));
   } else {
     for (std::string_view w : words) fields.emplace_back(w);
   }
   if (fields.size() == 5) fields.insert(fields.begin(), "0");
   if (fields.size() != 6)
-    return Status::InvalidArgument("a cron expression has 5 fields (minute hour day month weekday), "
-                                   "or 6 with seconds first; this one has " +
-                                   std::to_string(words.size()));
+    return Status::InvalidArgument(
+        "a cron expression has 5 fields (minute hour day month weekday), "
+        "or 6 with seconds first; this one has " +
+        std::to_string(words.size()));
   const FieldSpec sec{"second", 0, 59, nullptr, 0, 0, false};
   const FieldSpec min{"minute", 0, 59, nullptr, 0, 0, false};
   const FieldSpec hour{"hour", 0, 23, nullptr, 0, 0, false};

@@ -67,9 +67,9 @@ class CronSchedule {
   TimeMs every_ms_ = 0;                    // > 0: @every
   std::bitset<60> seconds_, minutes_;
   std::bitset<24> hours_;
-  std::bitset<32> days_;    // 1..31
-  std::bitset<13> months_;  // 1..12
-  std::bitset<7> weekdays_;  // 0 = Sunday
+  std::bitset<32> days_;                      // 1..31
+  std::bitset<13> months_;                    // 1..12
+  std::bitset<7> weekdays_;                   // 0 = Sunday
   bool any_day_ = true, any_weekday_ = true;  // the field was * or ?
 };
 

@@ -59,51 +59,72 @@ TEST(Cron, FireTimesAcrossDaylightSavingChangesLeapDaysAndFields) {
   const std::vector<Case> cases = {
       // Europe/Berlin, 2026-03-29: 02:00 CET -> 03:00 CEST (01:00Z). 02:30
       // is skipped: it fires at the change.
-      {"30 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z",
+      {"30 2 * * *",
+       "Europe/Berlin",
+       "2026-03-28T12:00:00Z",
        {"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
       // Every skipped time of that night fires as one, at the change.
-      {"*/15 2 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z",
+      {"*/15 2 * * *",
+       "Europe/Berlin",
+       "2026-03-28T12:00:00Z",
        {"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z", "2026-03-30T00:15:00Z"}},
       // A time just after the gap is not moved.
-      {"0 3 * * *", "Europe/Berlin", "2026-03-28T12:00:00Z",
+      {"0 3 * * *",
+       "Europe/Berlin",
+       "2026-03-28T12:00:00Z",
        {"2026-03-29T01:00:00Z", "2026-03-30T01:00:00Z"}},
       // 2026-10-25: 03:00 CEST -> 02:00 CET (01:00Z). 02:30 comes twice:
       // it fires at the first (00:30Z), not the second (01:30Z).
-      {"30 2 * * *", "Europe/Berlin", "2026-10-24T12:00:00Z",
+      {"30 2 * * *",
+       "Europe/Berlin",
+       "2026-10-24T12:00:00Z",
        {"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
       // Every half hour: the repeated 02:00 and 02:30 fire once each.
-      {"*/30 * * * *", "Europe/Berlin", "2026-10-25T00:00:00Z",
+      {"*/30 * * * *",
+       "Europe/Berlin",
+       "2026-10-25T00:00:00Z",
        {"2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:30:00Z"}},
       // America/New_York, 2026-03-08: 02:00 EST -> 03:00 EDT (07:00Z).
-      {"0 2 * * *", "America/New_York", "2026-03-07T12:00:00Z",
+      {"0 2 * * *",
+       "America/New_York",
+       "2026-03-07T12:00:00Z",
        {"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"}},
       // 2026-11-01: 02:00 EDT -> 01:00 EST (06:00Z); 01:30 fires once.
-      {"30 1 * * *", "America/New_York", "2026-10-31T12:00:00Z",
+      {"30 1 * * *",
+       "America/New_York",
+       "2026-10-31T12:00:00Z",
        {"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
       // The zone in the expression, as robfig/cron and QStash take it.
-      {"CRON_TZ=America/New_York 30 1 * * *", "", "2026-10-31T12:00:00Z",
-       {"2026-11-01T05:30:00Z"}},
+      {"CRON_TZ=America/New_York 30 1 * * *", "", "2026-10-31T12:00:00Z", {"2026-11-01T05:30:00Z"}},
       // A leap day: every four years.
       {"0 12 29 2 *", "", "2026-03-01T00:00:00Z", {"2028-02-29T12:00:00Z", "2032-02-29T12:00:00Z"}},
       {"0 12 29 2 *", "Europe/Berlin", "2028-02-28T00:00:00Z", {"2028-02-29T11:00:00Z"}},
       // Day of month OR day of week, both restricted (Vixie cron).
-      {"0 9 13 * FRI", "UTC", "2026-11-01T00:00:00Z",
+      {"0 9 13 * FRI",
+       "UTC",
+       "2026-11-01T00:00:00Z",
        {"2026-11-06T09:00:00Z", "2026-11-13T09:00:00Z", "2026-11-20T09:00:00Z",
         "2026-11-27T09:00:00Z", "2026-12-04T09:00:00Z", "2026-12-11T09:00:00Z",
         "2026-12-13T09:00:00Z"}},
       // One of them *: AND (here every Friday).
       {"0 9 * * fri", "", "2026-11-01T00:00:00Z", {"2026-11-06T09:00:00Z", "2026-11-13T09:00:00Z"}},
       // Names, a range of days, the zone's offset.
-      {"0 9 * * MON-FRI", "Europe/Berlin", "2026-11-27T07:00:00Z",
+      {"0 9 * * MON-FRI",
+       "Europe/Berlin",
+       "2026-11-27T07:00:00Z",
        {"2026-11-27T08:00:00Z", "2026-11-30T08:00:00Z"}},
       // 7 is Sunday; a range may end at 7.
       {"0 0 * * 7", "", "2026-11-27T00:00:00Z", {"2026-11-29T00:00:00Z"}},
       {"0 0 * * 6-7", "", "2026-11-27T00:00:00Z", {"2026-11-28T00:00:00Z", "2026-11-29T00:00:00Z"}},
       // Seconds first, six fields.
-      {"*/20 * * * * *", "", "2026-01-01T00:00:05Z",
+      {"*/20 * * * * *",
+       "",
+       "2026-01-01T00:00:05Z",
        {"2026-01-01T00:00:20Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:00Z"}},
       // Steps from a value; lists; month names.
-      {"10/25 0 1 jan,JUL *", "", "2026-06-30T00:00:00Z",
+      {"10/25 0 1 jan,JUL *",
+       "",
+       "2026-06-30T00:00:00Z",
        {"2026-07-01T00:10:00Z", "2026-07-01T00:35:00Z", "2027-01-01T00:10:00Z"}},
       {"@hourly", "", "2026-01-01T00:00:00Z", {"2026-01-01T01:00:00Z"}},
       {"@daily", "Europe/Berlin", "2026-01-01T00:00:00Z", {"2026-01-01T23:00:00Z"}},

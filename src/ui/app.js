@@ -467,7 +467,7 @@
       try {
         reply = await api('GET', `/topics/${encodeURIComponent(name)}/jobs?${q}`);
       } catch (e) {
-        if (e.status === 401) throw e;
+        if (e.status === 401) return goLogin();
         jobs.replaceChildren(errorBox(e));
         return;
       }
