@@ -30,6 +30,7 @@ PACKAGES=(
   liburing-dev        # batched socket calls of the beanstalkd connections
   libhowardhinnant-date-dev  # time zones of the schedules' cron expressions (date-tz)
   tzdata              # the system's tzdb that date-tz reads
+  libcurl4-openssl-dev  # pushes to HTTP targets (curl's multi interface)
   libssl-dev          # OpenSSL: TLS (listeners, rediss://), token digests and secrets
   # tests and benchmarks
   libgtest-dev

@@ -37,7 +37,8 @@ std::string WebhookSignature(std::string_view key, std::string_view id, int64_t 
 Result<std::string> NewWebhookSecret() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof bytes) != 1) return Status::Internal("no random bytes for a secret");
-  return "whsec_" + Base64Encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+  return "whsec_" +
+         Base64Encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
 }
 
 }  // namespace delayq::delivery

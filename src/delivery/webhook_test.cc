@@ -12,29 +12,29 @@ TEST(Webhook, SignsAsTheStandardsExampleDoes) {
   Result<std::string> key = WebhookKey("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
   ASSERT_TRUE(key.ok()) << key.status().message();
   EXPECT_EQ(key->size(), 24u);
-  EXPECT_EQ(WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-                             R"({"test": 2432232314})"),
-            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  EXPECT_EQ(
+      WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, R"({"test": 2432232314})"),
+      "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   // The prefix is optional; any change of id, time or body changes it.
   Result<std::string> bare = WebhookKey("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
   ASSERT_TRUE(bare.ok());
   EXPECT_EQ(*bare, *key);
   const std::string base =
       WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, R"({"test": 2432232314})");
-  EXPECT_NE(WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJeK", 1614265330,
-                             R"({"test": 2432232314})"),
-            base);
-  EXPECT_NE(WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265331,
-                             R"({"test": 2432232314})"),
-            base);
-  EXPECT_NE(WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330,
-                             R"({"test": 2432232315})"),
-            base);
+  EXPECT_NE(
+      WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJeK", 1614265330, R"({"test": 2432232314})"),
+      base);
+  EXPECT_NE(
+      WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265331, R"({"test": 2432232314})"),
+      base);
+  EXPECT_NE(
+      WebhookSignature(*key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, R"({"test": 2432232315})"),
+      base);
 }
 
 TEST(Webhook, RefusesSecretsThatAreNotBase64OrOfTheWrongSize) {
-  for (const char* s : {"", "whsec_", "whsec_not base64!", "whsec_c2hvcnQ=",
-                        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS"}) {
+  for (const char* s : {"", "whsec_", "whsec_not base64!",
+                        "whsec_c2hvcnQ=", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS"}) {
     Result<std::string> k = WebhookKey(s);
     EXPECT_FALSE(k.ok()) << s;
     if (!k.ok()) EXPECT_EQ(k.code(), Code::kInvalidArgument);
