@@ -35,21 +35,21 @@ struct V4Net {
 // The IPv4 networks that are not the public internet (RFC 6890's special
 // purpose registry, and multicast and the reserved block).
 constexpr std::array<V4Net, 16> kV4 = {{
-    {0x00000000, 8, "unspecified"},          // 0.0.0.0/8 "this network"
-    {0x0A000000, 8, "private"},              // 10.0.0.0/8
-    {0x64400000, 10, "carrier-grade NAT"},   // 100.64.0.0/10
-    {0x7F000000, 8, "loopback"},             // 127.0.0.0/8
-    {0xA9FE0000, 16, "link-local"},          // 169.254.0.0/16 (cloud metadata)
-    {0xAC100000, 12, "private"},             // 172.16.0.0/12
-    {0xC0000000, 24, "reserved"},            // 192.0.0.0/24 protocol assignments
-    {0xC0000200, 24, "documentation"},       // 192.0.2.0/24
-    {0xC0586300, 24, "reserved"},            // 192.88.99.0/24 6to4 relay
-    {0xC0A80000, 16, "private"},             // 192.168.0.0/16
-    {0xC6120000, 15, "benchmarking"},        // 198.18.0.0/15
-    {0xC6336400, 24, "documentation"},       // 198.51.100.0/24
-    {0xCB007100, 24, "documentation"},       // 203.0.113.0/24
-    {0xE0000000, 4, "multicast"},            // 224.0.0.0/4
-    {0xF0000000, 4, "reserved"},             // 240.0.0.0/4, 255.255.255.255
+    {0x00000000, 8, "unspecified"},         // 0.0.0.0/8 "this network"
+    {0x0A000000, 8, "private"},             // 10.0.0.0/8
+    {0x64400000, 10, "carrier-grade NAT"},  // 100.64.0.0/10
+    {0x7F000000, 8, "loopback"},            // 127.0.0.0/8
+    {0xA9FE0000, 16, "link-local"},         // 169.254.0.0/16 (cloud metadata)
+    {0xAC100000, 12, "private"},            // 172.16.0.0/12
+    {0xC0000000, 24, "reserved"},           // 192.0.0.0/24 protocol assignments
+    {0xC0000200, 24, "documentation"},      // 192.0.2.0/24
+    {0xC0586300, 24, "reserved"},           // 192.88.99.0/24 6to4 relay
+    {0xC0A80000, 16, "private"},            // 192.168.0.0/16
+    {0xC6120000, 15, "benchmarking"},       // 198.18.0.0/15
+    {0xC6336400, 24, "documentation"},      // 198.51.100.0/24
+    {0xCB007100, 24, "documentation"},      // 203.0.113.0/24
+    {0xE0000000, 4, "multicast"},           // 224.0.0.0/4
+    {0xF0000000, 4, "reserved"},            // 240.0.0.0/4, 255.255.255.255
     {0xFFFFFFFF, 32, "broadcast"},
 }};
 
@@ -72,15 +72,16 @@ std::optional<std::string_view> NonPublicKind(const boost::asio::ip::address& a)
   if (a.is_v4()) return V4Kind(a.to_v4().to_uint());
   const boost::asio::ip::address_v6 v6 = a.to_v6();
   const auto b = v6.to_bytes();
-  if (v6.is_v4_mapped()) return V4Kind(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_uint());
+  if (v6.is_v4_mapped())
+    return V4Kind(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_uint());
   // 64:ff9b::/96, NAT64: the IPv4 address in its last 32 bits.
   if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b &&
       std::all_of(b.begin() + 4, b.begin() + 12, [](uint8_t x) { return x == 0; }))
     return V4Kind(uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15]);
   if (v6.is_unspecified()) return "unspecified";
   if (v6.is_loopback()) return "loopback";
-  if (v6.is_link_local()) return "link-local";            // fe80::/10
-  if ((b[0] & 0xfe) == 0xfc) return "private";            // fc00::/7 unique local
+  if (v6.is_link_local()) return "link-local";                  // fe80::/10
+  if ((b[0] & 0xfe) == 0xfc) return "private";                  // fc00::/7 unique local
   if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return "private";  // fec0::/10 site-local
   if (b[0] == 0xff) return "multicast";
   if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8) return "documentation";
@@ -111,7 +112,8 @@ Result<PushUrl> ParsePushUrl(std::string_view text) {
   out.host = Part(u.get(), CURLUPART_HOST).value_or("");
   if (out.host.empty()) return Status::InvalidArgument("a push URL names a host");
   std::string bare = out.host;
-  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']')
+    bare = bare.substr(1, bare.size() - 2);
   boost::system::error_code ec;
   boost::asio::ip::address addr = boost::asio::ip::make_address(bare, ec);
   if (!ec) {

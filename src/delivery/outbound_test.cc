@@ -45,9 +45,9 @@ TEST(Outbound, NonPublicAddressesAreNamedPublicOnesAreNot) {
     ASSERT_TRUE(k.has_value()) << text << " was taken for public";
     EXPECT_EQ(*k, kind) << text;
   }
-  for (const char* pub : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "172.15.255.255", "100.128.0.1",
-                          "169.255.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8",
-                          "64:ff9b::808:808"}) {
+  for (const char* pub :
+       {"8.8.8.8", "1.1.1.1", "172.32.0.1", "172.15.255.255", "100.128.0.1", "169.255.0.1",
+        "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"}) {
     EXPECT_FALSE(NonPublicKind(boost::asio::ip::make_address(pub)).has_value()) << pub;
   }
 }
@@ -70,11 +70,11 @@ TEST(Outbound, UrlsArePlainHttpOrHttps) {
   ASSERT_TRUE(six->address.has_value());
   EXPECT_TRUE(six->address->is_v6());
 
-  for (const char* bad : {"", "hooks.example.com/x", "ftp://example.com/", "file:///etc/passwd",
-                          "gopher://example.com/", "https://user:pw@example.com/",
-                          "https://user@example.com/", "https://example.com/#frag",
-                          "https://example.com:0/", "https://example.com:70000/",
-                          "https://exa mple.com/"}) {
+  for (const char* bad :
+       {"", "hooks.example.com/x", "ftp://example.com/", "file:///etc/passwd",
+        "gopher://example.com/", "https://user:pw@example.com/", "https://user@example.com/",
+        "https://example.com/#frag", "https://example.com:0/", "https://example.com:70000/",
+        "https://exa mple.com/"}) {
     Result<PushUrl> r = ParsePushUrl(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) EXPECT_EQ(r.code(), Code::kInvalidArgument) << bad;

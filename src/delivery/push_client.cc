@@ -1,0 +1,340 @@
+#include "delivery/push_client.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "delivery/outbound.h"
+
+namespace delayq::delivery {
+
+namespace {
+
+// curl_global_init is not thread-safe before 7.84; once per process.
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+bool HeaderIs(std::string_view line, std::string_view name) {
+  if (line.size() <= name.size() || line[name.size()] != ':') return false;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(line[i])) != name[i]) return false;
+  return true;
+}
+
+std::string Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+}  // namespace
+
+std::string_view PushFailureName(PushFailure f) {
+  switch (f) {
+    case PushFailure::kNone: return "none";
+    case PushFailure::kTimeout: return "timeout";
+    case PushFailure::kRefused: return "refused";
+    case PushFailure::kConnect: return "connect";
+    case PushFailure::kTls: return "tls";
+    case PushFailure::kProtocol: return "protocol";
+  }
+  return "unknown";
+}
+
+struct PushClient::Call {
+  PushClient* client = nullptr;
+  CURL* easy = nullptr;
+  curl_slist* headers = nullptr;
+  PushRequest request;
+  std::function<void(PushResponse)> done;
+  PushResponse response;
+  std::string refused;  // why an address was refused
+  std::chrono::steady_clock::time_point start;
+  char error[CURL_ERROR_SIZE] = {};
+
+  ~Call() {
+    if (headers != nullptr) curl_slist_free_all(headers);
+    if (easy != nullptr) curl_easy_cleanup(easy);
+  }
+};
+
+// A socket curl asked us to watch: the descriptor is curl's (it opens and
+// closes it); the stream_descriptor only waits on it and is released, not
+// closed, when curl is done with it.
+struct PushClient::Socket {
+  explicit Socket(boost::asio::io_context& io, int fd) : sd(io, fd), fd(fd) {}
+  boost::asio::posix::stream_descriptor sd;
+  int fd;
+  int want = 0;  // CURL_POLL_IN / OUT / INOUT
+  bool reading = false, writing = false;
+  bool foreign = false;  // curl opened it, not OpenSocket
+};
+
+struct PushClient::Callbacks {
+  static int OnSocket(CURL*, curl_socket_t fd, int what, void* self, void*) {
+    auto* c = static_cast<PushClient*>(self);
+    auto it = c->sockets_.find(fd);
+    if (what == CURL_POLL_REMOVE) {
+      if (it != c->sockets_.end()) {
+        it->second->want = 0;
+        boost::system::error_code ignored;
+        it->second->sd.cancel(ignored);
+        if (it->second->foreign) {  // not opened by OpenSocket: no CloseSocket comes
+          it->second->sd.release();
+          c->sockets_.erase(it);
+        }
+      }
+      return 0;
+    }
+    if (it == c->sockets_.end()) {  // curl's own (its resolver's wake-up): watched too
+      auto s = std::make_shared<Socket>(c->io_, fd);
+      s->foreign = true;
+      it = c->sockets_.emplace(fd, std::move(s)).first;
+    }
+    it->second->want = what;
+    c->Watch(it->second);
+    return 0;
+  }
+
+  static int OnTimer(CURLM*, long timeout_ms, void* self) {
+    auto* c = static_cast<PushClient*>(self);
+    if (timeout_ms < 0) {
+      c->timer_.cancel();
+      return 0;
+    }
+    c->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+    std::weak_ptr<bool> alive = c->alive_;
+    c->timer_.async_wait([c, alive](const boost::system::error_code& ec) {
+      if (ec || alive.expired()) return;
+      c->Action(CURL_SOCKET_TIMEOUT, 0);
+    });
+    return 0;
+  }
+
+  // Every connection: its address checked, then the socket made and
+  // watched from the start (curl tells what to wait for next).
+  static curl_socket_t OpenSocket(void* arg, curlsocktype, curl_sockaddr* a) {
+    auto* call = static_cast<Call*>(arg);
+    PushClient* c = call->client;
+    if (!c->options_.allow_private) {
+      std::optional<boost::asio::ip::address> ip;
+      if (a->family == AF_INET) {
+        const auto* in = reinterpret_cast<const sockaddr_in*>(&a->addr);
+        ip = boost::asio::ip::address_v4(ntohl(in->sin_addr.s_addr));
+      } else if (a->family == AF_INET6) {
+        const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a->addr);
+        boost::asio::ip::address_v6::bytes_type b;
+        std::memcpy(b.data(), &in6->sin6_addr, b.size());
+        ip = boost::asio::ip::address_v6(b);
+      }
+      std::optional<std::string_view> kind =
+          ip ? NonPublicKind(*ip) : std::optional<std::string_view>("not an IP");
+      if (kind) {
+        call->refused = (ip ? ip->to_string() : std::string("the address")) + " is " +
+                        std::string(*kind) + " (private targets need --push-allow-private)";
+        return CURL_SOCKET_BAD;
+      }
+    }
+    const int fd = ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd < 0) return CURL_SOCKET_BAD;
+    ++c->opened_;
+    c->sockets_[fd] = std::make_shared<Socket>(c->io_, fd);
+    return fd;
+  }
+
+  static int CloseSocket(void* self, curl_socket_t fd) {
+    auto* c = static_cast<PushClient*>(self);
+    if (auto it = c->sockets_.find(fd); it != c->sockets_.end()) {
+      boost::system::error_code ignored;
+      it->second->want = 0;  // a wait that ends now does not wait again
+      it->second->sd.cancel(ignored);
+      it->second->sd.release();  // curl's to close
+      c->sockets_.erase(it);
+    }
+    return ::close(fd);
+  }
+
+  static size_t OnHeader(char* data, size_t size, size_t n, void* arg) {
+    auto* call = static_cast<Call*>(arg);
+    const std::string_view line(data, size * n);
+    if (line.rfind("HTTP/", 0) == 0) call->response.retry_after.reset();  // a new answer
+    if (HeaderIs(line, "retry-after"))
+      call->response.retry_after = Trim(line.substr(line.find(':') + 1));
+    return size * n;
+  }
+
+  static size_t OnBody(char* data, size_t size, size_t n, void* arg) {
+    auto* call = static_cast<Call*>(arg);
+    std::string& prefix = call->response.body_prefix;
+    if (prefix.size() < kBodyPrefixBytes)
+      prefix.append(data, std::min(size * n, kBodyPrefixBytes - prefix.size()));
+    return size * n;  // the rest is read and dropped
+  }
+};
+
+PushClient::PushClient(boost::asio::io_context& io, Options options)
+    : io_(io), options_(std::move(options)), timer_(io) {
+  GlobalInit();
+  multi_ = curl_multi_init();
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Callbacks::OnSocket);
+  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Callbacks::OnTimer);
+  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
+  if (options_.max_host_connections > 0)
+    curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_.max_host_connections);
+}
+
+PushClient::~PushClient() {
+  *alive_ = false;
+  alive_.reset();
+  for (auto& [easy, call] : calls_) curl_multi_remove_handle(multi_, easy);
+  calls_.clear();
+  timer_.cancel();
+  curl_multi_cleanup(multi_);  // closes the cached connections (CloseSocket)
+  for (auto& [fd, s] : sockets_) {  // any left: not ours to close
+    boost::system::error_code ignored;
+    s->sd.cancel(ignored);
+    s->sd.release();
+  }
+}
+
+void PushClient::Send(PushRequest request, std::function<void(PushResponse)> done) {
+  auto call = std::make_unique<Call>();
+  call->client = this;
+  call->request = std::move(request);
+  call->done = std::move(done);
+  call->start = std::chrono::steady_clock::now();
+  CURL* e = curl_easy_init();
+  call->easy = e;
+  const PushRequest& r = call->request;
+  curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
+  curl_easy_setopt(e, CURLOPT_PRIVATE, call.get());
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->error);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, r.follow_redirects ? 1L : 0L);
+  curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
+  curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, &Callbacks::OpenSocket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, call.get());
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, &Callbacks::CloseSocket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, this);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Callbacks::OnHeader);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, call.get());
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Callbacks::OnBody);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, call.get());
+  // No "Expect: 100-continue" round trip before a large body.
+  call->headers = curl_slist_append(call->headers, "Expect:");
+  for (const std::string& h : r.headers) call->headers = curl_slist_append(call->headers, h.c_str());
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->headers);
+  if (r.method == "GET") {
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r.body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
+    if (r.method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
+  }
+  calls_[e] = std::move(call);
+  curl_multi_add_handle(multi_, e);  // its timer callback starts it
+}
+
+void PushClient::Watch(const std::shared_ptr<Socket>& s) {
+  if (s->want & CURL_POLL_IN) Arm(s, true);
+  if (s->want & CURL_POLL_OUT) Arm(s, false);
+}
+
+// One wait for readable (in) or writable; when it comes, curl is told, and
+// the wait is made again while curl still wants it (curl calls OnSocket only
+// when what it wants changes).
+void PushClient::Arm(const std::shared_ptr<Socket>& s, bool in) {
+  bool& busy = in ? s->reading : s->writing;
+  if (busy) return;
+  busy = true;
+  std::weak_ptr<Socket> weak = s;
+  std::weak_ptr<bool> alive = alive_;
+  s->sd.async_wait(in ? boost::asio::posix::stream_descriptor::wait_read
+                      : boost::asio::posix::stream_descriptor::wait_write,
+                   [this, weak, alive, in](const boost::system::error_code& ec) {
+                     if (alive.expired()) return;
+                     std::shared_ptr<Socket> sock = weak.lock();
+                     if (!sock) return;
+                     (in ? sock->reading : sock->writing) = false;
+                     if (ec == boost::asio::error::operation_aborted) return;
+                     Action(sock->fd, ec ? CURL_CSELECT_ERR : in ? CURL_CSELECT_IN : CURL_CSELECT_OUT);
+                     if (sock->want & (in ? CURL_POLL_IN : CURL_POLL_OUT)) Arm(sock, in);
+                   });
+}
+
+void PushClient::Action(int fd, int events) {
+  int running = 0;
+  curl_multi_socket_action(multi_, fd, events, &running);
+  Finish();
+}
+
+void PushClient::Finish() {
+  int left = 0;
+  while (CURLMsg* m = curl_multi_info_read(multi_, &left)) {
+    if (m->msg != CURLMSG_DONE) continue;
+    CURL* e = m->easy_handle;
+    const CURLcode rc = m->data.result;
+    auto it = calls_.find(e);
+    if (it == calls_.end()) continue;
+    std::unique_ptr<Call> call = std::move(it->second);
+    calls_.erase(it);
+    curl_multi_remove_handle(multi_, e);
+    PushResponse& r = call->response;
+    r.elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - call->start)
+                       .count();
+    long status = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    if (rc == CURLE_OK) {
+      r.status = static_cast<int>(status);
+    } else {
+      r.status = 0;
+      r.body_prefix.clear();
+      r.retry_after.reset();
+      r.error = call->error[0] != '\0' ? call->error : curl_easy_strerror(rc);
+      switch (rc) {
+        case CURLE_OPERATION_TIMEDOUT: r.failure = PushFailure::kTimeout; break;
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+          r.failure = call->refused.empty() ? PushFailure::kConnect : PushFailure::kRefused;
+          if (!call->refused.empty()) r.error = call->refused;
+          break;
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CACERT_BADFILE:
+          r.failure = PushFailure::kTls;
+          break;
+        default: r.failure = PushFailure::kProtocol; break;
+      }
+    }
+    std::function<void(PushResponse)> done = std::move(call->done);
+    PushResponse out = std::move(r);
+    call.reset();
+    done(std::move(out));  // may Send again
+  }
+}
+
+}  // namespace delayq::delivery
