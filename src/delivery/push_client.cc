@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -34,7 +34,8 @@ bool HeaderIs(std::string_view line, std::string_view name) {
 
 std::string Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == '\r' || s.back() == '\n' || s.back() == ' '))
+    s.remove_suffix(1);
   return std::string(s);
 }
 
@@ -42,12 +43,18 @@ std::string Trim(std::string_view s) {
 
 std::string_view PushFailureName(PushFailure f) {
   switch (f) {
-    case PushFailure::kNone: return "none";
-    case PushFailure::kTimeout: return "timeout";
-    case PushFailure::kRefused: return "refused";
-    case PushFailure::kConnect: return "connect";
-    case PushFailure::kTls: return "tls";
-    case PushFailure::kProtocol: return "protocol";
+    case PushFailure::kNone:
+      return "none";
+    case PushFailure::kTimeout:
+      return "timeout";
+    case PushFailure::kRefused:
+      return "refused";
+    case PushFailure::kConnect:
+      return "connect";
+    case PushFailure::kTls:
+      return "tls";
+    case PushFailure::kProtocol:
+      return "protocol";
   }
   return "unknown";
 }
@@ -201,7 +208,7 @@ PushClient::~PushClient() {
   for (auto& [easy, call] : calls_) curl_multi_remove_handle(multi_, easy);
   calls_.clear();
   timer_.cancel();
-  curl_multi_cleanup(multi_);  // closes the cached connections (CloseSocket)
+  curl_multi_cleanup(multi_);       // closes the cached connections (CloseSocket)
   for (auto& [fd, s] : sockets_) {  // any left: not ours to close
     boost::system::error_code ignored;
     s->sd.cancel(ignored);
@@ -242,7 +249,8 @@ void PushClient::Send(PushRequest request, std::function<void(PushResponse)> don
   curl_easy_setopt(e, CURLOPT_WRITEDATA, call.get());
   // No "Expect: 100-continue" round trip before a large body.
   call->headers = curl_slist_append(call->headers, "Expect:");
-  for (const std::string& h : r.headers) call->headers = curl_slist_append(call->headers, h.c_str());
+  for (const std::string& h : r.headers)
+    call->headers = curl_slist_append(call->headers, h.c_str());
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, call->headers);
   if (r.method == "GET") {
     curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
@@ -269,17 +277,18 @@ void PushClient::Arm(const std::shared_ptr<Socket>& s, bool in) {
   busy = true;
   std::weak_ptr<Socket> weak = s;
   std::weak_ptr<bool> alive = alive_;
-  s->sd.async_wait(in ? boost::asio::posix::stream_descriptor::wait_read
-                      : boost::asio::posix::stream_descriptor::wait_write,
-                   [this, weak, alive, in](const boost::system::error_code& ec) {
-                     if (alive.expired()) return;
-                     std::shared_ptr<Socket> sock = weak.lock();
-                     if (!sock) return;
-                     (in ? sock->reading : sock->writing) = false;
-                     if (ec == boost::asio::error::operation_aborted) return;
-                     Action(sock->fd, ec ? CURL_CSELECT_ERR : in ? CURL_CSELECT_IN : CURL_CSELECT_OUT);
-                     if (sock->want & (in ? CURL_POLL_IN : CURL_POLL_OUT)) Arm(sock, in);
-                   });
+  s->sd.async_wait(
+      in ? boost::asio::posix::stream_descriptor::wait_read
+         : boost::asio::posix::stream_descriptor::wait_write,
+      [this, weak, alive, in](const boost::system::error_code& ec) {
+        if (alive.expired()) return;
+        std::shared_ptr<Socket> sock = weak.lock();
+        if (!sock) return;
+        (in ? sock->reading : sock->writing) = false;
+        if (ec == boost::asio::error::operation_aborted) return;
+        Action(sock->fd, ec ? CURL_CSELECT_ERR : in ? CURL_CSELECT_IN : CURL_CSELECT_OUT);
+        if (sock->want & (in ? CURL_POLL_IN : CURL_POLL_OUT)) Arm(sock, in);
+      });
 }
 
 void PushClient::Action(int fd, int events) {
@@ -313,7 +322,9 @@ void PushClient::Finish() {
       r.retry_after.reset();
       r.error = call->error[0] != '\0' ? call->error : curl_easy_strerror(rc);
       switch (rc) {
-        case CURLE_OPERATION_TIMEDOUT: r.failure = PushFailure::kTimeout; break;
+        case CURLE_OPERATION_TIMEDOUT:
+          r.failure = PushFailure::kTimeout;
+          break;
         case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_COULDNT_CONNECT:
         case CURLE_SEND_ERROR:
@@ -327,7 +338,9 @@ void PushClient::Finish() {
         case CURLE_SSL_CACERT_BADFILE:
           r.failure = PushFailure::kTls;
           break;
-        default: r.failure = PushFailure::kProtocol; break;
+        default:
+          r.failure = PushFailure::kProtocol;
+          break;
       }
     }
     std::function<void(PushResponse)> done = std::move(call->done);

@@ -37,20 +37,20 @@ struct PushRequest {
 
 // Why a request got no HTTP answer.
 enum class PushFailure : uint8_t {
-  kNone,       // it got one: see status
-  kTimeout,    // none within timeout_ms
-  kRefused,    // the target's address is not public (--push-allow-private)
-  kConnect,    // name not resolved, connection refused or reset
-  kTls,        // the handshake or the certificate failed
-  kProtocol,   // an answer that is not HTTP, or none before the close
+  kNone,      // it got one: see status
+  kTimeout,   // none within timeout_ms
+  kRefused,   // the target's address is not public (--push-allow-private)
+  kConnect,   // name not resolved, connection refused or reset
+  kTls,       // the handshake or the certificate failed
+  kProtocol,  // an answer that is not HTTP, or none before the close
 };
 std::string_view PushFailureName(PushFailure f);  // "timeout", "refused", ...
 
 struct PushResponse {
   int status = 0;  // 0: no answer (failure says why)
   PushFailure failure = PushFailure::kNone;
-  std::string error;        // for people, with failure
-  std::string body_prefix;  // the answer's first kBodyPrefixBytes bytes
+  std::string error;                       // for people, with failure
+  std::string body_prefix;                 // the answer's first kBodyPrefixBytes bytes
   std::optional<std::string> retry_after;  // the Retry-After header, as sent
   TimeMs elapsed_ms = 0;
 };

@@ -21,7 +21,8 @@ HttpReceiver::HttpReceiver(Answerer answer) : answer_(std::move(answer)) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener_, 512) != 0)
+  if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(listener_, 512) != 0)
     return;
   socklen_t len = sizeof a;
   getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
@@ -90,7 +91,8 @@ void HttpReceiver::Serve(int fd, int connection) {
     req.target = start.substr(req.method.size() + 1, start.rfind(' ') - req.method.size() - 1);
     for (size_t at = line_end; at != std::string::npos && at < head.size();) {
       size_t next = head.find("\r\n", at + 2);
-      std::string line = head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
+      std::string line =
+          head.substr(at + 2, next == std::string::npos ? std::string::npos : next - at - 2);
       at = next;
       size_t colon = line.find(':');
       if (colon == std::string::npos) continue;
@@ -126,8 +128,8 @@ void HttpReceiver::Serve(int fd, int connection) {
     }
     if (a.delay.count() > 0) std::this_thread::sleep_for(a.delay);
     if (a.close) break;
-    std::string out = "HTTP/1.1 " + std::to_string(a.status) + " Answer\r\nContent-Length: " +
-                      std::to_string(a.body.size()) + "\r\n";
+    std::string out = "HTTP/1.1 " + std::to_string(a.status) +
+                      " Answer\r\nContent-Length: " + std::to_string(a.body.size()) + "\r\n";
     for (const std::string& h : a.headers) out += h + "\r\n";
     out += "\r\n" + a.body;
     if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) break;

@@ -44,7 +44,8 @@ class PushClientTest : public ::testing::Test {
   PushResponse SendOne(PushClient& c, PushRequest r) {
     std::optional<PushResponse> got;
     c.Send(std::move(r), [&](PushResponse resp) { got = std::move(resp); });
-    EXPECT_TRUE(RunIoUntil(io_, [&] { return got.has_value(); }, 20s));
+    EXPECT_TRUE(RunIoUntil(
+        io_, [&] { return got.has_value(); }, 20s));
     return got.value_or(PushResponse{});
   }
   boost::asio::io_context io_;
@@ -198,7 +199,9 @@ TEST_F(PushClientTest, ManyRequestsAtOnceAllComplete) {
       if (r.status == 200) ++ok;
     });
   EXPECT_EQ(c.in_flight(), 300u);
-  ASSERT_TRUE(RunIoUntil(io_, [&] { return done == 300; }, 60s)) << done;
+  ASSERT_TRUE(RunIoUntil(
+      io_, [&] { return done == 300; }, 60s))
+      << done;
   EXPECT_EQ(ok, 300);
   EXPECT_LE(rx.connections(), 16);
   EXPECT_EQ(c.in_flight(), 0u);
@@ -215,7 +218,8 @@ TEST_F(PushClientTest, ADestroyedClientCallsNoCompletion) {
     PushClient c(io_, Open());
     for (int i = 0; i < 5; ++i) c.Send(To(rx.url("/h")), [&](PushResponse) { ++called; });
     rx.WaitFor(0, 0ms);
-    RunIoUntil(io_, [&] { return rx.requests().size() == 5; }, 10s);
+    RunIoUntil(
+        io_, [&] { return rx.requests().size() == 5; }, 10s);
   }
   RunIoFor(io_, 100ms);
   EXPECT_EQ(called, 0);
