@@ -1,5 +1,7 @@
 #include "delivery/push_policy.h"
 
+#include <date/date.h>
+
 #include <array>
 #include <cctype>
 #include <cstdio>
@@ -7,16 +9,6 @@
 namespace delayq::delivery {
 
 namespace {
-
-// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
 
 // "Sun, 06 Nov 1994 08:49:37 GMT" -> epoch ms.
 std::optional<TimeMs> ParseImfFixdate(std::string_view v) {
@@ -35,7 +27,10 @@ std::optional<TimeMs> ParseImfFixdate(std::string_view v) {
   for (size_t i = 0; i < kMonths.size(); ++i)
     if (kMonths[i] == mon) month = static_cast<unsigned>(i) + 1;
   if (month == 0 || day < 1 || day > 31 || h > 23 || mi > 59 || sec > 60) return std::nullopt;
-  const int64_t days = DaysFromCivil(year, month, static_cast<unsigned>(day));
+  const date::year_month_day ymd{date::year{year}, date::month{month},
+                                 date::day{static_cast<unsigned>(day)}};
+  if (!ymd.ok()) return std::nullopt;
+  const int64_t days = date::sys_days{ymd}.time_since_epoch().count();
   return ((days * 24 + h) * 60 + mi) * 60'000 + int64_t{sec} * 1000;
 }
 
