@@ -15,6 +15,11 @@
 
 namespace delayq::testing {
 
+// A job operation's completion that keeps only its status.
+inline backend::Callback<JobChange> Ch(backend::Done d) {
+  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
+}
+
 // Starts a backend with `options` (its address taken from `url`) and runs
 // `io` until it is connected (a test failure if not within `timeout`) and the
 // functions it loads right after connecting have landed.

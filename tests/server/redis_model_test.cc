@@ -45,12 +45,8 @@
 namespace delayq::backend {
 namespace {
 
-// A job operation's completion that keeps only its status.
-[[maybe_unused]] backend::Callback<JobChange> Ch(backend::Done d) {
-  return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
-}
-
 using std::chrono::milliseconds;
+using testing::Ch;
 using testing::RedisProcess;
 using testing::ReferenceEngine;
 

@@ -27,7 +27,7 @@
 namespace delayq::testing {
 namespace {
 
-constexpr const char* kSecret = "s3cr3t-over-tls";
+constexpr const char* kTlsSecret = "s3cr3t-over-tls";
 
 TEST(RedisUrlTls, SchemesParseAndPasswordsAreRedacted) {
   auto a = backend::ParseRedisUrl("rediss://worker:p%40ss@redis.example:6380/2");
@@ -275,21 +275,21 @@ TEST_F(RedisTlsTest, AClientCertificateWhenRedisAsksForOne) {
 TEST_F(RedisTlsTest, APasswordAndAnAclUserGoOverTls) {
   RedisProcess redis;
   StartRedis(redis, "redis", false,
-             {"--user", "worker", "on", ">" + std::string(kSecret), "~dq:*", "&dq:*", "+@all",
+             {"--user", "worker", "on", ">" + std::string(kTlsSecret), "~dq:*", "&dq:*", "+@all",
               "--user", "default", "off"});
   ServerProcess server;
   std::string error;
-  ASSERT_TRUE(
-      server.Start(DelayqdPath(),
-                   {"--backend", "rediss://worker:" + std::string(kSecret) + "@" + HostPort(redis),
-                    "--redis-tls-ca-file", pki_.ca()},
-                   &error))
+  ASSERT_TRUE(server.Start(
+      DelayqdPath(),
+      {"--backend", "rediss://worker:" + std::string(kTlsSecret) + "@" + HostPort(redis),
+       "--redis-tls-ca-file", pki_.ca()},
+      &error))
       << error;
   ExpectAJobGoesThrough(server.port());
   std::string log = server.Log();
   EXPECT_NE(log.find("event=redis_connected backend=rediss://worker:***@"), std::string::npos)
       << log;
-  EXPECT_EQ(log.find(kSecret), std::string::npos) << "a password in the log:\n" << log;
+  EXPECT_EQ(log.find(kTlsSecret), std::string::npos) << "a password in the log:\n" << log;
 }
 
 // Three masters that speak TLS alone, to clients and on the cluster bus:
