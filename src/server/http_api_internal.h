@@ -85,6 +85,10 @@ struct HttpApiRoutes {
   // GET /metrics (http_metrics.cc).
   static void Metrics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                       HttpApi::CallId*);
+  // The exposition of GET /metrics from the backend's stats and topics
+  // (null: the backend could not give them; their metrics are left out).
+  static HttpReply MetricsReply(HttpApi& api, const EngineStats* e,
+                                const std::vector<delayq::TopicStats>* topics);
   static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                          HttpApi::CallId*);
   static void TopicStats(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

@@ -140,4 +140,30 @@ Result<JobId> ParseId(std::string_view s) {
   return id;
 }
 
+std::optional<std::string_view> QueryParam(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view rest = target.substr(q + 1);
+  rest = rest.substr(0, rest.find('#'));
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name)
+      return eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return std::nullopt;
+}
+
+Result<bool> QueryFlag(std::string_view target, std::string_view name, bool absent) {
+  const std::optional<std::string_view> v = QueryParam(target, name);
+  if (!v) return absent;
+  if (*v == "true" || *v == "1" || v->empty()) return true;
+  if (*v == "false" || *v == "0") return false;
+  return Status::InvalidArgument("query parameter '" + std::string(name) +
+                                 "' must be true or false");
+}
+
 }  // namespace delayq::server

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -105,6 +106,14 @@ Result<uint8_t> ParseStates(const rapidjson::Value* v);
 
 // A job id in a path: a decimal number > 0.
 Result<JobId> ParseId(std::string_view s);
+
+// The value of query parameter `name` in a request target
+// ("/topics?stats=true" -> "true"; "" for "?stats" or "?stats="), as it is
+// (not percent-decoded: for flags and numbers); nullopt when absent.
+std::optional<std::string_view> QueryParam(std::string_view target, std::string_view name);
+// A boolean query parameter: absent -> `absent`; "true", "1", "" -> true;
+// "false", "0" -> false; anything else kInvalidArgument naming it.
+Result<bool> QueryFlag(std::string_view target, std::string_view name, bool absent);
 
 // The most topics one reserve may name (HTTP /reserve and Youzan /pop).
 inline constexpr size_t kMaxReserveTopics = 1024;
