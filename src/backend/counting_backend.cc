@@ -6,51 +6,21 @@
 
 namespace delayq::backend {
 
-std::string_view CountedOpName(CountedOp op) {
-  switch (op) {
-    case CountedOp::kPut:
-      return "put";
-    case CountedOp::kReserve:
-      return "reserve";
-    case CountedOp::kFinish:
-      return "finish";
-    case CountedOp::kRelease:
-      return "release";
-    case CountedOp::kBury:
-      return "bury";
-    case CountedOp::kKick:
-      return "kick";
-    case CountedOp::kDelete:
-      return "delete";
-    case CountedOp::kTouch:
-      return "touch";
-  }
-  return "?";
-}
+namespace {
 
-std::string_view OutcomeName(Outcome o) {
-  switch (o) {
-    case Outcome::kOk:
-      return "ok";
-    case Outcome::kNotFound:
-      return "not_found";
-    case Outcome::kConflict:
-      return "conflict";
-    case Outcome::kLeaseLost:
-      return "lease_lost";
-    case Outcome::kInvalid:
-      return "invalid";
-    case Outcome::kLimit:
-      return "limit";
-    case Outcome::kTimedOut:
-      return "timed_out";
-    case Outcome::kUnavailable:
-      return "unavailable";
-    case Outcome::kError:
-      return "error";
-  }
-  return "?";
-}
+// In the order of the enums (backend.h).
+constexpr std::string_view kCountedOpNames[kNumCountedOps] = {
+    "put", "reserve", "finish", "release", "bury", "kick", "delete", "touch"};
+constexpr std::string_view kOutcomeNames[kNumOutcomes] = {"ok",         "not_found",   "conflict",
+                                                          "lease_lost", "invalid",     "limit",
+                                                          "timed_out",  "unavailable", "error"};
+static_assert(static_cast<size_t>(CountedOp::kTouch) + 1 == kNumCountedOps);
+static_assert(static_cast<size_t>(Outcome::kError) + 1 == kNumOutcomes);
+
+}  // namespace
+
+std::string_view CountedOpName(CountedOp op) { return kCountedOpNames[static_cast<size_t>(op)]; }
+std::string_view OutcomeName(Outcome o) { return kOutcomeNames[static_cast<size_t>(o)]; }
 
 Outcome OutcomeOf(Code c) {
   switch (c) {

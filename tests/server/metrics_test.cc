@@ -284,9 +284,23 @@ void PutJobs(RawClient& bean, const std::string& topic, int ready, int delayed, 
   ASSERT_EQ(bean.Call("ignore " + topic + "\r\n").rfind("WATCHING ", 0), 0u);
 }
 
+std::string TopicJobsSeries(const std::string& topic, const std::string& state) {
+  return "delayq_topic_jobs{topic=\"" + topic + "\",state=\"" + state + "\"}";
+}
 std::optional<double> TopicJobs(const std::string& m, const std::string& topic,
                                 const std::string& state) {
-  return MetricValue(m, "delayq_topic_jobs{topic=\"" + topic + "\",state=\"" + state + "\"}");
+  return MetricValue(m, TopicJobsSeries(topic, state));
+}
+std::string OperationsSeries(const std::string& op, const std::string& outcome) {
+  return "delayq_operations_total{op=\"" + op + "\",outcome=\"" + outcome + "\"}";
+}
+
+// Each series of `want` has its value in the exposition `m` (nullopt: is
+// absent).
+void ExpectSamples(const std::string& m,
+                   const std::vector<std::pair<std::string, std::optional<double>>>& want) {
+  for (const auto& [series, value] : want) EXPECT_EQ(MetricValue(m, series), value) << series;
+  if (::testing::Test::HasFailure()) ADD_FAILURE() << m;
 }
 
 TEST_F(MetricsTest, JobsByTopicAndState) {
@@ -298,15 +312,15 @@ TEST_F(MetricsTest, JobsByTopicAndState) {
   HttpResponse reserved = Call("POST", "/topics/t3/reserve", "{}");
   ASSERT_EQ(reserved.status, 200) << reserved.body;
   const std::string m = Call("GET", "/metrics").body;
-  EXPECT_EQ(TopicJobs(m, "t1", "ready"), 1) << m;
-  EXPECT_EQ(TopicJobs(m, "t1", "delayed"), 0);
-  EXPECT_EQ(TopicJobs(m, "t2", "ready"), 1);
-  EXPECT_EQ(TopicJobs(m, "t2", "delayed"), 1);
-  EXPECT_EQ(TopicJobs(m, "t3", "ready"), 0);
-  EXPECT_EQ(TopicJobs(m, "t3", "reserved"), 1);
-  EXPECT_EQ(TopicJobs(m, "t3", "delayed"), 1);
-  EXPECT_EQ(TopicJobs(m, "t3", "buried"), 1);
-  EXPECT_EQ(TopicJobs(m, "default", "ready"), 0);
+  ExpectSamples(m, {{TopicJobsSeries("t1", "ready"), 1},
+                    {TopicJobsSeries("t1", "delayed"), 0},
+                    {TopicJobsSeries("t2", "ready"), 1},
+                    {TopicJobsSeries("t2", "delayed"), 1},
+                    {TopicJobsSeries("t3", "ready"), 0},
+                    {TopicJobsSeries("t3", "reserved"), 1},
+                    {TopicJobsSeries("t3", "delayed"), 1},
+                    {TopicJobsSeries("t3", "buried"), 1},
+                    {TopicJobsSeries("default", "ready"), 0}});
   // Fewer topics than --metrics-max-topics (100): none summed.
   EXPECT_EQ(TopicJobs(m, "*other*", "ready"), std::nullopt);
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
@@ -329,25 +343,20 @@ TEST(MetricsTopics, TheRestAreSummedPastMaxTopics) {
   PutJobs(bean, "four", 0, 0, 1);
   HttpClient c(port);
   const std::string m = c.Call("GET", "/metrics").body;
-  EXPECT_EQ(TopicJobs(m, "three", "ready"), 2) << m;
-  EXPECT_EQ(TopicJobs(m, "three", "buried"), 1);
-  EXPECT_EQ(TopicJobs(m, "two", "ready"), 1);
-  EXPECT_EQ(TopicJobs(m, "two", "delayed"), 1);
-  EXPECT_EQ(TopicJobs(m, "one", "ready"), std::nullopt);
-  EXPECT_EQ(TopicJobs(m, "four", "buried"), std::nullopt);
-  EXPECT_EQ(TopicJobs(m, "default", "ready"), std::nullopt);
-  // one, four and default
-  EXPECT_EQ(TopicJobs(m, "*other*", "ready"), 1);
-  EXPECT_EQ(TopicJobs(m, "*other*", "buried"), 1);
-  EXPECT_EQ(TopicJobs(m, "*other*", "delayed"), 0);
-  EXPECT_EQ(TopicJobs(m, "*other*", "reserved"), 0);
+  ExpectSamples(m, {{TopicJobsSeries("three", "ready"), 2},
+                    {TopicJobsSeries("three", "buried"), 1},
+                    {TopicJobsSeries("two", "ready"), 1},
+                    {TopicJobsSeries("two", "delayed"), 1},
+                    {TopicJobsSeries("one", "ready"), std::nullopt},
+                    {TopicJobsSeries("four", "buried"), std::nullopt},
+                    {TopicJobsSeries("default", "ready"), std::nullopt},
+                    // one, four and default
+                    {TopicJobsSeries("*other*", "ready"), 1},
+                    {TopicJobsSeries("*other*", "buried"), 1},
+                    {TopicJobsSeries("*other*", "delayed"), 0},
+                    {TopicJobsSeries("*other*", "reserved"), 0}});
   if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
   EXPECT_EQ(PromtoolProblems(m), "") << m;
-}
-
-std::optional<double> Operations(const std::string& m, const std::string& op,
-                                 const std::string& outcome) {
-  return MetricValue(m, "delayq_operations_total{op=\"" + op + "\",outcome=\"" + outcome + "\"}");
 }
 
 // Operations that worked and failed, over both protocols, by outcome.
@@ -390,19 +399,19 @@ TEST_F(MetricsTest, OperationsByOutcome) {
 
   const std::string m = Call("GET", "/metrics").body;
 #if DELAYQ_COUNT_METRICS
-  EXPECT_EQ(Operations(m, "put", "ok"), 2) << m;
-  EXPECT_EQ(Operations(m, "reserve", "ok"), 3);
-  EXPECT_EQ(Operations(m, "reserve", "timed_out"), 1);
-  EXPECT_EQ(Operations(m, "touch", "ok"), 1);
-  EXPECT_EQ(Operations(m, "release", "ok"), 1);
-  EXPECT_EQ(Operations(m, "release", "not_found"), 1);
-  EXPECT_EQ(Operations(m, "delete", "ok"), 1);
-  EXPECT_EQ(Operations(m, "delete", "not_found"), 2);
-  EXPECT_EQ(Operations(m, "kick", "ok"), 1);
-  EXPECT_EQ(Operations(m, "finish", "lease_lost"), 1);
-  EXPECT_EQ(Operations(m, "finish", "ok"), 0);
-  EXPECT_EQ(Operations(m, "bury", "ok"), 0);  // every pair from the start
-  EXPECT_EQ(Operations(m, "timeout", "ok"), 0);
+  ExpectSamples(m, {{OperationsSeries("put", "ok"), 2},
+                    {OperationsSeries("reserve", "ok"), 3},
+                    {OperationsSeries("reserve", "timed_out"), 1},
+                    {OperationsSeries("touch", "ok"), 1},
+                    {OperationsSeries("release", "ok"), 1},
+                    {OperationsSeries("release", "not_found"), 1},
+                    {OperationsSeries("delete", "ok"), 1},
+                    {OperationsSeries("delete", "not_found"), 2},
+                    {OperationsSeries("kick", "ok"), 1},
+                    {OperationsSeries("finish", "lease_lost"), 1},
+                    {OperationsSeries("finish", "ok"), 0},
+                    {OperationsSeries("bury", "ok"), 0},  // every pair from the start
+                    {OperationsSeries("timeout", "ok"), 0}});
 #else
   // Built without counting: the family is not there.
   EXPECT_EQ(m.find("delayq_operations_total"), std::string::npos) << m;
@@ -492,7 +501,7 @@ TEST(MetricsRedis, CallsConnectionAndReconnects) {
   EXPECT_EQ(TopicJobs(m, "r1", "delayed"), 1);
   EXPECT_EQ(TopicJobs(m, "r2", "ready"), 1);
 #if DELAYQ_COUNT_METRICS
-  EXPECT_EQ(Operations(m, "put", "ok"), 4);
+  EXPECT_EQ(MetricValue(m, OperationsSeries("put", "ok")), 4);
 #endif
   if (access(kPromtool, X_OK) == 0) EXPECT_EQ(PromtoolProblems(m), "") << m;
 
