@@ -7,12 +7,12 @@
 
 #include "backend/backend.h"
 
-namespace delayq::backend {
+namespace delayq::testing {
 
-inline Callback<JobChange> Ch(Done d) {
+inline backend::Callback<JobChange> Ch(backend::Done d) {
   return [d = std::move(d)](Result<JobChange> r) { d(r.status()); };
 }
 
-}  // namespace delayq::backend
+}  // namespace delayq::testing
 
 #endif  // DELAYQ_TESTS_BACKEND_STATUS_H_

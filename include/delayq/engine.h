@@ -208,6 +208,9 @@ class Engine {
   // Names of the topics that exist (used, watched or holding jobs), in
   // creation order (beanstalkd lists its tubes in that order too).
   std::vector<std::string> ListTopics(TimeMs now);
+  // StatsTopic of every topic that exists, in ListTopics's order, in one
+  // pass.
+  std::vector<TopicStats> TopicsStats(TimeMs now);
 
   // ---- Topics ------------------------------------------------------------
   // No job of the topic is reserved for `delay_ms` (0 ends a pause).

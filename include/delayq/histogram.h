@@ -4,12 +4,14 @@
 // Observing is a few comparisons and three additions: cheap enough for
 // every job.
 //
-// Thread: not synchronised; each histogram belongs to one thread.
+// Thread: LatencyHistogram is not synchronised (each belongs to one
+// thread); SharedLatencyHistogram is observed on one thread and read on any.
 #ifndef DELAYQ_HISTOGRAM_H_
 #define DELAYQ_HISTOGRAM_H_
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,13 +31,40 @@ struct LatencyHistogram {
   uint64_t count = 0;
   int64_t sum_us = 0;
 
+  // The bucket an observation of `us` (>= 0) falls in.
+  static size_t BucketOf(int64_t us) {
+    return static_cast<size_t>(std::lower_bound(kBoundsUs.begin(), kBoundsUs.end(), us) -
+                               kBoundsUs.begin());
+  }
+
   void Observe(int64_t us) {
     us = std::max<int64_t>(us, 0);
-    const size_t i = static_cast<size_t>(std::lower_bound(kBoundsUs.begin(), kBoundsUs.end(), us) -
-                                         kBoundsUs.begin());
-    counts[i]++;
+    counts[BucketOf(us)]++;
     count++;
     sum_us += us;
+  }
+};
+
+// A LatencyHistogram for a figure timed on one thread (the store's writer,
+// its syncer) and read on another (a scrape): relaxed atomics, so a reader
+// may see an observation's bucket before its sum; every figure only grows.
+struct SharedLatencyHistogram {
+  std::array<std::atomic<uint64_t>, LatencyHistogram::kBoundsUs.size() + 1> counts{};
+  std::atomic<int64_t> sum_us{0};
+
+  void Observe(int64_t us) {
+    us = std::max<int64_t>(us, 0);
+    counts[LatencyHistogram::BucketOf(us)].fetch_add(1, std::memory_order_relaxed);
+    sum_us.fetch_add(us, std::memory_order_relaxed);
+  }
+  LatencyHistogram Snapshot() const {
+    LatencyHistogram h;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      h.counts[i] = counts[i].load(std::memory_order_relaxed);
+      h.count += h.counts[i];
+    }
+    h.sum_us = sum_us.load(std::memory_order_relaxed);
+    return h;
   }
 };
 

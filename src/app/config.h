@@ -59,6 +59,8 @@ struct Config {
   // Reserves that wait at once, both protocols (0: no limit): past it a
   // reserve takes a ready job or is answered at once (docs/limits.md).
   uint64_t max_waiting = 10'000;
+  // Topics GET /metrics labels one by one (the rest: topic="*other*").
+  uint64_t metrics_max_topics = 100;
   // Replies held for beanstalkd clients that have not read them, in all
   // (0: no limit); past it, connections that hold some run no command.
   uint64_t max_reply_memory = uint64_t{64} << 20;

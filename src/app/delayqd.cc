@@ -21,8 +21,10 @@
 #include "app/auth_file.h"
 #include "app/config.h"
 #include "backend/clock.h"
+#include "backend/counting_backend.h"
 #include "backend/local_backend.h"
 #include "backend/redis_backend.h"
+#include "delayq/build_options.h"
 #include "delayq/duration.h"
 #include "delayq/version.h"
 #include "server/beanstalk_server.h"
@@ -317,6 +319,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<backend::Backend> owned =
       on_redis ? OpenRedis(io, clock, config) : OpenLocal(io, clock, config, rocks.get());
   if (owned == nullptr) return 1;
+#if DELAYQ_COUNT_METRICS
+  // The outcomes of the operations every front-end asks for (/metrics).
+  owned = std::make_unique<backend::CountingBackend>(std::move(owned));
+#endif
   backend::Backend& backend = *owned;
   server::ServerContext ctx(backend);
   ctx.started_ms = clock.Now();
@@ -325,6 +331,7 @@ int main(int argc, char** argv) {
   ctx.io_uring = config.io_uring;
   ctx.max_connections = config.max_connections;
   ctx.max_waiting = config.max_waiting;
+  ctx.metrics_max_topics = config.metrics_max_topics;
   ctx.max_reply_memory = config.max_reply_memory;
   ctx.warn.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
   // Access: the tokens and the trusted networks (docs/security.md).

@@ -379,6 +379,21 @@ const Setting kSettings[] = {
             "takes a ready job or is answered at once as if its timeout had passed "
             "(`TIMED_OUT`; HTTP `{\"jobs\":[]}`), logged `event=max_waiting` once per 10 s. 0: "
             "no limit"},
+    {.flags = "--metrics-max-topics",
+     .env = "DELAYQ_METRICS_MAX_TOPICS",
+     .toml = "metrics_max_topics",
+     .metavar = "N",
+     .kind = K::kCount,
+     .field = &Config::metrics_max_topics,
+     .lo = 0,
+     .hi = 100'000'000,
+     .help = "Topics GET /metrics labels one by one in delayq_topic_jobs, those with the\n"
+             "most jobs; the rest are summed under topic=\"*other*\" (default 100)",
+     .doc = "topics that `GET /metrics` shows one by one in `delayq_topic_jobs` "
+            "(`docs/operations.md`, "
+            "\"Metrics\"): the N with the most jobs, ties by name; the jobs of the rest are summed "
+            "under the label `topic=\"*other*\"` (no topic name holds a `*`), so that many topics "
+            "cannot blow up a scrape. 0: every topic in `*other*`"},
     {.flags = "--auth-file",
      .env = "DELAYQ_AUTH_FILE",
      .toml = "auth_file",

@@ -20,6 +20,7 @@
 #ifndef DELAYQ_BACKEND_BACKEND_H_
 #define DELAYQ_BACKEND_BACKEND_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "delayq/engine.h"
+#include "delayq/histogram.h"
 #include "delayq/status.h"
 #include "delayq/types.h"
 
@@ -58,6 +60,66 @@ struct Claim {
 struct BackendInfo {
   std::string name;  // "local", "redis"
   size_t max_job_size = 0;
+};
+
+// What GET /metrics shows of a backend beyond the jobs
+// (docs/operations.md, "Metrics").
+struct StoreMetrics {  // the Local backend's store
+  LatencyHistogram sync;
+  uint64_t disk_bytes = 0;
+  uint64_t cold_jobs = 0;     // on disk only, beyond the horizon
+  uint64_t write_errors = 0;  // writes the store or the journal refused
+  bool healthy = true;        // the store takes writes
+};
+struct RedisMetrics {  // the Redis backend's connections
+  uint64_t calls = 0;  // commands answered or lost, every connection's
+  LatencyHistogram call_duration;
+  uint64_t reconnects = 0;  // connections made again after one was lost
+  bool connected = false;
+};
+struct BackendMetrics {
+  // Changes go through: the store takes writes (local), Redis answers.
+  bool healthy = true;
+  std::optional<StoreMetrics> store;  // local, with a store
+  std::optional<RedisMetrics> redis;  // Redis
+};
+
+// The outcomes of operations, counted where the front-ends call the backend
+// (CountingBackend): one counter per (operation, outcome) pair, a plain
+// increment on the loop thread.
+enum class CountedOp : uint8_t { kPut, kReserve, kFinish, kRelease, kBury, kKick, kDelete, kTouch };
+inline constexpr size_t kNumCountedOps = 8;
+// The Status codes a backend answers, in a few kinds (OutcomeOf).
+enum class Outcome : uint8_t {
+  kOk,
+  kNotFound,
+  kConflict,
+  kLeaseLost,
+  kInvalid,
+  kLimit,
+  kTimedOut,
+  kUnavailable,
+  kError,
+};
+inline constexpr size_t kNumOutcomes = 9;
+// "put", "reserve", ...: the `op` label (the operation table's metric labels).
+std::string_view CountedOpName(CountedOp op);
+// "ok", "not_found", "conflict", "lease_lost", "invalid", "limit",
+// "timed_out", "unavailable", "error".
+std::string_view OutcomeName(Outcome o);
+// kInvalidArgument, kJobTooBig, kNotIgnored: kInvalid; kResourceExhausted,
+// kDraining, kRateLimited: kLimit; kTimedOut, kDeadlineSoon: kTimedOut;
+// kInternal, kCorruption and the rest: kError.
+Outcome OutcomeOf(Code c);
+
+struct OperationOutcomes {
+  std::array<std::array<uint64_t, kNumOutcomes>, kNumCountedOps> n{};
+  void Count(CountedOp op, Code c) {
+    n[static_cast<size_t>(op)][static_cast<size_t>(OutcomeOf(c))]++;
+  }
+  uint64_t Of(CountedOp op, Outcome o) const {
+    return n[static_cast<size_t>(op)][static_cast<size_t>(o)];
+  }
 };
 
 class Backend {
@@ -132,7 +194,17 @@ class Backend {
   // buries for max_tries): the local backend's; null where the jobs' state
   // lives elsewhere (Redis).
   virtual const EngineMetrics* engine_metrics() const { return nullptr; }
+  // The outcomes of operations counted so far: CountingBackend's; null
+  // where nothing counts them (a build without DELAYQ_COUNT_METRICS).
+  virtual const OperationOutcomes* operation_outcomes() const { return nullptr; }
+  // Health and the store's or Redis's figures, now (the store's size is
+  // read from the disk).
+  virtual BackendMetrics SampleMetrics() const { return {}; }
   virtual void StatsTopic(std::string_view topic, Callback<TopicStats> done) = 0;
+  // StatsTopic of every topic ListTopics names, in its order, in one call
+  // (local: one pass over the engine; Redis: the topics' scripts
+  // pipelined).
+  virtual void TopicsStats(Callback<std::vector<TopicStats>> done) = 0;
   virtual void Stats(Callback<EngineStats> done) = 0;
   virtual void ListTopics(Callback<std::vector<std::string>> done) = 0;
   virtual void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) = 0;

@@ -440,6 +440,25 @@ void LocalBackend::StatsTopic(std::string_view topic, Callback<TopicStats> done)
   Settle();
 }
 
+void LocalBackend::TopicsStats(Callback<std::vector<TopicStats>> done) {
+  done(engine_.TopicsStats(EngineNow()));
+  Settle();
+}
+
+BackendMetrics LocalBackend::SampleMetrics() const {
+  BackendMetrics m;
+  m.healthy = !degraded_;
+  if (store_ == nullptr) return m;
+  const store::StoreSample s = store_->Sample();
+  StoreMetrics& sm = m.store.emplace();
+  sm.sync = s.sync;
+  sm.disk_bytes = s.disk_bytes;
+  sm.cold_jobs = engine_.ColdJobs();
+  sm.write_errors = journal_errors_ + (writer_ != nullptr ? writer_->write_errors() : 0);
+  sm.healthy = !degraded_;
+  return m;
+}
+
 void LocalBackend::Stats(Callback<EngineStats> done) {
   done(engine_.Stats(EngineNow()));
   Settle();

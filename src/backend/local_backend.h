@@ -120,6 +120,9 @@ class LocalBackend final : public Backend {
   void ListJobs(const ListJobsRequest& r, PageDone done) override;
   void FindKey(std::string_view key, JobsDone done) override;
   void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
+  void TopicsStats(Callback<std::vector<TopicStats>> done) override;
+  // With a store: its figures, health and cold jobs (StoreMetrics).
+  BackendMetrics SampleMetrics() const override;
   void Stats(Callback<EngineStats> done) override;
   void ListTopics(Callback<std::vector<std::string>> done) override;
   void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) override;
@@ -274,6 +277,7 @@ class LocalBackend final : public Backend {
   std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;
   boost::asio::steady_timer journal_retry_timer_;
   bool journal_retry_armed_ = false;
+  uint64_t journal_errors_ = 0;  // appends the journal refused
   // With a journal: how far the writer got (set on the writer thread).
   // Replies do not wait for it, unless it falls more than
   // max_unwritten_bytes_ behind the journal: then they do, as without a

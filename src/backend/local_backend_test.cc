@@ -24,6 +24,8 @@
 namespace delayq::backend {
 namespace {
 
+using testing::Ch;
+
 using namespace std::chrono_literals;
 
 using testing::ManualClock;

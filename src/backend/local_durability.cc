@@ -152,7 +152,10 @@ Status LocalBackend::AppendUnjournaled() {
     auto& [seq, batch] = unjournaled_.front();
     uint64_t lsn = 0;
     st = journal_->Append(batch, &lsn);
-    if (!st.ok()) break;
+    if (!st.ok()) {
+      journal_errors_++;
+      break;
+    }
     through = seq;
     uint64_t bytes = 0;
     for (const Mutation& m : batch)

@@ -239,6 +239,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
     }
   }
   ro.tls = options_.address.tls ? options_.tls : nullptr;
+  ro.counts = &counts_;
   ro.on_node_connect = [](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
   };
@@ -251,6 +252,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.auth = options_.address.auth;
   so.tls = ro.tls;
   so.subscriber = true;
+  so.counts = &counts_;
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
   // not publish (docs/redis-backend.md, "Missed messages"), so the waiters
@@ -282,6 +284,17 @@ void RedisBackend::Start() {
 }
 
 bool RedisBackend::connected() const { return router_->connected(); }
+
+BackendMetrics RedisBackend::SampleMetrics() const {
+  BackendMetrics m;
+  m.healthy = connected();
+  RedisMetrics& r = m.redis.emplace();
+  r.calls = counts_.calls;
+  r.call_duration = counts_.duration;
+  r.reconnects = counts_.reconnects;
+  r.connected = m.healthy;
+  return m;
+}
 std::string RedisBackend::last_error() const {
   return tls_error_.empty() ? router_->last_error() : tls_error_;
 }

@@ -138,6 +138,11 @@ class RedisBackend final : public Backend {
   void ListJobs(const ListJobsRequest& r, PageDone done) override;
   void FindKey(std::string_view key, JobsDone done) override;
   void StatsTopic(std::string_view topic, Callback<TopicStats> done) override;
+  // The topics' scripts sent at once (pipelined; one per topic, since a
+  // cluster spreads them over its masters), after the registry's refresh.
+  void TopicsStats(Callback<std::vector<TopicStats>> done) override;
+  // Connected (healthy), and the connections' counts (RedisCallCounts).
+  BackendMetrics SampleMetrics() const override;
   void Stats(Callback<EngineStats> done) override;
   void ListTopics(Callback<std::vector<std::string>> done) override;
   void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) override;
@@ -343,6 +348,7 @@ class RedisBackend final : public Backend {
   Options options_;
   const Clock& clock_;
   BackendInfo info_;
+  RedisCallCounts counts_;  // before the clients that count in it
   std::unique_ptr<RedisRouter> router_;
   std::unique_ptr<RedisClient> subscriber_;
   // Why no TLS context could be made for a rediss:// address (then nothing

@@ -260,9 +260,13 @@ struct RedisClient::Link {
   bool up = false;      // connected, TLS handshake done
   ReplyArena arena;     // where `reader` builds the replies
   redisReader* reader = nullptr;
-  std::deque<Handler> handlers;  // of the commands in flight, oldest first
-  std::string out;               // queued, not yet being written
-  std::string writing;           // being written (asynchronously)
+  struct InFlight {
+    Handler handler;
+    std::chrono::steady_clock::time_point sent;
+  };
+  std::deque<InFlight> handlers;  // of the commands in flight, oldest first
+  std::string out;                // queued, not yet being written
+  std::string writing;            // being written (asynchronously)
   bool write_in_flight = false;
   std::unique_ptr<char[]> buf = std::make_unique<char[]>(kReadSize);
 };
@@ -404,6 +408,8 @@ void RedisClient::OnLinkUp(const std::shared_ptr<Link>& link) {
 
 void RedisClient::Ready() {
   connected_ = true;
+  if (ever_connected_ && options_.counts != nullptr) options_.counts->reconnects++;
+  ever_connected_ = true;
   if (options_.on_connect) options_.on_connect();
   if (options_.subscriber)
     for (const std::string& ch : channels_) SendSubscribe("SUBSCRIBE", ch);
@@ -445,10 +451,10 @@ void RedisClient::Fail(const std::shared_ptr<Link>& link, std::string error) {
   bool was = connected_;
   connected_ = false;
   // The commands in flight get null replies, in order; then on_disconnect.
-  std::deque<Handler> handlers = std::move(link->handlers);
+  std::deque<Link::InFlight> handlers = std::move(link->handlers);
   std::weak_ptr<bool> alive = alive_;
-  for (Handler& h : handlers) {
-    if (h) h(nullptr);
+  for (Link::InFlight& f : handlers) {
+    if (f.handler) f.handler(nullptr);
     if (alive.expired()) return;
   }
   if (was && options_.on_disconnect) options_.on_disconnect(last_error_);
@@ -499,9 +505,13 @@ void RedisClient::OnRead(const std::shared_ptr<Link>& link, size_t n) {
 void RedisClient::Dispatch(const std::shared_ptr<Link>& link, const redisReply* r) {
   if (options_.subscriber && IsPush(r)) return OnPubSub(r);
   if (link->handlers.empty()) return;  // e.g. an error a SUBSCRIBE got
-  Handler h = std::move(link->handlers.front());
+  Link::InFlight f = std::move(link->handlers.front());
   link->handlers.pop_front();
-  if (h) h(r);
+  if (options_.counts != nullptr)
+    options_.counts->duration.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::steady_clock::now() - f.sent)
+                                          .count());
+  if (f.handler) f.handler(r);
 }
 
 void RedisClient::Command(const std::vector<std::string_view>& argv, Handler done) {
@@ -517,7 +527,8 @@ void RedisClient::Send(std::string_view command, Handler done) {
 }
 
 void RedisClient::SendNow(std::string_view command, Handler done) {
-  link_->handlers.push_back(std::move(done));
+  if (options_.counts != nullptr) options_.counts->calls++;
+  link_->handlers.push_back({std::move(done), std::chrono::steady_clock::now()});
   link_->out.append(command);
   Flush(link_);
 }

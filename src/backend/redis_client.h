@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "delayq/histogram.h"
 #include "delayq/status.h"
 
 struct redisReply;
@@ -68,6 +69,15 @@ struct RedisTlsOptions {
 // verified against `o`'s CAs. kInvalidArgument naming the file and
 // OpenSSL's reason when a file cannot be used (never its contents).
 Result<std::shared_ptr<boost::asio::ssl::context>> NewRedisTlsContext(const RedisTlsOptions& o);
+
+// What connections count for /metrics (RedisMetrics): commands sent, the
+// time from each one's sending to its reply, and reconnects (a connection
+// made again after one was up). Shared by the clients of one backend.
+struct RedisCallCounts {
+  uint64_t calls = 0;
+  LatencyHistogram duration;  // commands answered
+  uint64_t reconnects = 0;
+};
 
 class RedisClient {
  public:
@@ -101,6 +111,8 @@ class RedisClient {
     // Subscriber: Redis confirmed a subscription (also each one renewed
     // after a reconnect): from now on the channel's messages arrive.
     std::function<void(std::string_view channel)> on_subscribed;
+    // Not owned; null: nothing counted. Must outlive the client.
+    RedisCallCounts* counts = nullptr;
   };
 
   RedisClient(boost::asio::io_context& io, Options options);
@@ -154,6 +166,7 @@ class RedisClient {
   Options options_;
   std::shared_ptr<Link> link_;  // null while there is no connection
   bool connected_ = false;
+  bool ever_connected_ = false;
   bool stopping_ = false;
   std::string last_error_;
   std::chrono::milliseconds retry_{100};

@@ -40,6 +40,8 @@ class RedisRouter {
     // Runs after every (re)connect of a node, before later commands to it
     // (e.g. SCRIPT LOAD).
     std::function<void(RedisClient& node)> on_node_connect;
+    // Every node's connection counts here (RedisClient::Options::counts).
+    RedisCallCounts* counts = nullptr;
   };
 
   RedisRouter(boost::asio::io_context& io, Options options);

@@ -35,6 +35,12 @@ TopicStats ParseTopicStats(const std::string& name, const redisReply* r) {
 
 uint64_t JobsIn(const TopicStats& t) { return t.ready + t.reserved + t.delayed + t.buried; }
 
+// Whether a topic of the registry exists as beanstalkd's tubes do: it holds
+// jobs, or a session uses or watches it, or it is "default".
+bool TopicExists(const TopicStats& t) {
+  return JobsIn(t) > 0 || t.using_count > 0 || t.watching > 0 || t.name == "default";
+}
+
 }  // namespace
 
 // ---- stats -----------------------------------------------------------------
@@ -183,8 +189,7 @@ void RedisBackend::Stats(Callback<EngineStats> done) {
     if (!st.ok()) return done(st);
     EngineStats es;
     for (const auto& [t, ts] : all) {
-      bool exists = JobsIn(ts) > 0 || ts.using_count > 0 || ts.watching > 0 || t->name == "default";
-      if (exists) es.topics++;
+      if (TopicExists(ts)) es.topics++;
       es.urgent += ts.urgent;
       es.ready += ts.ready;
       es.reserved += ts.reserved;
@@ -200,14 +205,24 @@ void RedisBackend::Stats(Callback<EngineStats> done) {
   });
 }
 
-void RedisBackend::ListTopics(Callback<std::vector<std::string>> done) {
+void RedisBackend::TopicsStats(Callback<std::vector<TopicStats>> done) {
   TopicCounts([done](Status st, std::vector<std::pair<Topic*, TopicStats>> all) {
     if (!st.ok()) return done(st);
+    std::vector<TopicStats> out;
+    out.reserve(all.size());
+    for (auto& [t, ts] : all)
+      if (TopicExists(ts)) out.push_back(std::move(ts));
+    done(std::move(out));
+  });
+}
+
+void RedisBackend::ListTopics(Callback<std::vector<std::string>> done) {
+  TopicsStats([done](Result<std::vector<TopicStats>> r) {
+    if (!r.ok()) return done(r.status());
     std::vector<std::string> names;
-    for (const auto& [t, ts] : all)
-      if (JobsIn(ts) > 0 || ts.using_count > 0 || ts.watching > 0 || t->name == "default")
-        names.push_back(t->name);
-    done(names);
+    names.reserve(r->size());
+    for (TopicStats& ts : r.value()) names.push_back(std::move(ts.name));
+    done(std::move(names));
   });
 }
 

@@ -533,7 +533,9 @@ void Engine::Impl::DropIfUnused(Topic* t) {
 
 void Engine::Impl::ReserveFor(Session* s, Job* j, bool detach) {
   // (reserve-job may take a delayed or buried job: only ready ones waited.)
+#if DELAYQ_COUNT_METRICS
   if (j->state == JobState::kReady) metrics_.ready_wait.Observe(TicksToUs(call_now_ - j->due));
+#endif
   Unplace(j);
   j->reserver = detach ? nullptr : s;
   j->lease = NextLease();
@@ -765,6 +767,7 @@ Result<TopicStats> Engine::StatsTopic(TimeMs now, std::string_view t) {
 }
 EngineStats Engine::Stats(TimeMs now) { return impl_->Stats(now); }
 std::vector<std::string> Engine::ListTopics(TimeMs now) { return impl_->ListTopics(now); }
+std::vector<TopicStats> Engine::TopicsStats(TimeMs now) { return impl_->TopicsStats(now); }
 Status Engine::PauseTopic(TimeMs now, std::string_view t, TimeMs d) {
   return impl_->PauseTopic(now, t, d);
 }

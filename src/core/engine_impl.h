@@ -49,6 +49,7 @@
 #include "core/session.h"
 #include "core/timing_wheel.h"
 #include "core/topic.h"
+#include "delayq/build_options.h"
 #include "delayq/engine.h"
 
 namespace delayq {
@@ -114,6 +115,11 @@ class Engine::Impl {
   Result<TopicStats> StatsTopic(TimeMs now, std::string_view name);
   EngineStats Stats(TimeMs now);
   std::vector<std::string> ListTopics(TimeMs now);
+  std::vector<TopicStats> TopicsStats(TimeMs now);
+  // A topic's stats at now_ (StatsTopic, TopicsStats).
+  TopicStats StatsOf(const Topic& t) const;
+  // The topics that exist at `now`, in creation order.
+  std::vector<const Topic*> TopicsInOrder(TimeMs now);
 
   // ---- topics ----------------------------------------------------------
   Status PauseTopic(TimeMs now, std::string_view name, TimeMs delay);

@@ -160,21 +160,25 @@ Result<TopicStats> Engine::Impl::StatsTopic(TimeMs now, std::string_view name) {
   Finish();
   Topic* t = FindTopic(name);
   if (t == nullptr) return Status::NotFound();
+  return StatsOf(*t);
+}
+
+TopicStats Engine::Impl::StatsOf(const Topic& t) const {
   TopicStats st;
-  st.name = t->name;
-  st.urgent = t->urgent;
-  st.ready = t->ready.size();
-  st.reserved = t->reserved;
-  st.delayed = t->delayed + t->cold;
-  st.buried = t->buried_count;
-  st.total_jobs = t->total_jobs;
-  st.using_count = t->using_count;
-  st.watching = t->watching;
-  st.waiting = t->waiting;
-  st.cmd_delete = t->cmd_delete;
-  st.cmd_pause = t->cmd_pause;
-  st.pause_ms = t->pause_ms;
-  st.pause_time_left_ms = t->paused(now_) ? CeilMs(t->paused_until - now_) : 0;
+  st.name = t.name;
+  st.urgent = t.urgent;
+  st.ready = t.ready.size();
+  st.reserved = t.reserved;
+  st.delayed = t.delayed + t.cold;
+  st.buried = t.buried_count;
+  st.total_jobs = t.total_jobs;
+  st.using_count = t.using_count;
+  st.watching = t.watching;
+  st.waiting = t.waiting;
+  st.cmd_delete = t.cmd_delete;
+  st.cmd_pause = t.cmd_pause;
+  st.pause_ms = t.pause_ms;
+  st.pause_time_left_ms = t.paused(now_) ? CeilMs(t.paused_until - now_) : 0;
   return st;
 }
 
@@ -197,14 +201,27 @@ EngineStats Engine::Impl::Stats(TimeMs now) {
 }
 
 std::vector<std::string> Engine::Impl::ListTopics(TimeMs now) {
+  std::vector<std::string> out;
+  for (const Topic* t : TopicsInOrder(now)) out.push_back(t->name);
+  return out;
+}
+
+std::vector<TopicStats> Engine::Impl::TopicsStats(TimeMs now) {
+  std::vector<TopicStats> out;
+  const std::vector<const Topic*> ts = TopicsInOrder(now);
+  out.reserve(ts.size());
+  for (const Topic* t : ts) out.push_back(StatsOf(*t));
+  return out;
+}
+
+std::vector<const Topic*> Engine::Impl::TopicsInOrder(TimeMs now) {
   AdvanceTo(now);
   Finish();
   std::vector<const Topic*> ts;
+  ts.reserve(topics_.size());
   for (const auto& [name, t] : topics_) ts.push_back(t.get());
   std::sort(ts.begin(), ts.end(), [](const Topic* a, const Topic* b) { return a->seq < b->seq; });
-  std::vector<std::string> out;
-  for (const Topic* t : ts) out.push_back(t->name);
-  return out;
+  return ts;
 }
 
 size_t Engine::Impl::MemoryUsage() const {

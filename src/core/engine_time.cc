@@ -125,7 +125,9 @@ void Engine::Impl::ProcessInstant() {
     Unplace(j, /*in_wheel=*/false);
     if (j->state == JobState::kDelayed) {
       ids_.Prefetch(j->id);
+#if DELAYQ_COUNT_METRICS
       metrics_.lateness.Observe(TicksToUs(call_now_ - j->due));
+#endif
       Place(j, JobState::kReady);
     } else {  // TTR expiry
       j->timeouts++;

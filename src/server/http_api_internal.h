@@ -86,6 +86,10 @@ struct HttpApiRoutes {
   // GET /metrics (http_metrics.cc).
   static void Metrics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                       HttpApi::CallId*);
+  // The exposition of GET /metrics from the backend's stats and topics
+  // (null: the backend could not give them; their metrics are left out).
+  static HttpReply MetricsReply(HttpApi& api, const EngineStats* e,
+                                const std::vector<delayq::TopicStats>* topics);
   // GET /ui, GET /ui/{file}, GET /whoami (http_ui.cc).
   static void Ui(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
   static void Whoami(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

@@ -13,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "backend/forwarding_backend.h"
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
 #include "manual_clock.h"
@@ -229,84 +230,75 @@ TEST_F(HttpApiTest, YouzanIdsAcrossTopics) {
 
 // A backend that counts the operations the API asks of the one it wraps
 // (sessions and the clock are not operations).
-class CountingBackend : public backend::Backend {
+class CallCountingBackend : public backend::ForwardingBackend {
  public:
-  explicit CountingBackend(backend::Backend& b) : b_(b) {}
+  using F = backend::ForwardingBackend;
+  using F::F;
   int calls = 0;
 
-  const backend::BackendInfo& info() const override { return b_.info(); }
-  SessionId OpenSession() override { return b_.OpenSession(); }
-  void CloseSession(SessionId s) override { b_.CloseSession(s); }
-  Status Use(SessionId s, std::string_view t) override { return b_.Use(s, t); }
-  Result<size_t> Watch(SessionId s, std::string_view t) override { return b_.Watch(s, t); }
-  Result<size_t> Ignore(SessionId s, std::string_view t) override { return b_.Ignore(s, t); }
-  std::string UsedTopic(SessionId s) const override { return b_.UsedTopic(s); }
-  std::vector<std::string> WatchedTopics(SessionId s) const override { return b_.WatchedTopics(s); }
-  void DiscardJobId() override { b_.DiscardJobId(); }
   void Put(SessionId s, const PutRequest& r, backend::Callback<PutResult> d) override {
     ++calls;
-    b_.Put(s, r, std::move(d));
+    F::Put(s, r, std::move(d));
   }
   void Reserve(const ReserveRequest& r, backend::JobsDone d) override {
     ++calls;
-    b_.Reserve(r, std::move(d));
+    F::Reserve(r, std::move(d));
   }
-  void CancelReserve(SessionId s) override { b_.CancelReserve(s); }
   void ReserveJob(SessionId s, JobId id, backend::JobsDone d) override {
     ++calls;
-    b_.ReserveJob(s, id, std::move(d));
+    F::ReserveJob(s, id, std::move(d));
   }
   void Delete(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.Delete(c, id, std::move(d));
+    F::Delete(c, id, std::move(d));
   }
   void DeleteByKey(const backend::Claim& c, std::string_view t, std::string_view k,
                    backend::Callback<JobChange> d) override {
     ++calls;
-    b_.DeleteByKey(c, t, k, std::move(d));
+    F::DeleteByKey(c, t, k, std::move(d));
   }
   void Finish(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.Finish(c, id, std::move(d));
+    F::Finish(c, id, std::move(d));
   }
   void FinishByName(std::string_view n, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.FinishByName(n, std::move(d));
+    F::FinishByName(n, std::move(d));
   }
   void DeleteByName(std::string_view n, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.DeleteByName(n, std::move(d));
+    F::DeleteByName(n, std::move(d));
   }
   void Release(const backend::Claim& c, JobId id, std::optional<uint32_t> p,
                std::optional<TimeMs> delay, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.Release(c, id, p, delay, std::move(d));
+    F::Release(c, id, p, delay, std::move(d));
   }
   void Bury(const backend::Claim& c, JobId id, std::optional<uint32_t> p,
             backend::Callback<JobChange> d) override {
     ++calls;
-    b_.Bury(c, id, p, std::move(d));
+    F::Bury(c, id, p, std::move(d));
   }
   void Touch(const backend::Claim& c, JobId id, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.Touch(c, id, std::move(d));
+    F::Touch(c, id, std::move(d));
   }
   void Kick(SessionId s, std::string_view t, uint64_t n, backend::Callback<uint64_t> d) override {
     ++calls;
-    b_.Kick(s, t, n, std::move(d));
+    F::Kick(s, t, n, std::move(d));
   }
   void KickJob(SessionId s, JobId id, backend::Callback<JobChange> d) override {
     ++calls;
-    b_.KickJob(s, id, std::move(d));
+    F::KickJob(s, id, std::move(d));
   }
   void Peek(SessionId s, PeekKind k, JobId id, std::string_view t, std::string_view key,
             backend::JobsDone d) override {
     ++calls;
-    b_.Peek(s, k, id, t, key, std::move(d));
+    F::Peek(s, k, id, t, key, std::move(d));
   }
   void StatsJob(JobId id, backend::Callback<JobStats> d) override {
     ++calls;
-    b_.StatsJob(id, std::move(d));
+    F::StatsJob(id, std::move(d));
   }
   void ListJobs(const ListJobsRequest& r, backend::PageDone d) override {
     ++calls;
@@ -318,29 +310,29 @@ class CountingBackend : public backend::Backend {
   }
   void StatsTopic(std::string_view t, backend::Callback<TopicStats> d) override {
     ++calls;
-    b_.StatsTopic(t, std::move(d));
+    F::StatsTopic(t, std::move(d));
+  }
+  void TopicsStats(backend::Callback<std::vector<TopicStats>> d) override {
+    ++calls;
+    F::TopicsStats(std::move(d));
   }
   void Stats(backend::Callback<EngineStats> d) override {
     ++calls;
-    b_.Stats(std::move(d));
+    F::Stats(std::move(d));
   }
   void ListTopics(backend::Callback<std::vector<std::string>> d) override {
     ++calls;
-    b_.ListTopics(std::move(d));
+    F::ListTopics(std::move(d));
   }
   void PauseTopic(std::string_view t, TimeMs ms, backend::Done d) override {
     ++calls;
-    b_.PauseTopic(t, ms, std::move(d));
+    F::PauseTopic(t, ms, std::move(d));
   }
   void ClearTopic(SessionId s, std::string_view t, uint8_t mask,
                   backend::Callback<uint64_t> d) override {
     ++calls;
-    b_.ClearTopic(s, t, mask, std::move(d));
+    F::ClearTopic(s, t, mask, std::move(d));
   }
-  TimeMs Now() const override { return b_.Now(); }
-
- private:
-  backend::Backend& b_;
 };
 
 // Each route is one backend call, with no read before its write (a batch
@@ -372,7 +364,7 @@ TEST_F(HttpApiTest, EachRouteCountsItsOperation) {
 }
 
 TEST_F(HttpApiTest, EachRouteIsOneBackendCall) {
-  CountingBackend counting(backend_);
+  CallCountingBackend counting(backend_);
   ServerContext ctx(counting);
   ctx.started_ms = clock_.now;
   HttpApi api(ctx);

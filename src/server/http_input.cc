@@ -175,4 +175,14 @@ Result<std::map<std::string, std::string>> ParseQuery(
   return out;
 }
 
+Result<bool> QueryFlag(const std::map<std::string, std::string>& query, std::string_view name,
+                       bool absent) {
+  auto it = query.find(std::string(name));
+  if (it == query.end()) return absent;
+  if (it->second == "true" || it->second == "1" || it->second.empty()) return true;
+  if (it->second == "false" || it->second == "0") return false;
+  return Status::InvalidArgument("query parameter '" + std::string(name) +
+                                 "' must be true or false");
+}
+
 }  // namespace delayq::server

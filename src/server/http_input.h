@@ -118,6 +118,11 @@ Result<std::map<std::string, std::string>> ParseQuery(
 // default (docs/http-api.md, "Browsing jobs").
 inline constexpr uint32_t kMaxPageJobs = 1000;
 inline constexpr uint32_t kDefaultPageJobs = 50;
+// A boolean parameter of a ParseQuery result: absent -> `absent`;
+// "true", "1", "" -> true; "false", "0" -> false; anything else
+// kInvalidArgument naming it.
+Result<bool> QueryFlag(const std::map<std::string, std::string>& query, std::string_view name,
+                       bool absent);
 
 // The most topics one reserve may name (HTTP /reserve and Youzan /pop).
 inline constexpr size_t kMaxReserveTopics = 1024;

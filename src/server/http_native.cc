@@ -156,12 +156,64 @@ void HttpApiRoutes::ServerStats(HttpApi& api, const HttpRequest&, const Params&,
   });
 }
 
+namespace {
+
+// A topic's figures, as GET /topics/{topic} and GET /topics?stats=true
+// show them.
+void TopicStatsObject(JsonWriter& w, const delayq::TopicStats& t) {
+  w.StartObject();
+  w.Key("name");
+  Str(w, t.name);
+  w.Key("jobs");
+  JobCounts(w, t);
+  w.Key("total_jobs");
+  w.Uint64(t.total_jobs);
+  w.Key("watching");
+  w.Uint64(t.watching);
+  w.Key("waiting");
+  w.Uint64(t.waiting);
+  w.Key("paused");
+  w.Bool(t.pause_time_left_ms > 0);
+  w.Key("pause_ms");
+  w.Int64(t.pause_ms);
+  w.Key("pause_time_left_ms");
+  w.Int64(t.pause_time_left_ms);
+  w.Key("cmd_delete");
+  w.Uint64(t.cmd_delete);
+  w.Key("cmd_pause");
+  w.Uint64(t.cmd_pause);
+  w.EndObject();
+}
+
+}  // namespace
+
 void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest& req, const Params&,
                                HttpApi::Reply&& done, HttpApi::CallId*) {
+  Result<std::map<std::string, std::string>> query = ParseQuery(req.target, {"stats"});
+  if (!query.ok()) return done(StatusReply(query.status()));
+  Result<bool> stats = QueryFlag(*query, "stats", false);
+  if (!stats.ok()) return done(StatusReply(stats.status()));
   // A copy of the caller: the completion may come after the connection is
   // gone (on Redis).
   std::optional<Caller> caller;
   if (req.caller != nullptr) caller.emplace(*req.caller);
+  if (*stats) {
+    api.backend_.TopicsStats(
+        [caller, done = std::move(done)](Result<std::vector<delayq::TopicStats>> r) {
+          if (!r.ok()) return done(StatusReply(r.status()));
+          rapidjson::StringBuffer sb;
+          JsonWriter w(sb);
+          w.StartObject();
+          w.Key("topics");
+          w.StartArray();
+          for (const delayq::TopicStats& t : *r)
+            if (!caller || caller->Sees(t.name)) TopicStatsObject(w, t);  // those it may see
+          w.EndArray();
+          w.EndObject();
+          done(HttpReply{200, Done(sb), {}});
+        });
+    return;
+  }
   api.backend_.ListTopics([caller, done = std::move(done)](Result<std::vector<std::string>> r) {
     if (!r.ok()) return done(StatusReply(r.status()));
     rapidjson::StringBuffer sb;
@@ -187,31 +239,9 @@ void HttpApiRoutes::TopicStats(HttpApi& api, const HttpRequest&, const Params& p
                           ? StatusReply(Status::NotFound("no topic '" + topic + "'"))
                           : StatusReply(r.status()));
         }
-        const delayq::TopicStats& t = *r;
         rapidjson::StringBuffer sb;
         JsonWriter w(sb);
-        w.StartObject();
-        w.Key("name");
-        Str(w, t.name);
-        w.Key("jobs");
-        JobCounts(w, t);
-        w.Key("total_jobs");
-        w.Uint64(t.total_jobs);
-        w.Key("watching");
-        w.Uint64(t.watching);
-        w.Key("waiting");
-        w.Uint64(t.waiting);
-        w.Key("paused");
-        w.Bool(t.pause_time_left_ms > 0);
-        w.Key("pause_ms");
-        w.Int64(t.pause_ms);
-        w.Key("pause_time_left_ms");
-        w.Int64(t.pause_time_left_ms);
-        w.Key("cmd_delete");
-        w.Uint64(t.cmd_delete);
-        w.Key("cmd_pause");
-        w.Uint64(t.cmd_pause);
-        w.EndObject();
+        TopicStatsObject(w, *r);
         done(HttpReply{200, Done(sb), {}});
       });
 }

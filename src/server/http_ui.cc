@@ -6,6 +6,7 @@
 // who it is to the server and what it may do: the page shows no action its
 // token lacks the right for.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,26 +50,6 @@ std::string UiPage(bool read_only) {
   return text;
 }
 
-// The value of `name` in the target's query ("/whoami?topic=a%2Fb"),
-// percent-decoded ('+' is a space); nullopt when absent or badly encoded.
-std::optional<std::string> UiQueryValue(std::string_view target, std::string_view name) {
-  size_t q = target.find('?');
-  if (q == std::string_view::npos) return std::nullopt;
-  std::string_view query = target.substr(q + 1);
-  while (!query.empty()) {
-    std::string_view pair = query.substr(0, query.find('&'));
-    query.remove_prefix(std::min(query.size(), pair.size() + 1));
-    std::string_view key = pair.substr(0, pair.find('='));
-    if (key != name) continue;
-    std::string value(pair.size() > key.size() ? pair.substr(key.size() + 1) : "");
-    std::replace(value.begin(), value.end(), '+', ' ');
-    std::string decoded;
-    if (!PercentDecode(value, &decoded)) return std::nullopt;
-    return decoded;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void HttpApiRoutes::Ui(HttpApi& api, const HttpRequest&, const Params& p, HttpApi::Reply&& done,
@@ -86,9 +67,12 @@ void HttpApiRoutes::Ui(HttpApi& api, const HttpRequest&, const Params& p, HttpAp
 void HttpApiRoutes::Whoami(HttpApi&, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
                            HttpApi::CallId*) {
   const Caller& caller = *req.caller;
-  std::optional<std::string> topic = UiQueryValue(req.target, "topic");
-  if (topic) {
-    if (Status st = CheckTopic(*topic); !st.ok()) return done(StatusReply(st));
+  Result<std::map<std::string, std::string>> query = ParseQuery(req.target, {"topic"});
+  if (!query.ok()) return done(StatusReply(query.status()));
+  std::optional<std::string> topic;
+  if (auto it = query->find("topic"); it != query->end()) {
+    if (Status st = CheckTopic(it->second); !st.ok()) return done(StatusReply(st));
+    topic = it->second;
   }
   rapidjson::StringBuffer sb;
   JsonWriter w(sb);

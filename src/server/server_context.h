@@ -107,6 +107,9 @@ struct ServerContext {
   // a ready job or is answered at once as if its timeout had passed.
   size_t max_waiting = 10'000;
   size_t waiting = 0;
+  // Topics GET /metrics labels one by one in delayq_topic_jobs, those with
+  // the most jobs (--metrics-max-topics); the rest are summed.
+  size_t metrics_max_topics = 100;
   // The timeout a reserve that asks for `timeout_ms` gets now (0 past
   // --max-waiting; logged once per 10 s).
   TimeMs WaitFor(TimeMs timeout_ms, std::string_view protocol) {

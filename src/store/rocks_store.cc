@@ -295,6 +295,23 @@ RocksStore::~RocksStore() {
   }
 }
 
+StoreSample RocksStore::Sample() const {
+  StoreSample out;
+  out.sync = syncs_.Snapshot();
+  // RocksDB's files and the journal's (its subdirectory); a file that goes
+  // meanwhile (a compaction, a released segment) is left out.
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(options_.dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const uintmax_t n = it->file_size(size_ec);
+      if (!size_ec) out.disk_bytes += n;
+    }
+  }
+  return out;
+}
+
 void RocksStore::SyncLoop() {
   pthread_setname_np(pthread_self(), "delayq-sync");
   std::unique_lock<std::mutex> lock(mu_);
@@ -302,8 +319,12 @@ void RocksStore::SyncLoop() {
     cv_.wait_for(lock, std::chrono::seconds(1));
     if (stop_) break;
     lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
     db_->SyncWAL();                                   // a failure shows again at the next write
     if (journal_ != nullptr) (void)journal_->Sync();  // likewise, at the next append
+    syncs_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
     lock.lock();
   }
 }
@@ -413,7 +434,12 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   rocksdb::WriteOptions wo;
   wo.sync = options_.fsync == FsyncPolicy::kAlways && !wal_off_;
   wo.disableWAL = wal_off_;
+  const auto start = std::chrono::steady_clock::now();
   rocksdb::Status s = db_->Write(wo, &wb);
+  if (wo.sync)
+    syncs_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
   if (!s.ok()) {
     failed_ = true;
     return FromRocks(s, "writing " + std::to_string(batch.size()) + " changes");

@@ -62,6 +62,8 @@ class RocksStore final : public Store {
   // The journal batches go to before Apply (kEverySec, kNo); nullptr under
   // kAlways. Owned by the store.
   Journal* journal() const { return journal_.get(); }
+  // The syncs timed so far, and the size of options.dir's files.
+  StoreSample Sample() const override;
   // How many journal records Open applied again (a crash left them).
   uint64_t replayed_records() const { return replayed_records_; }
 
@@ -101,6 +103,9 @@ class RocksStore final : public Store {
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
   size_t recent_bytes_ = 0;
+
+  // Observed on the writer thread (kAlways) or the syncer (kEverySec).
+  SharedLatencyHistogram syncs_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "delayq/histogram.h"
 #include "delayq/status.h"
 #include "delayq/types.h"
 
@@ -22,6 +23,17 @@ namespace delayq::store {
 //  kEverySec - a crash of the process; a power cut loses at most ~1 s;
 //  kNo       - a crash of the process; the OS decides when data hits disk.
 enum class FsyncPolicy : uint8_t { kAlways, kEverySec, kNo };
+
+// What a store counts for /metrics (docs/operations.md, "Metrics").
+struct StoreSample {
+  // How long each sync of the store's log took: under kAlways each write
+  // with its sync (one call), under kEverySec each once-a-second sync;
+  // none under kNo or in memory.
+  LatencyHistogram sync;
+  // Bytes of the store's files on disk (its journal's included); 0 in
+  // memory.
+  uint64_t disk_bytes = 0;
+};
 
 class Store {
  public:
@@ -49,6 +61,10 @@ class Store {
 
   // About how many jobs are stored (for recovery's progress); 0: unknown.
   virtual uint64_t ApproximateJobs() const { return 0; }
+
+  // Its figures for /metrics now. Thread: any (the loop thread's scrape
+  // while the writer writes); it reads the disk (a directory's listing).
+  virtual StoreSample Sample() const { return {}; }
 
   // ---- Reads of the horizon (docs/storage.md, "The horizon") ------------
   // These run on the loop thread while the writer thread may be in Apply;

@@ -111,9 +111,12 @@ void Writer::Loop() {
         failing = false;
         if (on_health_) on_health_(true, st);
       }
-    } else if (!failing) {
-      failing = true;  // `kept` stays, and is written first when it works
-      if (on_health_) on_health_(false, st);
+    } else {
+      write_errors_.fetch_add(1, std::memory_order_relaxed);
+      if (!failing) {
+        failing = true;  // `kept` stays, and is written first when it works
+        if (on_health_) on_health_(false, st);
+      }
     }
     for (Item& it : taken)
       if (it.applied) it.applied(st);

@@ -19,6 +19,7 @@
 #ifndef DELAYQ_STORE_WRITER_H_
 #define DELAYQ_STORE_WRITER_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -57,6 +58,10 @@ class Writer {
   // journal_lsn: the journal record that holds the batch (0: none).
   void Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn = 0);
 
+  // Writes the store refused so far (each retry that failed counts).
+  // Thread: any.
+  uint64_t write_errors() const { return write_errors_.load(std::memory_order_relaxed); }
+
  private:
   struct Item {
     std::vector<Mutation> batch;
@@ -75,6 +80,7 @@ class Writer {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   bool stop_ = false;
+  std::atomic<uint64_t> write_errors_{0};
   std::thread thread_;  // last: starts once the rest is built
 };
 

@@ -61,7 +61,7 @@ std::vector<Example> ParseExamples(const std::string& text) {
 }
 
 // The values of the "lease" members of a JSON text, in order.
-std::vector<std::string> LeasesIn(const std::string& json) {
+std::vector<std::string> LeasesShown(const std::string& json) {
   std::vector<std::string> out;
   const std::string key = "\"lease\":\"";
   for (size_t at = json.find(key); at != std::string::npos; at = json.find(key, at)) {
@@ -145,7 +145,8 @@ TEST(HttpDoc, ExamplesRunAsShown) {
     EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
     EXPECT_EQ(MaskedJson(out.substr(head_end + 4)), MaskedJson(e.body))
         << "docs/http-api.md:" << e.line << ": " << e.command;
-    std::vector<std::string> shown = LeasesIn(e.body), real = LeasesIn(out.substr(head_end + 4));
+    std::vector<std::string> shown = LeasesShown(e.body),
+                             real = LeasesShown(out.substr(head_end + 4));
     for (size_t i = 0; i < shown.size() && i < real.size(); ++i) leases[shown[i]] = real[i];
   }
   int stopped = server.Stop();

@@ -5,6 +5,7 @@
 // content type. Then the route's access: the admin right on every topic,
 // or a trusted network.
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "delayq/build_options.h"
 #include "delayq/token.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
@@ -198,6 +200,7 @@ TEST_F(MetricsTest, LatenessWaitsTimeoutsAndBuriesForMaxTries) {
   ASSERT_EQ(got.status, 200) << got.body;
   ASSERT_NE(got.body.find("\"id\""), std::string::npos) << got.body;
   std::string m = Call("GET", "/metrics").body;
+#if DELAYQ_COUNT_METRICS
   EXPECT_EQ(MetricValue(m, "delayq_job_lateness_seconds_count"), 1) << m;
   EXPECT_EQ(MetricValue(m, "delayq_job_ready_wait_seconds_count"), 1) << m;
   EXPECT_EQ(MetricValue(m, R"(delayq_job_ready_wait_seconds_bucket{le="+Inf"})"), 1) << m;
@@ -207,6 +210,10 @@ TEST_F(MetricsTest, LatenessWaitsTimeoutsAndBuriesForMaxTries) {
   EXPECT_GE(late, 0);
   EXPECT_GE(waited, 0);
   EXPECT_GE(late + waited, 0.15) << m;
+#else
+  EXPECT_EQ(MetricValue(m, "delayq_job_lateness_seconds_count"), std::nullopt) << m;
+  EXPECT_EQ(MetricValue(m, "delayq_job_ready_wait_seconds_count"), std::nullopt) << m;
+#endif
   EXPECT_EQ(MetricValue(m, "delayq_ttr_timeouts_total"), 0);
   EXPECT_EQ(MetricValue(m, "delayq_jobs_buried_max_tries_total"), 0);
 
@@ -262,6 +269,316 @@ TEST(MetricsRedis, JobCountsComeFromRedis) {
   EXPECT_EQ(MetricValue(r.body, R"(delayq_requests_total{protocol="beanstalkd",op="put"})"), 2);
 }
 
+// ---- jobs by topic, operations, the store, Redis ------------------------------------
+
+// Puts over beanstalkd: `ready` ready jobs, `delayed` delayed ones and
+// `buried` buried ones in `topic`.
+void PutJobs(RawClient& bean, const std::string& topic, int ready, int delayed, int buried) {
+  ASSERT_EQ(bean.Call("use " + topic + "\r\n"), "USING " + topic + "\r\n");
+  for (int i = 0; i < ready + buried; ++i)
+    ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  for (int i = 0; i < delayed; ++i)
+    ASSERT_EQ(bean.Call("put 0 600 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  if (buried == 0) return;
+  ASSERT_EQ(bean.Call("watch " + topic + "\r\n").rfind("WATCHING ", 0), 0u);
+  for (int i = 0; i < buried; ++i) {
+    std::string r = bean.Call("reserve-with-timeout 0\r\n");
+    ASSERT_EQ(r.rfind("RESERVED ", 0), 0u) << r;
+    ASSERT_EQ(bean.Call("bury " + r.substr(9, r.find(' ', 9) - 9) + " 0\r\n"), "BURIED\r\n");
+  }
+  ASSERT_EQ(bean.Call("ignore " + topic + "\r\n").rfind("WATCHING ", 0), 0u);
+}
+
+std::string TopicJobsSeries(const std::string& topic, const std::string& state) {
+  return "delayq_topic_jobs{topic=\"" + topic + "\",state=\"" + state + "\"}";
+}
+std::optional<double> TopicJobs(const std::string& m, const std::string& topic,
+                                const std::string& state) {
+  return MetricValue(m, TopicJobsSeries(topic, state));
+}
+[[maybe_unused]] std::string OperationsSeries(const std::string& op, const std::string& outcome) {
+  return "delayq_operations_total{op=\"" + op + "\",outcome=\"" + outcome + "\"}";
+}
+
+// Each series of `want` has its value in the exposition `m` (nullopt: is
+// absent).
+void ExpectSamples(const std::string& m,
+                   const std::vector<std::pair<std::string, std::optional<double>>>& want) {
+  for (const auto& [series, value] : want) EXPECT_EQ(MetricValue(m, series), value) << series;
+  if (::testing::Test::HasFailure()) ADD_FAILURE() << m;
+}
+
+TEST_F(MetricsTest, JobsByTopicAndState) {
+  RawClient bean(server_.port());
+  ASSERT_TRUE(bean.ok()) << bean.error();
+  PutJobs(bean, "t1", 1, 0, 0);
+  PutJobs(bean, "t2", 1, 1, 0);
+  PutJobs(bean, "t3", 1, 1, 1);
+  HttpResponse reserved = Call("POST", "/topics/t3/reserve", "{}");
+  ASSERT_EQ(reserved.status, 200) << reserved.body;
+  const std::string m = Call("GET", "/metrics").body;
+  ExpectSamples(m, {{TopicJobsSeries("t1", "ready"), 1},
+                    {TopicJobsSeries("t1", "delayed"), 0},
+                    {TopicJobsSeries("t2", "ready"), 1},
+                    {TopicJobsSeries("t2", "delayed"), 1},
+                    {TopicJobsSeries("t3", "ready"), 0},
+                    {TopicJobsSeries("t3", "reserved"), 1},
+                    {TopicJobsSeries("t3", "delayed"), 1},
+                    {TopicJobsSeries("t3", "buried"), 1},
+                    {TopicJobsSeries("default", "ready"), 0}});
+  // Fewer topics than --metrics-max-topics (100): none summed.
+  EXPECT_EQ(TopicJobs(m, "*other*", "ready"), std::nullopt);
+  if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
+}
+
+// --metrics-max-topics 2: the two topics with the most jobs by name, the
+// rest summed under topic="*other*".
+TEST(MetricsTopics, TheRestAreSummedPastMaxTopics) {
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"--in-memory", "--metrics-max-topics", "2"}, &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  RawClient bean(server.port());
+  PutJobs(bean, "one", 1, 0, 0);
+  PutJobs(bean, "two", 1, 1, 0);
+  PutJobs(bean, "three", 2, 0, 1);
+  PutJobs(bean, "four", 0, 0, 1);
+  HttpClient c(port);
+  const std::string m = c.Call("GET", "/metrics").body;
+  ExpectSamples(m, {{TopicJobsSeries("three", "ready"), 2},
+                    {TopicJobsSeries("three", "buried"), 1},
+                    {TopicJobsSeries("two", "ready"), 1},
+                    {TopicJobsSeries("two", "delayed"), 1},
+                    {TopicJobsSeries("one", "ready"), std::nullopt},
+                    {TopicJobsSeries("four", "buried"), std::nullopt},
+                    {TopicJobsSeries("default", "ready"), std::nullopt},
+                    // one, four and default
+                    {TopicJobsSeries("*other*", "ready"), 1},
+                    {TopicJobsSeries("*other*", "buried"), 1},
+                    {TopicJobsSeries("*other*", "delayed"), 0},
+                    {TopicJobsSeries("*other*", "reserved"), 0}});
+  if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
+}
+
+// Operations that worked and failed, over both protocols, by outcome.
+TEST_F(MetricsTest, OperationsByOutcome) {
+  RawClient bean(server_.port());
+  ASSERT_TRUE(bean.ok()) << bean.error();
+  ASSERT_EQ(bean.Call("use o\r\n"), "USING o\r\n");
+  ASSERT_EQ(bean.Call("watch o\r\n"), "WATCHING 2\r\n");
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  std::string r = bean.Call("reserve\r\n");
+  ASSERT_EQ(r.rfind("RESERVED ", 0), 0u) << r;
+  const std::string id = r.substr(9, r.find(' ', 9) - 9);
+  ASSERT_EQ(bean.Call("touch " + id + "\r\n"), "TOUCHED\r\n");
+  ASSERT_EQ(bean.Call("release " + id + " 0 0\r\n"), "RELEASED\r\n");
+  ASSERT_EQ(bean.Call("delete 999999\r\n"), "NOT_FOUND\r\n");
+  ASSERT_EQ(bean.Call("release 999999 0 0\r\n"), "NOT_FOUND\r\n");
+  ASSERT_EQ(bean.Call("kick 5\r\n"), "KICKED 0\r\n");
+  EXPECT_EQ(Call("DELETE", "/jobs/999998").status, 404);
+  // A finish over HTTP with a lease that does not hold the job (its own,
+  // one character changed).
+  HttpResponse got = Call("POST", "/topics/o/reserve", "{}");
+  ASSERT_EQ(got.status, 200) << got.body;
+  rapidjson::Document d;
+  d.Parse(got.body.c_str());
+  ASSERT_TRUE(d.IsObject() && d["jobs"].IsArray() && d["jobs"].Size() == 1) << got.body;
+  const rapidjson::Value& job = d["jobs"][0];
+  const std::string job_id =
+      job["id"].IsString() ? job["id"].GetString() : std::to_string(job["id"].GetUint64());
+  std::string lease = job["lease"].GetString();
+  ASSERT_FALSE(lease.empty());
+  lease.back() = lease.back() == 'a' ? 'b' : 'a';
+  HttpResponse stale = Call("POST", "/jobs/" + job_id + "/finish", R"({"lease":")" + lease + "\"}");
+  EXPECT_EQ(stale.status, 409) << stale.body;
+  // The other job: reserved, deleted; then none is left to reserve.
+  r = bean.Call("reserve-with-timeout 0\r\n");
+  ASSERT_EQ(r.rfind("RESERVED ", 0), 0u) << r;
+  ASSERT_EQ(bean.Call("delete " + r.substr(9, r.find(' ', 9) - 9) + "\r\n"), "DELETED\r\n");
+  ASSERT_EQ(bean.Call("reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+
+  const std::string m = Call("GET", "/metrics").body;
+#if DELAYQ_COUNT_METRICS
+  ExpectSamples(m, {{OperationsSeries("put", "ok"), 2},
+                    {OperationsSeries("reserve", "ok"), 3},
+                    {OperationsSeries("reserve", "timed_out"), 1},
+                    {OperationsSeries("touch", "ok"), 1},
+                    {OperationsSeries("release", "ok"), 1},
+                    {OperationsSeries("release", "not_found"), 1},
+                    {OperationsSeries("delete", "ok"), 1},
+                    {OperationsSeries("delete", "not_found"), 2},
+                    {OperationsSeries("kick", "ok"), 1},
+                    {OperationsSeries("finish", "lease_lost"), 1},
+                    {OperationsSeries("finish", "ok"), 0},
+                    {OperationsSeries("bury", "ok"), 0},  // every pair from the start
+                    {OperationsSeries("timeout", "ok"), 0}});
+#else
+  // Built without counting: the family is not there.
+  EXPECT_EQ(m.find("delayq_operations_total"), std::string::npos) << m;
+  EXPECT_EQ(m.find("delayq_job_lateness_seconds"), std::string::npos) << m;
+#endif
+  if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
+}
+
+// The store's metrics, with a store on disk under --fsync always: healthy,
+// files on disk, a sync for every write; a job due beyond the horizon is
+// on disk only.
+TEST(MetricsStore, SyncsDiskBytesColdJobsAndHealth) {
+  TempDir dir;
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(
+      DelayqdPath(), {"--data-dir", dir.path() + "/data", "--fsync", "always", "--horizon", "1s"},
+      &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  auto scrape = [&] {
+    HttpClient c(port);
+    return c.Call("GET", "/metrics").body;
+  };
+  const std::string before = scrape();
+  EXPECT_EQ(MetricValue(before, "delayq_store_healthy"), 1) << before;
+  EXPECT_EQ(MetricValue(before, "delayq_backend_healthy"), 1);
+  EXPECT_EQ(MetricValue(before, "delayq_store_write_errors_total"), 0);
+  EXPECT_GT(MetricValue(before, "delayq_store_disk_bytes").value_or(0), 0);
+  const double syncs = MetricValue(before, "delayq_store_sync_duration_seconds_count").value_or(-1);
+  ASSERT_GE(syncs, 0) << before;
+  EXPECT_EQ(MetricValue(before, "delayq_store_cold_jobs"), 0);
+  EXPECT_EQ(MetricValue(before, "delayq_redis_connected"), std::nullopt);
+
+  RawClient bean(server.port());
+  for (int i = 0; i < 3; ++i)  // each acknowledged once synced: a write each
+    ASSERT_EQ(bean.Call("put 0 0 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  ASSERT_EQ(bean.Call("put 0 3600 60 1\r\nx\r\n").rfind("INSERTED ", 0), 0u);
+  std::string m;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    m = scrape();
+    if (MetricValue(m, "delayq_store_cold_jobs") == 1) break;
+  }
+  EXPECT_EQ(MetricValue(m, "delayq_store_cold_jobs"), 1) << m;
+  EXPECT_GE(MetricValue(m, "delayq_store_sync_duration_seconds_count").value_or(0), syncs + 4) << m;
+  EXPECT_GT(MetricValue(m, "delayq_store_sync_duration_seconds_sum").value_or(0), 0);
+  EXPECT_EQ(MetricValue(m, "delayq_store_healthy"), 1);
+  if (access(kPromtool, X_OK) != 0) GTEST_SKIP() << "no " << kPromtool;
+  EXPECT_EQ(PromtoolProblems(m), "") << m;
+}
+
+// Redis: the calls grow and are timed, the connection is up; killed, it is
+// down (and the scrape still answers); started again, one more reconnect.
+TEST(MetricsRedis, CallsConnectionAndReconnects) {
+  if (!RedisServerAvailable()) GTEST_SKIP() << "no redis-server";
+  if (AgainstRedisTls()) GTEST_SKIP() << "restarts a plain redis-server";
+  RedisProcess redis;
+  std::string error;
+  ASSERT_TRUE(redis.Start(&error)) << error;
+  ServerProcess server;
+  ASSERT_TRUE(server.Start(DelayqdPath(), {"--backend", redis.url()}, &error)) << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  auto scrape = [&] {
+    HttpClient c(port);
+    HttpResponse r = c.Call("GET", "/metrics");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.body;
+  };
+  const std::string first = scrape();
+  EXPECT_EQ(MetricValue(first, "delayq_redis_connected"), 1) << first;
+  EXPECT_EQ(MetricValue(first, "delayq_backend_healthy"), 1);
+  EXPECT_EQ(MetricValue(first, "delayq_redis_reconnects_total"), 0);
+  EXPECT_EQ(MetricValue(first, "delayq_store_healthy"), std::nullopt);
+  const double calls = MetricValue(first, "delayq_redis_calls_total").value_or(0);
+  EXPECT_GT(calls, 0);
+  RawClient bean(server.port());
+  PutJobs(bean, "r1", 2, 1, 0);
+  PutJobs(bean, "r2", 1, 0, 0);
+  const std::string m = scrape();
+  EXPECT_GE(MetricValue(m, "delayq_redis_calls_total").value_or(0), calls + 3) << m;
+  EXPECT_GE(MetricValue(m, "delayq_redis_call_duration_seconds_count").value_or(0), calls + 3);
+  EXPECT_EQ(TopicJobs(m, "r1", "ready"), 2) << m;
+  EXPECT_EQ(TopicJobs(m, "r1", "delayed"), 1);
+  EXPECT_EQ(TopicJobs(m, "r2", "ready"), 1);
+#if DELAYQ_COUNT_METRICS
+  EXPECT_EQ(MetricValue(m, OperationsSeries("put", "ok")), 4);
+#endif
+  if (access(kPromtool, X_OK) == 0) EXPECT_EQ(PromtoolProblems(m), "") << m;
+
+  redis.Kill();
+  std::string down;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    down = scrape();
+    if (MetricValue(down, "delayq_redis_connected") == 0) break;
+  }
+  EXPECT_EQ(MetricValue(down, "delayq_redis_connected"), 0) << down;
+  EXPECT_EQ(MetricValue(down, "delayq_backend_healthy"), 0);
+  EXPECT_EQ(MetricValue(down, R"(delayq_jobs{state="ready"})"), std::nullopt);  // Redis can't say
+  ASSERT_TRUE(redis.Start(&error)) << error;
+  std::string up;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(50ms)) {
+    up = scrape();
+    if (MetricValue(up, "delayq_redis_connected") == 1) break;
+  }
+  EXPECT_EQ(MetricValue(up, "delayq_redis_connected"), 1) << up;
+  EXPECT_GE(MetricValue(up, "delayq_redis_reconnects_total").value_or(0), 1) << up;
+  if (access(kPromtool, X_OK) == 0) EXPECT_EQ(PromtoolProblems(down), "") << down;
+}
+
+// GET /topics?stats=true: every topic with its figures, as GET
+// /topics/{topic} gives them; without it, the names.
+TEST_F(MetricsTest, TopicsWithStats) {
+  RawClient bean(server_.port());
+  PutJobs(bean, "s1", 2, 1, 1);
+  PutJobs(bean, "s2", 1, 0, 0);
+  ASSERT_EQ(Call("POST", "/topics/s2/pause", R"({"delay_ms":60000})").status, 200);
+  HttpResponse r = Call("GET", "/topics?stats=true");
+  ASSERT_EQ(r.status, 200) << r.body;
+  rapidjson::Document d;
+  d.Parse(r.body.c_str());
+  ASSERT_TRUE(d.IsObject() && d.HasMember("topics") && d["topics"].IsArray()) << r.body;
+  std::vector<std::string> names;
+  for (const auto& t : d["topics"].GetArray()) {
+    names.emplace_back(t["name"].GetString());
+    // The same object GET /topics/{topic} answers (but for the time a
+    // pause has left, which went on meanwhile).
+    HttpResponse one = Call("GET", "/topics/" + names.back());
+    rapidjson::Document o;
+    o.Parse(one.body.c_str());
+    ASSERT_TRUE(o.IsObject()) << one.body;
+    EXPECT_EQ(t.MemberCount(), o.MemberCount()) << r.body << "\n" << one.body;
+    const rapidjson::Value& shown = o;  // const: clang finds the mutable iterators' != ambiguous
+    for (const auto& member : shown.GetObject()) {
+      const std::string field = member.name.GetString();
+      ASSERT_TRUE(t.HasMember(field.c_str())) << field;
+      if (field != "pause_time_left_ms")
+        EXPECT_TRUE(t[field.c_str()] == member.value) << field << "\n"
+                                                      << r.body << "\n"
+                                                      << one.body;
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "s1", "s2"})) << r.body;
+  const auto& s1 = d["topics"][1];
+  EXPECT_EQ(s1["jobs"]["ready"].GetUint64(), 2u);
+  EXPECT_EQ(s1["jobs"]["delayed"].GetUint64(), 1u);
+  EXPECT_EQ(s1["jobs"]["buried"].GetUint64(), 1u);
+  EXPECT_EQ(s1["total_jobs"].GetUint64(), 4u);
+  EXPECT_FALSE(s1["paused"].GetBool());
+  EXPECT_TRUE(d["topics"][2]["paused"].GetBool());
+  EXPECT_GT(d["topics"][2]["pause_time_left_ms"].GetInt64(), 0);
+  EXPECT_EQ(Call("GET", "/topics").body, "{\"topics\":[\"default\",\"s1\",\"s2\"]}\n");
+  EXPECT_EQ(Call("GET", "/topics?stats=false").body, Call("GET", "/topics").body);
+  HttpResponse bad = Call("GET", "/topics?stats=maybe");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
 // ---- access -------------------------------------------------------------------------
 
 constexpr const char* kMetricsAdmin = "dq_metrics-admin-secret";    // *: admin
@@ -303,6 +620,48 @@ TEST(MetricsAccess, NeedsTheAdminRightOnEveryTopicOutsideTheTrustedNetworks) {
   EXPECT_EQ(admin.status, 200) << admin.body;
   EXPECT_EQ(admin.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_TRUE(MetricValue(admin.body, "delayq_waiting_reserves").has_value()) << admin.body;
+}
+
+// GET /topics?stats=true shows a token only the topics it has a right on.
+TEST(MetricsAccess, TopicsWithStatsShowsOnlyTheCallersTopics) {
+  TempDir dir;
+  const std::string file = dir.path() + "/tokens.toml";
+  std::ofstream(file) << MetricsToken("admin", kMetricsAdmin, R"(["*"])", R"(["admin", "produce"])")
+                      << MetricsToken("scoped", kMetricsScoped, R"(["orders.*"])",
+                                      R"(["consume"])");
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(server.Start(
+      DelayqdPath(), {"--in-memory", "--auth-file", file, "--trusted-networks", "none"}, &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  ASSERT_NE(port, 0) << server.Log();
+  auto call = [&](std::string_view method, std::string_view target, std::string_view secret,
+                  std::string_view body = {}) {
+    HttpClient c(port);
+    return c.Call(method, target, body, "Authorization: Bearer " + std::string(secret) + "\r\n");
+  };
+  for (const char* t : {"orders.eu", "payments", "orders.us"})
+    ASSERT_EQ(call("POST", std::string("/topics/") + t + "/jobs", kMetricsAdmin, R"({"body":"x"})")
+                  .status,
+              201);
+  auto names = [](const std::string& body) {
+    rapidjson::Document d;
+    d.Parse(body.c_str());
+    std::vector<std::string> out;
+    if (!d.IsObject() || !d.HasMember("topics")) return out;
+    for (const auto& t : d["topics"].GetArray()) out.emplace_back(t["name"].GetString());
+    return out;
+  };
+  HttpResponse scoped = call("GET", "/topics?stats=true", kMetricsScoped);
+  ASSERT_EQ(scoped.status, 200) << scoped.body;
+  EXPECT_EQ(names(scoped.body), (std::vector<std::string>{"orders.eu", "orders.us"}));
+  HttpResponse admin = call("GET", "/topics?stats=true", kMetricsAdmin);
+  ASSERT_EQ(admin.status, 200) << admin.body;
+  EXPECT_EQ(names(admin.body),
+            (std::vector<std::string>{"default", "orders.eu", "payments", "orders.us"}));
+  HttpClient none(port);
+  EXPECT_EQ(none.Call("GET", "/topics?stats=true").status, 401);
 }
 
 }  // namespace

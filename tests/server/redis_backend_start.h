@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/redis_backend.h"
+#include "backend_status.h"
 #include "server/io_wait.h"
 
 namespace delayq::testing {

@@ -12,7 +12,6 @@
 #include <set>
 
 #include "backend/local_backend.h"
-#include "backend_status.h"
 #include "server/io_wait.h"
 #include "server/redis_backend_start.h"
 #include "server/redis_process.h"
@@ -21,6 +20,7 @@ namespace delayq::backend {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::Ch;
 using testing::RedisProcess;
 
 // A job as a reply carried it (the views die with the call).
@@ -33,7 +33,7 @@ struct Job {
   bool named = false;
 };
 
-struct OwnedJobs {
+struct ReplyJobs {
   Status status;
   std::vector<Job> jobs;
 };
@@ -121,26 +121,26 @@ class RedisBackendTest : public ::testing::Test {
     return Get<JobChange>([&](Callback<JobChange> cb) { b.DeleteByName(name, cb); });
   }
 
-  static OwnedJobs Own(Status st, backend::Jobs views) {
-    OwnedJobs j{st, {}};
+  static ReplyJobs Own(Status st, backend::Jobs views) {
+    ReplyJobs j{st, {}};
     for (const JobView& v : views)
       j.jobs.push_back(Job{v.id, std::string(v.topic), std::string(v.key), std::string(v.body),
                            v.state, v.priority, std::string(v.lease), v.named});
     return j;
   }
 
-  OwnedJobs Reserve(Backend& b, SessionId s, TimeMs timeout = 0, uint32_t count = 1,
+  ReplyJobs Reserve(Backend& b, SessionId s, TimeMs timeout = 0, uint32_t count = 1,
                     bool detach = false, milliseconds wait = milliseconds(5000)) {
-    std::optional<OwnedJobs> out;
+    std::optional<ReplyJobs> out;
     b.Reserve(ReserveRequest{s, timeout, count, detach},
               [&](Status st, backend::Jobs v) { out = Own(st, v); });
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }, wait));
-    return out ? *out : OwnedJobs{Status::Internal("no reply"), {}};
+    return out ? *out : ReplyJobs{Status::Internal("no reply"), {}};
   }
 
   // Starts a reserve of one job that may wait up to `timeout`; *out gets
   // its answer when it comes (the caller runs the loop).
-  static void StartReserve(Backend& b, SessionId s, TimeMs timeout, std::optional<OwnedJobs>* out) {
+  static void StartReserve(Backend& b, SessionId s, TimeMs timeout, std::optional<ReplyJobs>* out) {
     b.Reserve(ReserveRequest{s, timeout, 1, false},
               [out](Status st, backend::Jobs v) { *out = Own(st, v); });
   }
@@ -159,12 +159,12 @@ class RedisBackendTest : public ::testing::Test {
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
     return out ? *out : Result<T>(Status::Internal("no reply"));
   }
-  OwnedJobs Peek(Backend& b, Backend::PeekKind kind, JobId id, std::string_view topic = "default",
+  ReplyJobs Peek(Backend& b, Backend::PeekKind kind, JobId id, std::string_view topic = "default",
                  std::string_view key = "") {
-    std::optional<OwnedJobs> out;
+    std::optional<ReplyJobs> out;
     b.Peek(0, kind, id, topic, key, [&](Status st, backend::Jobs v) { out = Own(st, v); });
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
-    return out ? *out : OwnedJobs{Status::Internal("no reply"), {}};
+    return out ? *out : ReplyJobs{Status::Internal("no reply"), {}};
   }
   Result<JobStats> StatsJob(Backend& b, JobId id) {
     return Get<JobStats>([&](Callback<JobStats> cb) { b.StatsJob(id, cb); });
@@ -260,7 +260,7 @@ TEST_F(RedisBackendTest, PutReserveDelete) {
   ASSERT_TRUE(put.ok()) << put.status().ToString();
   EXPECT_TRUE(put->created);
   EXPECT_EQ(put->state, JobState::kReady);
-  OwnedJobs got = Reserve(*b, s);
+  ReplyJobs got = Reserve(*b, s);
   ASSERT_TRUE(got.status.ok()) << got.status.ToString();
   ASSERT_EQ(got.jobs.size(), 1u);
   EXPECT_EQ(got.jobs[0].id, put->id);
@@ -297,7 +297,7 @@ TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
   }
   std::vector<JobId> order;
   for (int i = 0; i < 4; ++i) {
-    OwnedJobs j = Reserve(*b, s);
+    ReplyJobs j = Reserve(*b, s);
     ASSERT_EQ(j.jobs.size(), 1u);
     order.push_back(j.jobs[0].id);
   }
@@ -312,7 +312,7 @@ TEST_F(RedisBackendTest, DelayedJobBecomesReadyOnTime) {
   EXPECT_EQ(put->state, JobState::kDelayed);
   EXPECT_EQ(Reserve(*b, s).status.code(), Code::kTimedOut);
   auto t0 = std::chrono::steady_clock::now();
-  OwnedJobs got = Reserve(*b, s, 5000);
+  ReplyJobs got = Reserve(*b, s, 5000);
   auto waited = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - t0);
   ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
   EXPECT_EQ(got.jobs[0].id, put->id);
@@ -329,7 +329,7 @@ TEST_F(RedisBackendTest, KeyedPutIsIdempotentAndCancellable) {
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->id, a->id);
   EXPECT_EQ(again->state, JobState::kDelayed);
-  OwnedJobs p = Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42");
+  ReplyJobs p = Peek(*b, Backend::PeekKind::kKey, 0, "orders", "order-42");
   ASSERT_EQ(p.jobs.size(), 1u);
   EXPECT_EQ(p.jobs[0].body, "x");
   EXPECT_TRUE(Do([&](Done d) { b->DeleteByKey(s, "orders", "order-42", Ch(d)); }).ok());
@@ -368,14 +368,14 @@ TEST_F(RedisBackendTest, ReservedJobsKeepTheirKeysAndBodiesByteForByte) {
     EXPECT_EQ(got.body, jobs[i].second);
     EXPECT_EQ(got.topic, "t");
   };
-  OwnedJobs one = Reserve(*b, s);
+  ReplyJobs one = Reserve(*b, s);
   ASSERT_EQ(one.jobs.size(), 1u);
   check(one.jobs[0], 0);
-  OwnedJobs two = Reserve(*b, s, 0, 2);
+  ReplyJobs two = Reserve(*b, s, 0, 2);
   ASSERT_EQ(two.jobs.size(), 2u);
   check(two.jobs[0], 1);
   check(two.jobs[1], 2);
-  std::optional<OwnedJobs> by_id;
+  std::optional<ReplyJobs> by_id;
   b->ReserveJob(s, ids[3], [&](Status st, backend::Jobs v) { by_id = Own(st, v); });
   ASSERT_TRUE(RunUntil([&] { return by_id.has_value(); }));
   ASSERT_EQ(by_id->jobs.size(), 1u) << by_id->status.ToString();
@@ -383,7 +383,7 @@ TEST_F(RedisBackendTest, ReservedJobsKeepTheirKeysAndBodiesByteForByte) {
   // Three waiters, and three jobs that become ready together: one call
   // serves the three (their answer a table, each job with its waiter's
   // index), and each gets its own job.
-  std::vector<std::optional<OwnedJobs>> got(3);
+  std::vector<std::optional<ReplyJobs>> got(3);
   for (auto& g : got) StartReserve(*b, SessionOn(*b, "t"), 10'000, &g);
   RunFor(milliseconds(100));
   for (size_t i = 0; i < 3; ++i)
@@ -413,7 +413,7 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
   auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 10, cb); });
   ASSERT_TRUE(kicked.ok());
   EXPECT_EQ(*kicked, 1u);
-  OwnedJobs r = Peek(*b, Backend::PeekKind::kReady, 0);
+  ReplyJobs r = Peek(*b, Backend::PeekKind::kReady, 0);
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].priority, 7u);
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
@@ -446,7 +446,7 @@ TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
   ASSERT_TRUE(put.ok());
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
   SessionId other = b->OpenSession();
-  OwnedJobs again = Reserve(*b, other, 3000);
+  ReplyJobs again = Reserve(*b, other, 3000);
   ASSERT_EQ(again.jobs.size(), 1u) << again.status.ToString();
   EXPECT_EQ(again.jobs[0].id, put->id);
   auto js = StatsJob(*b, put->id);
@@ -468,7 +468,7 @@ TEST_F(RedisBackendTest, MaxTriesAndBackoff) {
       [&](Callback<JobChange> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
   ASSERT_TRUE(rel.ok());
   EXPECT_EQ(rel->state, JobState::kDelayed);  // the back-off's first delay
-  OwnedJobs second = Reserve(*b, s, 3000);
+  ReplyJobs second = Reserve(*b, s, 3000);
   ASSERT_EQ(second.jobs.size(), 1u);
   rel = Get<JobChange>(
       [&](Callback<JobChange> cb) { b->Release(s, put->id, 1024, std::nullopt, cb); });
@@ -485,7 +485,7 @@ TEST_F(RedisBackendTest, ClosedSessionReturnsItsJobs) {
   SessionId other = b->OpenSession();
   EXPECT_EQ(Reserve(*b, other).status.code(), Code::kTimedOut);
   b->CloseSession(s);
-  OwnedJobs got = Reserve(*b, other, 2000);
+  ReplyJobs got = Reserve(*b, other, 2000);
   ASSERT_EQ(got.jobs.size(), 1u);
   EXPECT_EQ(got.jobs[0].id, put->id);
 }
@@ -495,7 +495,7 @@ TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
   // No sweep within the test: only the pub/sub wake-up can serve b's wait.
   auto b = Make(/*sweep_ms=*/600'000);
   SessionId sa = a->OpenSession(), sb = b->OpenSession();
-  std::optional<OwnedJobs> got;
+  std::optional<ReplyJobs> got;
   StartReserve(*b, sb, 10'000, &got);
   RunFor(milliseconds(50));
   EXPECT_FALSE(got.has_value());
@@ -525,7 +525,7 @@ TEST_F(RedisBackendTest, WakeUpsGoOutOnlyWhenAReserveMayWait) {
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Reserve(*b, sb).jobs.size(), 1u);
   EXPECT_EQ(publishes(), 1);
   // b waits: its tries find nothing, so a's next put publishes, once.
-  std::optional<OwnedJobs> got;
+  std::optional<ReplyJobs> got;
   StartReserve(*b, sb, 10'000, &got);
   RunFor(milliseconds(100));
   ASSERT_FALSE(got.has_value());
@@ -555,7 +555,7 @@ TEST_F(RedisBackendTest, BatchReserveAndDetach) {
   auto b = Make();
   SessionId s = b->OpenSession();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Put(*b, s, "j" + std::to_string(i)).ok());
-  OwnedJobs got = Reserve(*b, s, 0, 3, /*detach=*/true);
+  ReplyJobs got = Reserve(*b, s, 0, 3, /*detach=*/true);
   ASSERT_EQ(got.jobs.size(), 3u);
   EXPECT_EQ(got.jobs[0].body, "j0");
   EXPECT_EQ(got.jobs[2].body, "j2");
@@ -633,7 +633,7 @@ TEST_F(RedisBackendTest, FinishedJobsLeaveNoKeysBehind) {
   ASSERT_EQ(failed, 0);
   EXPECT_EQ(CountKeys("dq:{gc}:j:*"), kJobs);
   // 100 reserved at once: 60 deleted, 20 released and then deleted, 20 buried.
-  OwnedJobs got = Reserve(*b, s, 0, 100);
+  ReplyJobs got = Reserve(*b, s, 0, 100);
   ASSERT_EQ(got.jobs.size(), 100u) << got.status.ToString();
   int i = 0;
   for (const Job& j : got.jobs) {
@@ -713,7 +713,7 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
   constexpr JobId kSeq = (JobId{1} << RedisBackend::kSeqBits) - 1;
   auto p1 = Put(*a, sa, "one");
   ASSERT_TRUE(p1.ok()) << p1.status().ToString();
-  OwnedJobs got = Reserve(*a, sa);
+  ReplyJobs got = Reserve(*a, sa);
   ASSERT_EQ(got.jobs.size(), 1u);
   ASSERT_TRUE(Do([&](Done d) { a->Delete(sa, got.jobs[0].id, Ch(d)); }).ok());
   EXPECT_EQ(CountKeys("dq:{cycle}:*"), 1);  // the topic string alone
@@ -737,9 +737,9 @@ TEST_F(RedisBackendTest, IdleTopicsEndAndTheirIdsNeverNameAnotherJob) {
   EXPECT_GT(p3->id >> RedisBackend::kSeqBits, p1->id >> RedisBackend::kSeqBits);
   EXPECT_EQ(p3->id & kSeq, 1u);  // the member p1 had
   for (RedisBackend* x : {a.get(), b.get()}) {
-    OwnedJobs by_old = Peek(*x, Backend::PeekKind::kId, p1->id);
+    ReplyJobs by_old = Peek(*x, Backend::PeekKind::kId, p1->id);
     EXPECT_EQ(by_old.status.code(), Code::kNotFound);
-    OwnedJobs by_new = Peek(*x, Backend::PeekKind::kId, p3->id);
+    ReplyJobs by_new = Peek(*x, Backend::PeekKind::kId, p3->id);
     ASSERT_EQ(by_new.jobs.size(), 1u);
     EXPECT_EQ(by_new.jobs[0].body, "three");
   }
@@ -791,7 +791,7 @@ TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
   EXPECT_EQ(Cli("hlen 'dq:{dq}:topic-names'"), "1");
   auto c = MakeQuick();
   for (JobId id : {(*ra)->id, (*rb)->id}) {
-    OwnedJobs p = Peek(*c, Backend::PeekKind::kId, id);
+    ReplyJobs p = Peek(*c, Backend::PeekKind::kId, id);
     ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
     EXPECT_EQ(p.jobs[0].topic, "race");
   }
@@ -804,7 +804,7 @@ TEST_F(RedisBackendTest, ConcurrentFirstPutsShareOneNumber) {
   SessionId sc = SessionOn(*c, "gone-with-a");
   RunFor(milliseconds(500));
   EXPECT_EQ(Cli("zcard 'dq:{gone-with-a}:ready'"), "2");  // the job and the sentinel
-  OwnedJobs got = Reserve(*c, sc);
+  ReplyJobs got = Reserve(*c, sc);
   ASSERT_EQ(got.jobs.size(), 1u);
   EXPECT_EQ(got.jobs[0].id, late->id);
 }
@@ -822,9 +822,9 @@ TEST_F(RedisBackendTest, SetsStaySkiplistsAndHideTheirSentinel) {
   ASSERT_TRUE(ts.ok());
   EXPECT_EQ(ts->ready, 1u);
   EXPECT_EQ(ts->delayed + ts->reserved + ts->buried, 0u);
-  OwnedJobs got = Reserve(*b, s, 0, 5);
+  ReplyJobs got = Reserve(*b, s, 0, 5);
   ASSERT_EQ(got.jobs.size(), 1u);  // the job, and not the sentinel
-  OwnedJobs none = Reserve(*b, s, 0, 1);
+  ReplyJobs none = Reserve(*b, s, 0, 1);
   EXPECT_EQ(none.status.code(), Code::kTimedOut);
   EXPECT_TRUE(none.jobs.empty());
   EXPECT_EQ(Cli("zcard 'dq:{sk}:ready'"), "1");  // the sentinel went back
@@ -887,7 +887,7 @@ TEST_F(RedisBackendTest, JobStringsLeaveOutRareFieldsAndOldOnesStillRead) {
 
   // A reserve and a release of the plain job make it count a release (and
   // put it behind the other job, by priority).
-  OwnedJobs got = Reserve(*b, s);
+  ReplyJobs got = Reserve(*b, s);
   ASSERT_EQ(got.jobs.size(), 1u);
   ASSERT_EQ(got.jobs[0].id, plain->id);
   EXPECT_EQ(shape(plain->id), "10 string");
@@ -942,7 +942,7 @@ TEST_F(RedisBackendTest, ReservedSetChangesOfOneCallAddUp) {
   auto c = Put(*b, s, "c", 0, "rs");
   ASSERT_TRUE(a.ok() && c.ok());
   auto in_set = [&](JobId id) { return !Cli("zscore 'dq:{rs}:reserved' " + MemberOf(id)).empty(); };
-  std::optional<OwnedJobs> ra, ra2, rc;
+  std::optional<ReplyJobs> ra, ra2, rc;
   std::optional<Status> touched, deleted;
   std::optional<Result<JobChange>> released;
   int calls = Calls("fcall");
@@ -1051,7 +1051,7 @@ TEST_F(RedisBackendTest, NamedPutsKeepANameUniqueAcrossTopics) {
 
   // The job says it is named where it is seen.
   calls = Calls("fcall");
-  OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n1");
+  ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n1");
   EXPECT_EQ(Calls("fcall") - calls, 1);
   ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
   EXPECT_EQ(p.jobs[0].id, a->id);
@@ -1064,7 +1064,7 @@ TEST_F(RedisBackendTest, NamedPutsKeepANameUniqueAcrossTopics) {
   SessionId w = SessionOn(*b, "named-only");
   auto r = PutNamed(*b, "named-only", "n2", std::string("a,\0b", 4));
   ASSERT_TRUE(r.ok());
-  OwnedJobs got = Reserve(*b, w);
+  ReplyJobs got = Reserve(*b, w);
   ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
   EXPECT_EQ(got.jobs[0].key, "n2");
   EXPECT_EQ(got.jobs[0].body, std::string("a,\0b", 4));
@@ -1100,11 +1100,11 @@ TEST_F(RedisBackendTest, FinishAndDeleteByName) {
   EXPECT_EQ(refused.code(), Code::kConflict);
   EXPECT_EQ(refused.status().message(), by_id.status().message());
   EXPECT_NE(refused.status().message().find("ready"), std::string::npos);
-  OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "job-a");
+  ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "job-a");
   ASSERT_EQ(p.jobs.size(), 1u);
   EXPECT_EQ(p.jobs[0].state, JobState::kReady);
   // Reserved (by anyone): finished.
-  OwnedJobs got = Reserve(*b, s);
+  ReplyJobs got = Reserve(*b, s);
   ASSERT_EQ(got.jobs.size(), 1u);
   EXPECT_EQ(got.jobs[0].id, a->id);
   calls = Calls("fcall");
@@ -1146,7 +1146,7 @@ TEST_F(RedisBackendTest, ANameIsFreedWithItsJob) {
     auto moved = PutNamed(*b, "two", "n-" + how);
     ASSERT_TRUE(moved.ok()) << how << ": " << moved.status().ToString();
     EXPECT_TRUE(moved->created) << how;
-    OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n-" + how);
+    ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "n-" + how);
     ASSERT_EQ(p.jobs.size(), 1u) << how;
     EXPECT_EQ(p.jobs[0].topic, "two") << how;
   };
@@ -1201,7 +1201,7 @@ TEST_F(RedisBackendTest, ANameInDecimalNamesTheJobOfThatId) {
   ASSERT_TRUE(plain.ok());
   std::string id = std::to_string(plain->id);
   int calls = Calls("fcall");
-  OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", id);
+  ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", id);
   EXPECT_EQ(Calls("fcall") - calls, 1);
   ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
   EXPECT_EQ(p.jobs[0].id, plain->id);
@@ -1261,7 +1261,7 @@ TEST_F(RedisBackendTest, AStaleNameEntryIsFree) {
     ASSERT_TRUE(put.ok()) << name << ": " << put.status().ToString();
     EXPECT_TRUE(put->created);
     EXPECT_EQ(Cli(std::string("hget 'dq:{dq}:names' ") + name), MemberOf(put->id) + "dq:{st-2}:");
-    OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", name);
+    ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", name);
     ASSERT_EQ(p.jobs.size(), 1u) << name;
     EXPECT_EQ(p.jobs[0].id, put->id);
   }
@@ -1286,7 +1286,7 @@ TEST_F(RedisBackendTest, CallsByNameRunOnTheTestsClock) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   ASSERT_EQ(Reserve(*b, s).jobs.size(), 1u);
   clock.us += 500'000;
-  OwnedJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "v");
+  ReplyJobs p = Peek(*b, Backend::PeekKind::kName, 0, "", "v");
   ASSERT_EQ(p.jobs.size(), 1u);
   EXPECT_EQ(p.jobs[0].state, JobState::kReserved);
   clock.us += 600'000;  // past its TTR
@@ -1324,7 +1324,7 @@ TEST_F(RedisBackendTest, SurvivesARedisRestart) {
   ASSERT_TRUE(RunUntil([&] { return b->connected(); }, milliseconds(10000)));
   RunFor(milliseconds(20));
   // The acknowledged put survived (appendfsync always), and work goes on.
-  OwnedJobs got = Reserve(*b, s, 2000);
+  ReplyJobs got = Reserve(*b, s, 2000);
   ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
   EXPECT_EQ(got.jobs[0].id, put->id);
   EXPECT_TRUE(Put(*b, s, "after").ok());
@@ -1370,7 +1370,7 @@ TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
     auto it = std::find(ids.begin(), ids.end(), id);
     return it == ids.end() ? "?" + std::to_string(id) : "#" + std::to_string(it - ids.begin());
   };
-  auto show_jobs = [&](Backend& b, const OwnedJobs& j) {
+  auto show_jobs = [&](Backend& b, const ReplyJobs& j) {
     if (!j.status.ok()) return std::string(CodeName(j.status.code()));
     std::string out = "jobs";
     for (const Job& v : j.jobs)
@@ -1439,7 +1439,7 @@ TEST_F(RedisBackendTest, RandomOperationsMatchTheLocalBackend) {
                " deletes=" + std::to_string(r->cmd_delete);
       }
       if (op < 97) {
-        std::optional<OwnedJobs> out;
+        std::optional<ReplyJobs> out;
         b.ReserveJob(s, id, [&](Status st, backend::Jobs v) { out = Own(st, v); });
         EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
         return show_jobs(b, *out);
@@ -1730,20 +1730,20 @@ TEST_F(RedisClusterTest, TopicsSpreadOverTheMastersAndWorkAcrossInstances) {
   EXPECT_GE(nodes_used, 2) << "twelve topics should land on more than one master";
   // Instance b finds each job by id and by key, reserves and deletes it.
   for (const auto& [topic, id] : puts) {
-    OwnedJobs p = Peek(*b, Backend::PeekKind::kId, id);
+    ReplyJobs p = Peek(*b, Backend::PeekKind::kId, id);
     ASSERT_EQ(p.jobs.size(), 1u) << p.status.ToString();
     EXPECT_EQ(p.jobs[0].topic, topic);
     ASSERT_TRUE(b->Watch(sb, topic).ok());
   }
   ASSERT_TRUE(b->Ignore(sb, "default").ok());
   for (size_t i = 0; i < puts.size(); ++i) {
-    OwnedJobs got = Reserve(*b, sb);
+    ReplyJobs got = Reserve(*b, sb);
     ASSERT_EQ(got.jobs.size(), 1u) << got.status.ToString();
     EXPECT_TRUE(Do([&](Done d) { b->Delete(sb, got.jobs[0].id, Ch(d)); }).ok());
   }
   EXPECT_EQ(Reserve(*b, sb).status.code(), Code::kTimedOut);
   // A waiting reserve on b is woken by a put on a, whichever master holds it.
-  std::optional<OwnedJobs> waited;
+  std::optional<ReplyJobs> waited;
   StartReserve(*b, sb, 10'000, &waited);
   RunFor(milliseconds(50));
   auto late = Put(*a, sa, "late", 0, "topic-7");
@@ -1769,7 +1769,7 @@ TEST_F(RedisClusterTest, TheRoutesByNameNeedOneServer) {
   EXPECT_EQ(put.status().message(), why);
   EXPECT_EQ(FinishByName(*a, "n").status().message(), why);
   EXPECT_EQ(DeleteByName(*a, "n").code(), Code::kInvalidArgument);
-  OwnedJobs p = Peek(*a, Backend::PeekKind::kName, 0, "", "n");
+  ReplyJobs p = Peek(*a, Backend::PeekKind::kName, 0, "", "n");
   EXPECT_EQ(p.status.code(), Code::kInvalidArgument);
   EXPECT_EQ(p.status.message(), why);
   // An ordinary keyed put is as before.

@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "backend/redis_backend.h"
-#include "backend_status.h"
 #include "core/reference_engine.h"
 #include "server/io_wait.h"
 #include "server/redis_backend_start.h"
@@ -47,6 +46,7 @@ namespace delayq::backend {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::Ch;
 using testing::RedisProcess;
 using testing::ReferenceEngine;
 
