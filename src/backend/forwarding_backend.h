@@ -78,6 +78,8 @@ class ForwardingBackend : public Backend {
     return b_.KnownTopicOf(id);
   }
   void StatsJob(JobId id, Callback<JobStats> d) override { b_.StatsJob(id, std::move(d)); }
+  void ListJobs(const ListJobsRequest& r, PageDone d) override { b_.ListJobs(r, std::move(d)); }
+  void FindKey(std::string_view key, JobsDone d) override { b_.FindKey(key, std::move(d)); }
   const EngineMetrics* engine_metrics() const override { return b_.engine_metrics(); }
   const OperationOutcomes* operation_outcomes() const override { return b_.operation_outcomes(); }
   BackendMetrics SampleMetrics() const override { return b_.SampleMetrics(); }

@@ -302,11 +302,11 @@ class CallCountingBackend : public backend::ForwardingBackend {
   }
   void ListJobs(const ListJobsRequest& r, backend::PageDone d) override {
     ++calls;
-    b_.ListJobs(r, std::move(d));
+    F::ListJobs(r, std::move(d));
   }
   void FindKey(std::string_view key, backend::JobsDone d) override {
     ++calls;
-    b_.FindKey(key, std::move(d));
+    F::FindKey(key, std::move(d));
   }
   void StatsTopic(std::string_view t, backend::Callback<TopicStats> d) override {
     ++calls;
