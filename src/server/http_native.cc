@@ -3,6 +3,7 @@
 // operations under a lease, puts one by one or in a batch.
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <optional>
 #include <unordered_set>
 #include <utility>
@@ -229,19 +230,28 @@ void HttpApiRoutes::ListTopics(HttpApi& api, const HttpRequest& req, const Param
   });
 }
 
-void HttpApiRoutes::TopicStats(HttpApi& api, const HttpRequest&, const Params& p,
+void HttpApiRoutes::TopicStats(HttpApi& api, const HttpRequest& req, const Params& p,
                                HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
+  // ?empty=true: a topic that does not exist (no jobs, no watchers) is
+  // answered as empty rather than 404 (for a page that polls a topic which
+  // comes and goes).
+  Result<std::map<std::string, std::string>> query = ParseQuery(req.target, {"empty"});
+  if (!query.ok()) return done(StatusReply(query.status()));
+  Result<bool> empty = QueryFlag(*query, "empty", false);
+  if (!empty.ok()) return done(StatusReply(empty.status()));
   api.backend_.StatsTopic(
-      p[0], [done = std::move(done), topic = p[0]](Result<delayq::TopicStats> r) {
-        if (!r.ok()) {
+      p[0], [done = std::move(done), topic = p[0], empty = *empty](Result<delayq::TopicStats> r) {
+        if (!r.ok() && !(empty && r.code() == Code::kNotFound)) {
           return done(r.code() == Code::kNotFound
                           ? StatusReply(Status::NotFound("no topic '" + topic + "'"))
                           : StatusReply(r.status()));
         }
+        delayq::TopicStats none;
+        none.name = topic;
         rapidjson::StringBuffer sb;
         JsonWriter w(sb);
-        TopicStatsObject(w, *r);
+        TopicStatsObject(w, r.ok() ? *r : none);
         done(HttpReply{200, Done(sb), {}});
       });
 }

@@ -498,13 +498,11 @@
     return {node: root, refresh};
   }
 
+  // A topic's counts; one that does not exist now (no jobs, no watchers)
+  // comes back empty (?empty=true), not as a 404.
   async function topicStats(name) {
-    try {
-      return await api('GET', '/topics/' + encodeURIComponent(name));
-    } catch (e) {
-      if (e.status === 404) return null;
-      throw e;
-    }
+    const t = await api('GET', '/topics/' + encodeURIComponent(name) + '?empty=true');
+    return t.total_jobs === 0 && t.watching === 0 && STATES.every((s) => t.jobs[s] === 0) ? null : t;
   }
 
   // The topic's buttons, drawn into `into`: returns the function that draws

@@ -331,6 +331,17 @@ TEST_F(Http, TopicsStatsPauseClear) {
   EXPECT_EQ(ts["total_jobs"].GetUint64(), 2u);
   EXPECT_EQ(Call("GET", "/topics/nope").status, 404);
   EXPECT_EQ(Call("GET", "/topics/-bad").status, 400);
+  // ?empty=true: a topic that does not exist is empty; one that does is as ever.
+  auto none = Call("GET", "/topics/nope?empty=true");
+  ASSERT_EQ(none.status, 200) << none.body;
+  auto n = Json(none.body);
+  EXPECT_EQ(std::string(n["name"].GetString()), "nope");
+  EXPECT_EQ(n["jobs"]["ready"].GetUint64(), 0u);
+  EXPECT_EQ(n["total_jobs"].GetUint64(), 0u);
+  EXPECT_EQ(Json(Call("GET", "/topics/a?empty=true").body)["total_jobs"].GetUint64(), 2u);
+  EXPECT_EQ(Call("GET", "/topics/nope?empty=false").status, 404);
+  EXPECT_EQ(Call("GET", "/topics/nope?empty=maybe").status, 400);
+  EXPECT_EQ(Call("GET", "/topics/a?stats=true").status, 400);  // not this route's
 
   auto pause = Call("POST", "/topics/a/pause", R"({"delay_ms":60000})");
   EXPECT_EQ(pause.status, 200) << pause.body;

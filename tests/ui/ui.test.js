@@ -72,13 +72,14 @@ async function ok(server, method, route, body) {
 
 const put = (s, topic, job) => ok(s, 'POST', `/topics/${encodeURIComponent(topic)}/jobs`, job);
 
-// Puts n jobs in `topic` and buries them (reserve, then bury with the lease).
+// Puts n jobs in `topic`, reserves n (the topic's oldest ready ones) and
+// buries them with their leases: the ids buried.
 async function putBuried(s, topic, n) {
-  const ids = [];
-  for (let i = 0; i < n; i++) ids.push((await put(s, topic, {body: `buried ${i}`})).id);
+  for (let i = 0; i < n; i++) await put(s, topic, {body: `buried ${i}`});
   const r = await ok(s, 'POST', `/topics/${encodeURIComponent(topic)}/reserve`, {count: n, timeout_ms: 0});
+  assert.equal(r.jobs.length, n);
   for (const j of r.jobs) await ok(s, 'POST', `/jobs/${j.id}/bury`, {lease: j.lease});
-  return ids;
+  return r.jobs.map((j) => j.id);
 }
 
 const stats = async (s, topic) => (await ok(s, 'GET', '/topics/' + encodeURIComponent(topic))).jobs;
