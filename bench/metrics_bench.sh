@@ -23,7 +23,11 @@
 #   lifecycle_c50_{counting,not_counting}_jobs_per_s, counting_vs_not_lifecycle_c50
 #       only with NO_COUNT_BUILD_DIR: a delayqd built with
 #       -DDELAYQ_COUNT_METRICS=OFF (no lateness histograms, no operation
-#       outcome counters) against BUILD_DIR's (target >= 0.97)
+#       outcome counters) against BUILD_DIR's (target >= 0.97);
+#       counting_vs_not_cpu_per_job_c50: delayqd's CPU per job, the same
+#       pairs (steadier than the rates on a shared 2-core machine)
+#   *_cpu_us_per_job                        delayqd's CPU time per job of
+#                                           each set-up (median)
 # Each pair is measured back to back, its order alternating by round.
 # Output: `name: value` lines on stdout; progress on stderr. Knobs:
 # BENCH_SECONDS (3), BENCH_WARMUP (0.5), BENCH_ROUNDS (5), BENCH_SCRAPES (50).
@@ -118,7 +122,17 @@ for labelled in default all; do
 done
 
 # ---- 2. and 3. lifecycle at 50 connections, paired rounds ---------------------------
-declare -A RUNS LAST
+declare -A RUNS LAST CPU LASTCPU
+CLK_TCK=$(getconf CLK_TCK)
+# utime + stime of a process, in clock ticks (proc(5): fields 14, 15).
+cpu_ticks() {
+  local stat
+  stat=$(cat "/proc/$1/stat") || die "no process $1"
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo $((${12} + ${13}))
+}
 # run NAME BINARY_DIR scraped|quiet
 run() {
   local name=$1 dir=$2 how=$3 out
@@ -127,20 +141,30 @@ run() {
     (while :; do curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/metrics"; sleep 1; done) &
     SCRAPER_PID=$!
   fi
+  local t0 t1
+  t0=$(cpu_ticks "$SERVER_PID")
   out=$("$LOADGEN" --port "$BEAN_PORT" --tube bench --connections 50 --mode lifecycle \
     --seconds "$SECS" --warmup "$WARMUP" 2>"$WORK/err") || { cat "$WORK/err" >&2; die "$name"; }
+  t1=$(cpu_ticks "$SERVER_PID")
   stop_scraper
   stop_server 1
-  local v
+  local v us
   v=$(value_of jobs_per_s "$out")
   v=${v%.*}
-  echo "metrics_bench: $name round: $v jobs/s" >&2
+  # delayqd's CPU per job: its CPU over the whole run (warm-up included)
+  # over the jobs of the whole run, at the measured rate.
+  us=$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v r="$v" -v s="$SECS" -v w="$WARMUP" \
+    'BEGIN { printf "%.2f", (r > 0 ? 1e6 * t / hz / (r * (s + w)) : 0) }')
+  echo "metrics_bench: $name round: $v jobs/s, delayqd $us us CPU/job" >&2
   RUNS[$name]="${RUNS[$name]:-} $v"
   LAST[$name]=$v
+  CPU[$name]="${CPU[$name]:-} $us"
+  LASTCPU[$name]=$us
 }
 
 PAIRS_SCRAPE=""
 PAIRS_COUNT=""
+PAIRS_COUNT_CPU=""
 for round in $(seq "$ROUNDS"); do
   if ((round % 2)); then order=(quiet scraped); else order=(scraped quiet); fi
   for how in "${order[@]}"; do run "lifecycle_c50_${how}_jobs_per_s" "$BUILD_DIR" "$how"; done
@@ -154,13 +178,20 @@ for round in $(seq "$ROUNDS"); do
     done
     PAIRS_COUNT+=" $(ratio "${LAST[lifecycle_c50_counting_jobs_per_s]}" \
       "${LAST[lifecycle_c50_not_counting_jobs_per_s]}")"
+    PAIRS_COUNT_CPU+=" $(ratio "${LASTCPU[lifecycle_c50_counting_jobs_per_s]}" \
+      "${LASTCPU[lifecycle_c50_not_counting_jobs_per_s]}")"
   fi
 done
 
-for k in $(printf '%s\n' "${!RUNS[@]}" | sort); do echo "$k: $(median "${RUNS[$k]}")"; done
+for k in $(printf '%s\n' "${!RUNS[@]}" | sort); do
+  echo "$k: $(median "${RUNS[$k]}")"
+  echo "${k%_jobs_per_s}_cpu_us_per_job: $(median "${CPU[$k]}")"
+done
 echo "scraped_vs_quiet_lifecycle_c50_pairs:$PAIRS_SCRAPE"
 echo "scraped_vs_quiet_lifecycle_c50: $(median "$PAIRS_SCRAPE")"
 if [[ -n $NOCOUNT_DIR ]]; then
   echo "counting_vs_not_lifecycle_c50_pairs:$PAIRS_COUNT"
+  echo "counting_vs_not_cpu_per_job_c50_pairs:$PAIRS_COUNT_CPU"
+  echo "counting_vs_not_cpu_per_job_c50: $(median "$PAIRS_COUNT_CPU")"
   echo "counting_vs_not_lifecycle_c50: $(median "$PAIRS_COUNT")"
 fi
