@@ -209,12 +209,13 @@ run_one() {
       R[${key}_p99_ms]=$p99
     fi
   else
-    local jps p50 p99
+    local jps p50 p99 label=$tag
+    [[ $CLIENT == plain ]] && label="plain $tag"
     jps=$(value_of jobs_per_s "$out")
     p50=$(value_of latency_p50_us "$out")
     p99=$(value_of latency_p99_us "$out")
     printf 'server_bench: %-10s %-22s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; client cpu %s%%)\n' \
-      "$server" "${CLIENT/#loadgen*/}${CLIENT/#plain/plain }$tag" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+      "$server" "$label" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
     if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
       R[${key}_jobs_per_s]=$jps
       R[${key}_latency_p50_us]=$p50
