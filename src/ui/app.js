@@ -17,6 +17,7 @@
   const TOKEN_KEY = 'delayq.token';
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const PAGE_SIZE = 50;
+  const MAX_TOPIC_ROWS = 500;
 
   let token = sessionStorage.getItem(TOKEN_KEY) || '';
   let page = null; // the page shown: {refresh()} or null
@@ -366,7 +367,8 @@
       out.push(h('h2', {}, 'Health'));
       out.push(h('div', {class: 'cards', id: 'health'},
           card('backend', health('delayq_backend_healthy'), null, 'health-backend'),
-          card('store', health('delayq_store_healthy'), null, 'health-store'),
+          card('store', metricSum(samples, 'delayq_store_healthy') === null && redis === null
+            ? 'in memory' : health('delayq_store_healthy'), null, 'health-store'),
           card('redis', redis === null ? '–' : redis >= 1 ? 'connected' : 'disconnected', null, 'health-redis'),
           card('server', info.draining ? 'draining' : 'serving',
               h('div', {class: 'muted'}, `delayqd ${info.version}, up ${fmtDuration(info.uptime_ms)}`), 'health-server')));
@@ -424,14 +426,18 @@
         redraw();
       },
     }, label)));
-    const rows = shown.map((t) => h('tr', {'data-topic': t.name},
+    // A page of 10,000 rows redrawn every 2 s would make the browser crawl:
+    // the first MAX_TOPIC_ROWS in this order, and the filter for the rest.
+    const rows = shown.slice(0, MAX_TOPIC_ROWS).map((t) => h('tr', {'data-topic': t.name},
         h('td', {}, h('a', {href: topicHref(t.name)}, t.name)),
         STATES.map((s) => h('td', {class: 'num', 'data-state': s}, fmtInt(t.jobs[s]))),
         h('td', {class: 'num'}, fmtInt(value(t, 'total'))),
         h('td', {class: 'num'}, fmtRate(t.rate)),
         h('td', {}, t.paused ? `yes (${fmtDuration(t.pause_time_left_ms)} left)` : 'no')));
     return h('div', {},
-        h('p', {class: 'muted', id: 'topic-count'}, `${shown.length} of ${list.length} topics`),
+        h('p', {class: 'muted', id: 'topic-count'}, shown.length > MAX_TOPIC_ROWS
+          ? `the first ${MAX_TOPIC_ROWS} of ${shown.length} topics shown (of ${list.length}): filter to find the others`
+          : `${shown.length} of ${list.length} topics`),
         h('table', {class: 'grid', id: 'topic-table'}, h('thead', {}, head), h('tbody', {}, rows)));
   }
 

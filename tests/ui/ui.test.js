@@ -283,6 +283,25 @@ test('every page, its numbers and its actions, against the API', async () => {
   }
 });
 
+test('the topics page shows the first 500 topics and finds the others by filter', async () => {
+  const s = await startDelayqd();
+  const page = await openPage();
+  try {
+    for (let i = 0; i < 520; i++) await put(s, `t${String(i).padStart(3, '0')}`, {body: 'x'});
+    await page.goto(s.base + '/ui#/topics');
+    await page.waitForSelector('#topic-table');
+    assert.equal(await page.locator('#topic-table tbody tr').count(), 500);
+    assert.match(await text(page, '#topic-count'), /the first 500 of 521 topics/);  // and 'default'
+    await page.fill('#topic-filter', 't519');
+    await waitFor('the filter', async () => (await page.locator('#topic-table tbody tr').count()) === 1);
+    assert.equal(await page.locator('#topic-table tbody tr').first().getAttribute('data-topic'), 't519');
+    assert.deepEqual(page.errors, []);
+  } finally {
+    await page.context().close();
+    await stopDelayqd(s);
+  }
+});
+
 test('--ui-read-only shows no action that changes the queue', async () => {
   const s = await startDelayqd(['--ui-read-only']);
   const page = await openPage();
