@@ -97,10 +97,12 @@ Status ParseField(std::string_view text, const FieldSpec& f, std::bitset<N>* bit
     } else if (size_t dash = item.find('-'); dash != std::string_view::npos) {
       Result<int> a = FieldValue(item.substr(0, dash), f);
       if (!a.ok()) return a.status();
-      // 7 closes a day-of-week range as Sunday's 7, not 0 (MON-SUN, 5-7).
+      // 7 (or SUN) closes a day-of-week range that starts later in the
+      // week as Sunday's 7, not 0 (MON-SUN, 5-7); SUN-SUN is Sunday alone.
       std::string_view end = item.substr(dash + 1);
-      Result<int> b =
-          f.sunday7 && (end == "7" || Lower(end) == "sun") ? Result<int>(7) : FieldValue(end, f);
+      Result<int> b = f.sunday7 && *a > 0 && (end == "7" || Lower(end) == "sun")
+                          ? Result<int>(7)
+                          : FieldValue(end, f);
       if (!b.ok()) return b.status();
       from = *a;
       to = *b;

@@ -72,12 +72,39 @@ std::optional<std::string_view> NonPublicKind(const boost::asio::ip::address& a)
   if (a.is_v4()) return V4Kind(a.to_v4().to_uint());
   const boost::asio::ip::address_v6 v6 = a.to_v6();
   const auto b = v6.to_bytes();
-  if (v6.is_v4_mapped())
-    return V4Kind(boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_uint());
+  const auto v4_at = [&](size_t i) {
+    return uint32_t{b[i]} << 24 | uint32_t{b[i + 1]} << 16 | uint32_t{b[i + 2]} << 8 | b[i + 3];
+  };
+  const auto zeros = [&](size_t from, size_t to) {
+    return std::all_of(b.begin() + static_cast<long>(from), b.begin() + static_cast<long>(to),
+                       [](uint8_t x) { return x == 0; });
+  };
+  if (v6.is_v4_mapped()) return V4Kind(v4_at(12));
+  // ::ffff:0:a.b.c.d (SIIT, RFC 6052's translated form): IPv4 inside.
+  if (zeros(0, 8) && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0)
+    return V4Kind(v4_at(12));
   // 64:ff9b::/96, NAT64: the IPv4 address in its last 32 bits.
-  if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b &&
-      std::all_of(b.begin() + 4, b.begin() + 12, [](uint8_t x) { return x == 0; }))
-    return V4Kind(uint32_t{b[12]} << 24 | uint32_t{b[13]} << 16 | uint32_t{b[14]} << 8 | b[15]);
+  if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && zeros(4, 12))
+    return V4Kind(v4_at(12));
+  // 64:ff9b:1::/48, NAT64 for local use (RFC 8215): never the internet.
+  if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1)
+    return "private";
+  // 2002::/16, 6to4: the IPv4 address in bits 16..47.
+  if (b[0] == 0x20 && b[1] == 0x02) {
+    if (std::optional<std::string_view> k = V4Kind(v4_at(2))) return k;
+  }
+  // 2001::/32 Teredo (a tunnel to any IPv4, its addresses obfuscated
+  // inside): refused as reserved.
+  if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) return "reserved";
+  // 100::/64, discard-only.
+  if (b[0] == 0x01 && b[1] == 0x00 && zeros(2, 8)) return "reserved";
+  // 2001:2::/48 benchmarking; 2001:10::/28 and 2001:20::/28 ORCHID.
+  if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0x02 && b[4] == 0 && b[5] == 0)
+    return "benchmarking";
+  if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && ((b[3] & 0xf0) == 0x10 || (b[3] & 0xf0) == 0x20))
+    return "reserved";
+  // 3fff::/20, documentation (RFC 9637).
+  if (b[0] == 0x3f && (b[1] & 0xf0) == 0xf0) return "documentation";
   if (v6.is_unspecified()) return "unspecified";
   if (v6.is_loopback()) return "loopback";
   if (v6.is_link_local()) return "link-local";                  // fe80::/10

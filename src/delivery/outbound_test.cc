@@ -39,15 +39,25 @@ TEST(Outbound, NonPublicAddressesAreNamedPublicOnesAreNot) {
       {"::ffff:10.0.0.1", "private"},
       {"64:ff9b::a9fe:a9fe", "link-local"},  // NAT64 of 169.254.169.254
       {"::127.0.0.1", "reserved"},
+      {"::ffff:0:10.0.0.1", "private"},     // SIIT
+      {"64:ff9b:1::a00:1", "private"},      // local-use NAT64
+      {"2002:7f00:1::1", "loopback"},       // 6to4 of 127.0.0.1
+      {"2002:a9fe:a9fe::1", "link-local"},  // 6to4 of 169.254.169.254
+      {"2001:0:4136:e378::1", "reserved"},  // Teredo
+      {"100::1", "reserved"},               // discard-only
+      {"2001:2::1", "benchmarking"},
+      {"2001:10::1", "reserved"},  // ORCHID
+      {"2001:20::1", "reserved"},  // ORCHIDv2
+      {"3fff::1", "documentation"},
   };
   for (auto [text, kind] : table) {
     std::optional<std::string_view> k = NonPublicKind(boost::asio::ip::make_address(text));
     ASSERT_TRUE(k.has_value()) << text << " was taken for public";
     EXPECT_EQ(*k, kind) << text;
   }
-  for (const char* pub :
-       {"8.8.8.8", "1.1.1.1", "172.32.0.1", "172.15.255.255", "100.128.0.1", "169.255.0.1",
-        "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"}) {
+  for (const char* pub : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "172.15.255.255", "100.128.0.1",
+                          "169.255.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8",
+                          "64:ff9b::808:808", "2002:808:808::1", "2001:4860::8888"}) {
     EXPECT_FALSE(NonPublicKind(boost::asio::ip::make_address(pub)).has_value()) << pub;
   }
 }

@@ -6,10 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <utility>
 
@@ -67,6 +69,7 @@ struct PushClient::Call {
   std::function<void(PushResponse)> done;
   PushResponse response;
   std::string refused;  // why an address was refused
+  bool opened = false;  // a socket was opened for it (an address passed)
   std::chrono::steady_clock::time_point start;
   char error[CURL_ERROR_SIZE] = {};
 
@@ -94,10 +97,14 @@ struct PushClient::Callbacks {
     auto it = c->sockets_.find(fd);
     if (what == CURL_POLL_REMOVE) {
       if (it != c->sockets_.end()) {
+        // A wait still pending ends by itself and, wanted no more, is not
+        // made again; not cancelled, so that curl wanting the socket again
+        // meanwhile finds it still waited on. One of curl's own sockets
+        // goes now: no CloseSocket comes for it.
         it->second->want = 0;
-        boost::system::error_code ignored;
-        it->second->sd.cancel(ignored);
-        if (it->second->foreign) {  // not opened by OpenSocket: no CloseSocket comes
+        if (it->second->foreign) {
+          boost::system::error_code ignored;
+          it->second->sd.cancel(ignored);
           it->second->sd.release();
           c->sockets_.erase(it);
         }
@@ -105,7 +112,12 @@ struct PushClient::Callbacks {
       return 0;
     }
     if (it == c->sockets_.end()) {  // curl's own (its resolver's wake-up): watched too
-      auto s = std::make_shared<Socket>(c->io_, fd);
+      std::shared_ptr<Socket> s;
+      try {
+        s = std::make_shared<Socket>(c->io_, fd);
+      } catch (const std::exception&) {
+        return -1;  // not watchable: curl fails the transfer
+      }
       s->foreign = true;
       it = c->sockets_.emplace(fd, std::move(s)).first;
     }
@@ -155,8 +167,25 @@ struct PushClient::Callbacks {
     }
     const int fd = ::socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0) return CURL_SOCKET_BAD;
+    std::shared_ptr<Socket> s;
+    try {
+      s = std::make_shared<Socket>(c->io_, fd);
+    } catch (const std::exception&) {  // no exception may cross curl's C frames
+      ::close(fd);
+      return CURL_SOCKET_BAD;
+    }
+    // An entry left for this number (its descriptor closed behind our
+    // back) must not close the new socket when it goes: released first.
+    if (auto old = c->sockets_.find(fd); old != c->sockets_.end()) {
+      old->second->want = 0;
+      boost::system::error_code ignored;
+      old->second->sd.cancel(ignored);
+      old->second->sd.release();
+      c->sockets_.erase(old);
+    }
+    c->sockets_.emplace(fd, std::move(s));
     ++c->opened_;
-    c->sockets_[fd] = std::make_shared<Socket>(c->io_, fd);
+    call->opened = true;
     return fd;
   }
 
@@ -223,6 +252,7 @@ void PushClient::Send(PushRequest request, std::function<void(PushResponse)> don
   call->done = std::move(done);
   call->start = std::chrono::steady_clock::now();
   CURL* e = curl_easy_init();
+  if (e == nullptr) return FailLater(std::move(call->done), "curl_easy_init failed");
   call->easy = e;
   const PushRequest& r = call->request;
   curl_easy_setopt(e, CURLOPT_URL, r.url.c_str());
@@ -234,7 +264,13 @@ void PushClient::Send(PushRequest request, std::function<void(PushResponse)> don
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, r.follow_redirects ? 1L : 0L);
   curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(r.timeout_ms));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<TimeMs>(r.timeout_ms, 1)));
+  // No proxy from the environment (http_proxy, ...): the address check
+  // would see the proxy's address, not the target's.
+  curl_easy_setopt(e, CURLOPT_PROXY, "");
+  // A transfer ended while its name resolves does not wait for the
+  // resolver's thread (it would block the loop).
+  curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
@@ -259,8 +295,26 @@ void PushClient::Send(PushRequest request, std::function<void(PushResponse)> don
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(r.body.size()));
     if (r.method != "POST") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
   }
+  Call* started = call.get();
   calls_[e] = std::move(call);
-  curl_multi_add_handle(multi_, e);  // its timer callback starts it
+  if (CURLMcode rc = curl_multi_add_handle(multi_, e); rc != CURLM_OK) {  // its timer starts it
+    std::function<void(PushResponse)> failed = std::move(started->done);
+    calls_.erase(e);
+    return FailLater(std::move(failed), curl_multi_strerror(rc));
+  }
+}
+
+// A request that could not start: its completion runs later on the loop,
+// never inside Send.
+void PushClient::FailLater(std::function<void(PushResponse)> done, std::string why) {
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [alive, done = std::move(done), why = std::move(why)] {
+    if (alive.expired()) return;
+    PushResponse r;
+    r.failure = PushFailure::kProtocol;
+    r.error = why;
+    done(std::move(r));
+  });
 }
 
 void PushClient::Watch(const std::shared_ptr<Socket>& s) {
@@ -286,6 +340,10 @@ void PushClient::Arm(const std::shared_ptr<Socket>& s, bool in) {
         if (!sock) return;
         (in ? sock->reading : sock->writing) = false;
         if (ec == boost::asio::error::operation_aborted) return;
+        // Closed since (its number perhaps another socket's now), or not
+        // wanted any more: not curl's concern.
+        auto it = sockets_.find(sock->fd);
+        if (it == sockets_.end() || it->second != sock || sock->want == 0) return;
         Action(sock->fd, ec ? CURL_CSELECT_ERR : in ? CURL_CSELECT_IN : CURL_CSELECT_OUT);
         if (sock->want & (in ? CURL_POLL_IN : CURL_POLL_OUT)) Arm(sock, in);
       });
@@ -325,17 +383,32 @@ void PushClient::Finish() {
         case CURLE_OPERATION_TIMEDOUT:
           r.failure = PushFailure::kTimeout;
           break;
-        case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_COULDNT_CONNECT:
+          // Refused by us only if no address of the name passed the check.
+          if (!call->refused.empty() && !call->opened) {
+            r.failure = PushFailure::kRefused;
+            r.error = call->refused;
+          } else {
+            r.failure = PushFailure::kConnect;
+          }
+          break;
+        case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_SEND_ERROR:
         case CURLE_RECV_ERROR:
-          r.failure = call->refused.empty() ? PushFailure::kConnect : PushFailure::kRefused;
-          if (!call->refused.empty()) r.error = call->refused;
+          r.failure = PushFailure::kConnect;
           break;
         case CURLE_SSL_CONNECT_ERROR:
         case CURLE_PEER_FAILED_VERIFICATION:
         case CURLE_SSL_CERTPROBLEM:
         case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS:
+        case CURLE_SSL_CRL_BADFILE:
+        case CURLE_SSL_CLIENTCERT:
+        case CURLE_USE_SSL_FAILED:
+        case CURLE_SSL_SHUTDOWN_FAILED:
           r.failure = PushFailure::kTls;
           break;
         default:

@@ -76,6 +76,8 @@ class PushClient {
   PushClient(const PushClient&) = delete;
   PushClient& operator=(const PushClient&) = delete;
 
+  // `done` runs once, on the loop, never inside Send; it must not destroy
+  // the client.
   void Send(PushRequest request, std::function<void(PushResponse)> done);
   size_t in_flight() const { return calls_.size(); }
   // Connections curl opened so far (reuse keeps it low).
@@ -89,6 +91,7 @@ class PushClient {
   void Watch(const std::shared_ptr<Socket>& s);
   void Arm(const std::shared_ptr<Socket>& s, bool in);
   void Action(int fd, int events);
+  void FailLater(std::function<void(PushResponse)> done, std::string why);
   void Finish();
 
   boost::asio::io_context& io_;

@@ -17,6 +17,7 @@
   const TOKEN_KEY = 'delayq.token';
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const PAGE_SIZE = 50;
+  const P99_SAMPLES = 30;  // the overview's p99: over the last 30 refreshes (a minute)
   const MAX_TOPIC_ROWS = 500;
 
   let token = sessionStorage.getItem(TOKEN_KEY) || '';
@@ -299,12 +300,18 @@
         };
         sample.put = op('put');
         sample.reserve = op('reserve');
-        sample.finish = (op('finish') || 0) + (op('delete') || 0);
+        const finish = op('finish');
+        const del = op('delete');
+        sample.finish = finish === null && del === null ? null : (finish || 0) + (del || 0);
         const timeouts = metricSum(samples, 'delayq_operations_total', {op: 'timeout'});
         sample.timeout = timeouts !== null ? timeouts : metricSum(samples, 'delayq_ttr_timeouts_total');
         sample.lateness = buckets(samples, 'delayq_job_lateness_seconds');
         sample.wait = buckets(samples, 'delayq_job_ready_wait_seconds');
       }
+      // Back after a while (another page, a hidden tab): the old samples
+      // would make one rate of the whole time away.
+      const prevSample = overviewSamples[overviewSamples.length - 1];
+      if (prevSample && t - prevSample.t > 3 * REFRESH_MS) overviewSamples.length = 0;
       overviewSamples.push(sample);
       while (overviewSamples.length > HISTORY + 1) overviewSamples.shift();
       root.replaceChildren(...drawOverview(counts, topics, info, samples, who));
@@ -348,17 +355,16 @@
         const last = series.length ? series[series.length - 1] : null;
         return card(label, fmtRate(last), sparkline(series, label + ' per second'), 'rate-' + key);
       })));
+      // The p99 of what was observed over the last minute (the samples
+      // kept, up to 30 back): "–" when nothing was, or before a second
+      // sample.
       const last = overviewSamples[overviewSamples.length - 1];
-      const prev = overviewSamples.length > 1 ? overviewSamples[overviewSamples.length - 2] : null;
-      const windowed = (key) => {
-        const d = bucketDelta(last[key], prev && prev[key]);
-        const recent = quantile(0.99, d);
-        return recent !== null ? recent : quantile(0.99, last[key]);
-      };
+      const first = overviewSamples[Math.max(0, overviewSamples.length - 1 - P99_SAMPLES)];
+      const windowed = (key) => first === last ? null : quantile(0.99, bucketDelta(last[key], first[key]));
       out.push(h('h2', {}, 'Latency'));
       out.push(h('div', {class: 'cards', id: 'latency'},
-          card('lateness p99', fmtSeconds(windowed('lateness')), h('div', {class: 'muted'}, 'after the due time, until ready'), 'lateness-p99'),
-          card('ready wait p99', fmtSeconds(windowed('wait')), h('div', {class: 'muted'}, 'ready, until reserved'), 'wait-p99')));
+          card('lateness p99', fmtSeconds(windowed('lateness')), h('div', {class: 'muted'}, 'after the due time, until ready; last minute'), 'lateness-p99'),
+          card('ready wait p99', fmtSeconds(windowed('wait')), h('div', {class: 'muted'}, 'ready, until reserved; last minute'), 'wait-p99')));
       const health = (name) => {
         const v = metricSum(samples, name);
         return v === null ? '–' : v >= 1 ? 'healthy' : 'failing';
@@ -466,17 +472,25 @@
           href: topicHref(name, s), class: s === state ? 'active' : '', 'data-state': s,
         }, s, ' ', h('span', {class: 'badge', id: 'tab-count-' + s}, stats ? fmtInt(stats.jobs[s]) : '0')))));
 
+    // One page at a time: a reply to an earlier load (a double click, the
+    // order changed meanwhile) is dropped.
+    let loads = 0;
     const loadJobs = async () => {
-      const q = new URLSearchParams({state, limit: String(PAGE_SIZE), order: nav.order});
+      const mine = ++loads;
+      nav.at = Math.max(0, Math.min(nav.at, nav.cursors.length - 1));
+      const order = nav.order;
+      const q = new URLSearchParams({state, limit: String(PAGE_SIZE), order});
       if (nav.cursors[nav.at]) q.set('after', nav.cursors[nav.at]);
       let reply;
       try {
         reply = await api('GET', `/topics/${encodeURIComponent(name)}/jobs?${q}`);
       } catch (e) {
+        if (mine !== loads) return;
         if (e.status === 401) return goLogin();
-        jobs.replaceChildren(errorBox(e));
+        jobs.replaceChildren(drawJobList([], state, nav, loadJobs), errorBox(e));
         return;
       }
+      if (mine !== loads || order !== nav.order) return;
       nav.cursors.length = nav.at + 1;
       if (reply.next) nav.cursors.push(reply.next);
       jobs.replaceChildren(drawJobList(reply.jobs, state, nav, loadJobs));
@@ -718,6 +732,8 @@
     let topics = [];
     tries.push(api('GET', '/topics').then((r) => {
       topics = r.topics.filter((t) => t.toLowerCase().includes(q.toLowerCase()));
+    }).catch((e) => {
+      if (e.status === 401) throw e;
     }));
     await Promise.all(tries);
     if (found.length === 1 && !topics.length && String(found[0].id) === q) {
@@ -786,7 +802,12 @@
   async function route() {
     const mine = ++routing;
     const hash = location.hash.replace(/^#/, '') || '/';
-    const parts = hash.split('/').slice(1).map(decodeURIComponent);
+    let parts;
+    try {
+      parts = hash.split('/').slice(1).map(decodeURIComponent);
+    } catch (_) {
+      parts = [];  // a malformed address: the overview
+    }
     for (const id of ['overview', 'topics'])
       document.getElementById('nav-' + id).classList.toggle('active', (parts[0] || 'overview') === id && parts.length <= 1);
     page = null;

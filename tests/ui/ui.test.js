@@ -316,7 +316,7 @@ test('--ui-read-only shows no action that changes the queue', async () => {
     await page.waitForSelector('#job-fields');
     assert.equal(await page.locator('#job-delete').count(), 0);
     assert.equal(await page.locator('#job-kick').count(), 0);
-    assert.match(await text(page, '#who'), /read-only/);
+    await waitFor('the read-only mark', async () => /read-only/.test(await text(page, '#who')));
     assert.deepEqual(page.errors, []);
   } finally {
     await page.context().close();
@@ -351,7 +351,7 @@ test('outside the trusted networks the page asks for a token, and shows only wha
     await page.waitForSelector('#count-ready');
     assert.equal(await num(page, '#count-ready'), 1); // orders.eu only: payments is not its
     assert.equal(await num(page, '#count-topics'), 1);
-    assert.match(await text(page, '#who'), /token worker/);
+    await waitFor('who the page says we are', async () => /token worker/.test(await text(page, '#who')));
     await page.goto(s.base + '/ui#/topics/orders.eu/ready');
     await page.waitForSelector('#job-table');
     assert.match(await text(page, '#read-only-note'), /no admin right/);
