@@ -5,47 +5,28 @@
 // expressions it refuses.
 #include "delivery/cron.h"
 
+#include <date/date.h>
 #include <gtest/gtest.h>
 
-#include <cstdio>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "delayq/text.h"
 
 namespace delayq::delivery {
 namespace {
 
-// "2026-03-29T01:00:00Z" -> epoch ms (a test's own helper: days from the
-// civil date, Howard Hinnant's algorithm).
+// "2026-03-29T01:00:00Z" -> epoch ms, and back.
 TimeMs Utc(const std::string& iso) {
-  int y, mo, d, h, mi, s;
-  EXPECT_EQ(std::sscanf(iso.c_str(), "%d-%d-%dT%d:%d:%dZ", &y, &mo, &d, &h, &mi, &s), 6) << iso;
-  y -= mo <= 2;
-  const int era = (y >= 0 ? y : y - 399) / 400;
-  const int yoe = y - era * 400;
-  const int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  const int64_t days = int64_t{era} * 146097 + doe - 719468;
-  return ((days * 24 + h) * 60 + mi) * 60000 + int64_t{s} * 1000;
+  std::optional<TimeMs> ms = ParseRfc3339(iso);
+  EXPECT_TRUE(ms.has_value()) << iso;
+  return ms.value_or(0);
 }
 
 std::string Iso(TimeMs ms) {
-  const int64_t secs = ms / 1000;
-  int64_t z = secs / 86400 + 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  const int64_t d = doy - (153 * mp + 2) / 5 + 1;
-  const int64_t m = mp < 10 ? mp + 3 : mp - 9;
-  const int64_t y = yoe + era * 400 + (m <= 2);
-  const int64_t t = secs % 86400;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lldZ",
-                static_cast<long long>(y), static_cast<long long>(m), static_cast<long long>(d),
-                static_cast<long long>(t / 3600), static_cast<long long>(t / 60 % 60),
-                static_cast<long long>(t % 60));
-  return buf;
+  return date::format("%FT%TZ", date::sys_seconds{std::chrono::seconds{ms / 1000}});
 }
 
 struct Case {
