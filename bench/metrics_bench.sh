@@ -26,11 +26,19 @@
 #       outcome counters) against BUILD_DIR's (target >= 0.97);
 #       counting_vs_not_cpu_per_job_c50: delayqd's CPU per job, the same
 #       pairs (steadier than the rates on a shared 2-core machine)
+#   {counting,not_counting}_instructions_per_job, counting_vs_not_instructions
+#       only with NO_COUNT_BUILD_DIR and Valgrind: delayqd's instructions per
+#       job under callgrind (--busy-poll-us 0), lifecycle at 50 connections:
+#       the instructions of a 12-second run less those of a 4-second one,
+#       over the jobs of the one less the other (so that start and stop
+#       cancel out), the median of BENCH_CALLGRIND_ROUNDS (3) of each build.
+#       Counts, not times: the machine's load does not move them.
 #   *_cpu_us_per_job                        delayqd's CPU time per job of
 #                                           each set-up (median)
 # Each pair is measured back to back, its order alternating by round.
 # Output: `name: value` lines on stdout; progress on stderr. Knobs:
-# BENCH_SECONDS (3), BENCH_WARMUP (0.5), BENCH_ROUNDS (5), BENCH_SCRAPES (50).
+# BENCH_SECONDS (3), BENCH_WARMUP (0.5), BENCH_ROUNDS (5), BENCH_SCRAPES (50),
+# BENCH_CALLGRIND_ROUNDS (3; 0: none).
 set -euo pipefail
 
 BUILD_DIR=${1:-build}
@@ -195,3 +203,48 @@ if [[ -n $NOCOUNT_DIR ]]; then
   echo "counting_vs_not_cpu_per_job_c50: $(median "$PAIRS_COUNT_CPU")"
   echo "counting_vs_not_lifecycle_c50: $(median "$PAIRS_COUNT")"
 fi
+
+# ---- 4. instructions per job, counting and not ---------------------------------
+CG_ROUNDS=${BENCH_CALLGRIND_ROUNDS:-3}
+if [[ -z $NOCOUNT_DIR || $CG_ROUNDS == 0 ]]; then
+  exit 0
+elif ! command -v valgrind >/dev/null; then
+  echo "metrics_bench: no valgrind: no instruction counts" >&2
+  exit 0
+fi
+# cg_run BINARY_DIR SECONDS: "instructions jobs" of one run under callgrind.
+cg_run() {
+  local out=$WORK/callgrind.out jobs
+  BEAN_PORT=$(free_port)
+  valgrind --tool=callgrind --callgrind-out-file="$out" "$1/delayqd" -l 127.0.0.1 \
+    -p "$BEAN_PORT" --http-port 0 --in-memory --log-level warn --busy-poll-us 0 \
+    >"$WORK/delayqd.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 600); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$BEAN_PORT") 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "delayqd under callgrind exited"
+    sleep 0.1
+  done
+  jobs=$("$LOADGEN" --port "$BEAN_PORT" --tube bench --connections 50 --mode lifecycle \
+    --seconds "$2" --warmup 0 2>"$WORK/err" | sed -n 's/^jobs: //p') || die "loadgen: $(cat "$WORK/err")"
+  stop_server 60  # callgrind writes its profile on the way out
+  echo "$(sed -n 's/^summary: //p; s/^totals: //p' "$out" | head -1 | cut -d' ' -f1) $jobs"
+}
+declare -A INSTR
+for round in $(seq "$CG_ROUNDS"); do
+  for how in counting not_counting; do
+    dir=$BUILD_DIR
+    [[ $how == not_counting ]] && dir=$NOCOUNT_DIR
+    read -r i1 j1 < <(cg_run "$dir" 4)
+    read -r i2 j2 < <(cg_run "$dir" 12)
+    ((j2 > j1)) || die "callgrind runs: $j1 and $j2 jobs"
+    per=$(((i2 - i1) / (j2 - j1)))
+    echo "metrics_bench: $how under callgrind: $per instructions/job ($((j2 - j1)) jobs)" >&2
+    INSTR[$how]="${INSTR[$how]:-} $per"
+  done
+done
+for how in counting not_counting; do
+  echo "${how}_instructions_per_job: $(median "${INSTR[$how]}")"
+done
+echo "counting_vs_not_instructions: $(ratio "$(median "${INSTR[counting]}")" \
+  "$(median "${INSTR[not_counting]}")")"

@@ -320,8 +320,11 @@ int main(int argc, char** argv) {
       on_redis ? OpenRedis(io, clock, config) : OpenLocal(io, clock, config, rocks.get());
   if (owned == nullptr) return 1;
 #if DELAYQ_COUNT_METRICS
-  // The outcomes of the operations every front-end asks for (/metrics).
-  owned = std::make_unique<backend::CountingBackend>(std::move(owned));
+  // The outcomes of the operations every front-end asks for (/metrics): the
+  // Local backend counts them itself, as it calls each completion; Redis's
+  // are counted by a decorator.
+  if (owned->operation_outcomes() == nullptr)
+    owned = std::make_unique<backend::CountingBackend>(std::move(owned));
 #endif
   backend::Backend& backend = *owned;
   server::ServerContext ctx(backend);

@@ -1,9 +1,12 @@
 // The outcomes of the operations the front-ends ask for (GET /metrics,
-// delayq_operations_total; docs/operations.md): a decorator over the
-// backend that delayqd gives every front-end, so that both protocols, the
-// push workers and both backends are counted at one place, as the caller
-// sees the answer. Counting is a plain increment on the loop thread; a
-// completion that is dropped (its session closed) is not counted.
+// delayq_operations_total; docs/operations.md): a decorator over a
+// backend that does not count them itself (Redis), which delayqd gives every
+// front-end, so that both protocols and the push workers are counted at one
+// place, as the caller sees the answer. The Local backend counts the same
+// kinds itself (LocalBackend::CountOutcome), without the wrapper around
+// each completion that costs this one an allocation per operation.
+// Counting is a plain increment on the loop thread; a completion that is
+// dropped (its session closed) is not counted.
 //
 // Which calls count as which operation: put; reserve (Reserve, ReserveJob;
 // a batch is one); finish (Finish, FinishByName); release; bury; kick

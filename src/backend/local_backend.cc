@@ -70,11 +70,11 @@ LocalBackend::~LocalBackend() {
   }
 }
 
-void LocalBackend::AfterChange(SessionId s, std::function<void(Status)> reply) {
+void LocalBackend::AfterChange(Op op, SessionId s, std::function<void(Status)> reply) {
   Collect();
   uint64_t need = Barrier();
-  if (writer_ == nullptr || need <= settled_seq_) return reply(Status::Ok());
-  deferred_.push_back(Deferred{need, s, std::move(reply)});
+  if (writer_ == nullptr || need <= settled_seq_) return Answer(op, reply, Status::Ok());
+  deferred_.push_back(Deferred{need, s, op, std::move(reply)});
 }
 
 SessionId LocalBackend::OpenSession() { return engine_.OpenSession(EngineNow()); }
@@ -104,16 +104,16 @@ std::vector<std::string> LocalBackend::WatchedTopics(SessionId s) const {
 }
 
 void LocalBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> done) {
-  if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kPut); !w.ok()) return Answer(Op::kPut, done, std::move(w));
   // A key may name a cold job: the put then returns it, as for any job.
   if (Status w = WarmKey(r.topic.empty() ? engine_.UsedTopic(s) : r.topic, r.key); !w.ok())
-    return done(std::move(w));
+    return Answer(Op::kPut, done, std::move(w));
   if (r.named)  // so may a name, in another topic
-    if (Status w = WarmName(r.key); !w.ok()) return done(std::move(w));
+    if (Status w = WarmName(r.key); !w.ok()) return Answer(Op::kPut, done, std::move(w));
   FinishChange<PutResult>(Op::kPut, s, engine_.Put(EngineNow(), s, r), std::move(done));
 }
 
-void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids) {
+void LocalBackend::ReplyJobs(Op op, SessionId s, JobsDone done, std::span<const JobId> ids) {
   views_.clear();
   for (JobId id : ids) {
     auto v = engine_.PeekReservation(engine_.now(), id);
@@ -121,14 +121,14 @@ void LocalBackend::ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> 
   }
   std::vector<JobView> views;
   views.swap(views_);  // the completion may re-enter the backend
-  ReplyViews(s, std::move(done), views);
+  ReplyViews(op, s, std::move(done), views);
   if (views_.empty()) views_.swap(views);  // keep the capacity
 }
 
-void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views) {
+void LocalBackend::ReplyViews(Op op, SessionId s, JobsDone done, std::span<const JobView> views) {
   bool durable = true;
   for (const JobView& v : views) durable &= v.id <= durable_put_id_;
-  if (writer_ == nullptr || durable) return done(Status::Ok(), views);
+  if (writer_ == nullptr || durable) return Answer(op, done, Status::Ok(), views);
   uint64_t need = Barrier();
   if (need <= settled_seq_)  // its write failed; it is kept, but not durable yet
     return done(
@@ -147,7 +147,7 @@ void LocalBackend::ReplyViews(SessionId s, JobsDone done, std::span<const JobVie
     o.lease = views[i].lease;
     o.view = views[i];
   }
-  deferred_.push_back(Deferred{need, s, [done = std::move(done), owned](Status st) {
+  deferred_.push_back(Deferred{need, s, op, [done = std::move(done), owned](Status st) {
                                  if (!st.ok()) return done(std::move(st), {});
                                  std::vector<JobView> out;
                                  for (Owned& o : *owned) {
@@ -165,9 +165,9 @@ void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   waiting_.erase(r.session);
   auto res = engine_.Reserve(EngineNow(), r);
   if (!res.ok()) {
-    done(res.status(), {});
+    Answer(Op::kReserve, done, res.status(), Jobs{});
   } else if (!res->empty()) {
-    ReplyJobs(r.session, std::move(done), *res);
+    ReplyJobs(Op::kReserve, r.session, std::move(done), *res);
   } else {
     waiting_[r.session] = std::move(done);
   }
@@ -181,15 +181,51 @@ void LocalBackend::CancelReserve(SessionId s) {
 
 void LocalBackend::ReserveJob(SessionId s, JobId id, JobsDone done) {
   waiting_.erase(s);
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w), {});
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kReserveJob, done, std::move(w), Jobs{});
   auto res = engine_.ReserveJob(EngineNow(), s, id);
   if (!res.ok()) {
-    done(res.status(), {});
+    Answer(Op::kReserveJob, done, res.status(), Jobs{});
   } else {
     JobView v = *res;
-    ReplyViews(s, std::move(done), std::span<const JobView>(&v, 1));
+    ReplyViews(Op::kReserveJob, s, std::move(done), std::span<const JobView>(&v, 1));
   }
   Settle();
+}
+
+void LocalBackend::CountOutcome(Op op, Code c) {
+  CountedOp counted;
+  switch (op) {  // CountingBackend's kinds (counting_backend.h)
+    case Op::kPut:
+      counted = CountedOp::kPut;
+      break;
+    case Op::kReserve:
+    case Op::kReserveJob:
+      counted = CountedOp::kReserve;
+      break;
+    case Op::kFinish:
+      counted = CountedOp::kFinish;
+      break;
+    case Op::kRelease:
+      counted = CountedOp::kRelease;
+      break;
+    case Op::kBury:
+      counted = CountedOp::kBury;
+      break;
+    case Op::kKick:
+    case Op::kKickJob:
+      counted = CountedOp::kKick;
+      break;
+    case Op::kDelete:
+    case Op::kDeleteKey:
+      counted = CountedOp::kDelete;
+      break;
+    case Op::kTouch:
+      counted = CountedOp::kTouch;
+      break;
+    default:
+      return;
+  }
+  outcomes_.Count(counted, c);
 }
 
 Status LocalBackend::Admit(Op op) const {
@@ -198,19 +234,22 @@ Status LocalBackend::Admit(Op op) const {
 
 void LocalBackend::FinishChange(Op op, SessionId s, Status st, Done done) {
   if (!st.ok() || !OperationOf(op).durable) {
-    done(std::move(st));
+    Answer(op, done, std::move(st));
   } else {
-    AfterChange(s, std::move(done));
+    AfterChange(op, s, std::move(done));
   }
   Settle();
 }
 
 template <typename T>
 void LocalBackend::FinishChange(Op op, SessionId s, Result<T> res, Callback<T> done) {
-  if (!res.ok() || !OperationOf(op).durable) {
+  if (!res.ok() || !OperationOf(op).durable || writer_ == nullptr) {
+    // (Without a store a change is as durable as it gets at once: no
+    // wrapper for AfterChange to hold.)
+    Count(op, res.ok() ? Code::kOk : res.status().code());
     done(std::move(res));
   } else {
-    AfterChange(s, [done = std::move(done), v = std::move(*res)](Status st) mutable {
+    AfterChange(op, s, [done = std::move(done), v = std::move(*res)](Status st) mutable {
       if (st.ok())
         done(std::move(v));
       else
@@ -236,27 +275,28 @@ Result<Holder> HolderOf(const Claim& c) {
 
 void LocalBackend::Delete(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = Admit(Op::kDelete); !w.ok()) return done(std::move(w));
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  if (!h.ok()) return Answer(Op::kDelete, done, h.status());
+  if (Status w = Admit(Op::kDelete); !w.ok()) return Answer(Op::kDelete, done, std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kDelete, done, std::move(w));
   FinishChange(Op::kDelete, c.session, engine_.Delete(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::DeleteByKey(const Claim& c, std::string_view topic, std::string_view key,
                                Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = Admit(Op::kDeleteKey); !w.ok()) return done(std::move(w));
-  if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
+  if (!h.ok()) return Answer(Op::kDeleteKey, done, h.status());
+  if (Status w = Admit(Op::kDeleteKey); !w.ok()) return Answer(Op::kDeleteKey, done, std::move(w));
+  if (Status w = WarmKey(topic, key); !w.ok()) return Answer(Op::kDeleteKey, done, std::move(w));
   FinishChange(Op::kDeleteKey, c.session, engine_.DeleteByKey(EngineNow(), *h, topic, key),
                std::move(done));
 }
 
 void LocalBackend::Finish(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = Admit(Op::kFinish); !w.ok()) return done(std::move(w));
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));  // its state, if cold
+  if (!h.ok()) return Answer(Op::kFinish, done, h.status());
+  if (Status w = Admit(Op::kFinish); !w.ok()) return Answer(Op::kFinish, done, std::move(w));
+  if (Status w = WarmId(id); !w.ok())
+    return Answer(Op::kFinish, done, std::move(w));  // its state, if cold
   FinishChange(Op::kFinish, c.session, engine_.Finish(EngineNow(), *h, id), std::move(done));
 }
 
@@ -272,10 +312,11 @@ void LocalBackend::DeleteByName(std::string_view name, Callback<JobChange> done)
 // finished or deleted as an operator would.
 void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange> done) {
   const Op op = finish ? Op::kFinish : Op::kDelete;
-  if (Status w = Admit(op); !w.ok()) return done(std::move(w));
-  if (Status w = WarmName(name); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(op); !w.ok()) return Answer(op, done, std::move(w));
+  if (Status w = WarmName(name); !w.ok()) return Answer(op, done, std::move(w));
   JobId id = engine_.ResolveName(name);
-  if (id == 0) return done(Status::NotFound("no job has id '" + std::string(name) + "'"));
+  if (id == 0)
+    return Answer(op, done, Status::NotFound("no job has id '" + std::string(name) + "'"));
   const TimeUs now = EngineNow();
   FinishChange(op, SessionId{0},
                finish ? engine_.Finish(now, Holder(0), id) : engine_.Delete(now, Holder(0), id),
@@ -285,9 +326,9 @@ void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange
 void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                            std::optional<TimeMs> delay, Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = Admit(Op::kRelease); !w.ok()) return done(std::move(w));
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  if (!h.ok()) return Answer(Op::kRelease, done, h.status());
+  if (Status w = Admit(Op::kRelease); !w.ok()) return Answer(Op::kRelease, done, std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kRelease, done, std::move(w));
   FinishChange(Op::kRelease, c.session, engine_.Release(EngineNow(), *h, id, priority, delay),
                std::move(done));
 }
@@ -295,23 +336,23 @@ void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> pri
 void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                         Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = Admit(Op::kBury); !w.ok()) return done(std::move(w));
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  if (!h.ok()) return Answer(Op::kBury, done, h.status());
+  if (Status w = Admit(Op::kBury); !w.ok()) return Answer(Op::kBury, done, std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kBury, done, std::move(w));
   FinishChange(Op::kBury, c.session, engine_.Bury(EngineNow(), *h, id, priority), std::move(done));
 }
 
 void LocalBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
   auto h = HolderOf(c);
-  if (!h.ok()) return done(h.status());
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  if (!h.ok()) return Answer(Op::kTouch, done, h.status());
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kTouch, done, std::move(w));
   // Not durable (its row): a TTR is not persisted.
   FinishChange(Op::kTouch, c.session, engine_.Touch(EngineNow(), *h, id), std::move(done));
 }
 
 void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
                         Callback<uint64_t> done) {
-  if (Status w = Admit(Op::kKick); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kKick); !w.ok()) return Answer(Op::kKick, done, std::move(w));
   // With no buried job, kick takes the soonest delayed ones, cold ones
   // too: the `bound` soonest cold ones join those in memory (which may hold
   // a job taken in beyond the mark, by id), and the engine picks.
@@ -319,14 +360,14 @@ void LocalBackend::Kick(SessionId s, std::string_view topic, uint64_t bound,
   if (horizon_on() && bound > 0 && engine_.ColdJobs(name) > 0) {
     auto stats = engine_.StatsTopic(EngineNow(), name);
     if (stats.ok() && stats->buried == 0)
-      if (Status w = LoadNext(name, bound); !w.ok()) return done(std::move(w));
+      if (Status w = LoadNext(name, bound); !w.ok()) return Answer(Op::kKick, done, std::move(w));
   }
   FinishChange<uint64_t>(Op::kKick, s, engine_.Kick(EngineNow(), topic, bound), std::move(done));
 }
 
 void LocalBackend::KickJob(SessionId s, JobId id, Callback<JobChange> done) {
-  if (Status w = Admit(Op::kKickJob); !w.ok()) return done(std::move(w));
-  if (Status w = WarmId(id); !w.ok()) return done(std::move(w));
+  if (Status w = Admit(Op::kKickJob); !w.ok()) return Answer(Op::kKickJob, done, std::move(w));
+  if (Status w = WarmId(id); !w.ok()) return Answer(Op::kKickJob, done, std::move(w));
   FinishChange(Op::kKickJob, s, engine_.KickJob(EngineNow(), id), std::move(done));
 }
 
@@ -365,7 +406,7 @@ void LocalBackend::Peek(SessionId s, PeekKind kind, JobId id, std::string_view t
     done(r.status(), {});
   } else {
     JobView v = *r;
-    ReplyViews(s, std::move(done), std::span<const JobView>(&v, 1));
+    ReplyViews(Op::kPeek, s, std::move(done), std::span<const JobView>(&v, 1));
   }
   Settle();
 }
@@ -410,7 +451,7 @@ void LocalBackend::ListJobs(const ListJobsRequest& r, PageDone done) {
     }
   }
   ReplyViews(
-      SessionId{0},
+      Op::kListJobs, SessionId{0},
       [done = std::move(done), more](Status st, Jobs jobs) {
         const bool follow = st.ok() && more;
         done(std::move(st), jobs, follow);
@@ -425,7 +466,7 @@ void LocalBackend::FindKey(std::string_view key, JobsDone done) {
       if (Status st = WarmKey(topic, key); !st.ok()) return done(std::move(st), {});
   }
   std::vector<JobView> views = engine_.FindKey(EngineNow(), key);
-  ReplyViews(SessionId{0}, std::move(done), views);
+  ReplyViews(Op::kFindJobs, SessionId{0}, std::move(done), views);
   Settle();
 }
 
@@ -505,9 +546,9 @@ void LocalBackend::CompleteWaiter(SessionId s, Status st, std::span<const JobId>
   JobsDone done = std::move(it->second);
   waiting_.erase(it);
   if (st.ok()) {
-    ReplyJobs(s, std::move(done), ids);
+    ReplyJobs(Op::kReserve, s, std::move(done), ids);
   } else {
-    done(std::move(st), {});
+    Answer(Op::kReserve, done, std::move(st), Jobs{});
   }
 }
 

@@ -41,6 +41,7 @@
 
 #include "backend/backend.h"
 #include "backend/clock.h"
+#include "delayq/build_options.h"
 #include "delayq/operations.h"
 #include "store/journal.h"
 #include "store/store.h"
@@ -111,6 +112,12 @@ class LocalBackend final : public Backend {
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
   const EngineMetrics* engine_metrics() const override { return &engine_.metrics(); }
+  // Counted here, where each completion is called, rather than by a
+  // CountingBackend around this one: its wrapper of every completion cost
+  // an allocation and a call per operation (docs/benchmarks.md, "Watching").
+  const OperationOutcomes* operation_outcomes() const override {
+    return DELAYQ_COUNT_METRICS ? &outcomes_ : nullptr;
+  }
   std::optional<std::string_view> KnownTopicOf(JobId id) const override {
     return engine_.TopicOf(id);
   }
@@ -166,7 +173,7 @@ class LocalBackend final : public Backend {
   void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without
   // a store), with Ok, or with the store's error when the write failed.
-  void AfterChange(SessionId s, std::function<void(Status)> reply);
+  void AfterChange(Op op, SessionId s, std::function<void(Status)> reply);
   // Completes operation `op` (its row of the operation table,
   // delayq/operations.h): an error at once; a success via AfterChange when
   // the row says the operation changes the queue (`durable`), else at once.
@@ -181,10 +188,26 @@ class LocalBackend final : public Backend {
   void ArmTimer();
   void OnTimer();
   void CompleteWaiter(SessionId s, Status st, std::span<const JobId> ids);
-  void ReplyJobs(SessionId s, JobsDone done, std::span<const JobId> ids);
+  void ReplyJobs(Op op, SessionId s, JobsDone done, std::span<const JobId> ids);
   // Replies with jobs: at once when every one of them is durable, else
   // (with copies of them) once the batches holding their puts are.
-  void ReplyViews(SessionId s, JobsDone done, std::span<const JobView> views);
+  void ReplyViews(Op op, SessionId s, JobsDone done, std::span<const JobView> views);
+  // Counts the outcome of `op` (operation_outcomes), when it is one of the
+  // counted kinds (CountedOp).
+  void Count(Op op, Code c) {
+#if DELAYQ_COUNT_METRICS
+    CountOutcome(op, c);
+#else
+    (void)op, (void)c;
+#endif
+  }
+  void CountOutcome(Op op, Code c);
+  // Calls `done` with `st` (and the rest), counted.
+  template <typename D, typename... Rest>
+  void Answer(Op op, D& done, Status st, Rest&&... rest) {
+    Count(op, st.code());
+    done(std::move(st), std::forward<Rest>(rest)...);
+  }
   // ---- the horizon ----
   bool horizon_on() const { return horizon_ms_ > 0; }
   // Moves the jobs due up to now + horizon into the engine (a bounded
@@ -245,12 +268,14 @@ class LocalBackend final : public Backend {
   std::vector<Event> events_;
   std::vector<JobView> views_;
   bool settling_ = false;
+  OperationOutcomes outcomes_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   // ---- durability (with a store) ----
   struct Deferred {
     uint64_t seq;  // settled once batch `seq` is
     SessionId session;
+    Op op;                              // counted when it replies
     std::function<void(Status)> reply;  // empty: its session closed
   };
   store::Store* store_;

@@ -480,6 +480,14 @@ TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItse
   EXPECT_TRUE(during_shown);
   auto after = PutAndWait(*b, s, Req("after"));
   ASSERT_TRUE(after.ok());
+  // Each answer counted as the caller got it: the put whose write failed
+  // (answered after the store's answer) and the one refused at once.
+  if (const OperationOutcomes* counts = b->operation_outcomes(); counts != nullptr) {
+    EXPECT_EQ(counts->Of(CountedOp::kPut, Outcome::kOk), 2u);
+    EXPECT_EQ(counts->Of(CountedOp::kPut, Outcome::kUnavailable), 2u);
+    EXPECT_EQ(counts->Of(CountedOp::kDelete, Outcome::kUnavailable), 1u);
+    EXPECT_EQ(counts->Of(CountedOp::kReserve, Outcome::kOk), 1u);
+  }
   // The job of the failed write was kept, so it is served now.
   std::optional<std::vector<std::string>> bodies;
   b->Reserve(ReserveRequest{s, 0, 10, false}, [&](Status st, Jobs jobs) {

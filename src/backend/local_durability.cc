@@ -226,7 +226,9 @@ void LocalBackend::OnSettled(uint64_t seq, Status st) {
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
-    if (d.reply) d.reply(st);
+    if (!d.reply) continue;
+    Count(d.op, st.code());
+    d.reply(st);
   }
   Settle();
 }
