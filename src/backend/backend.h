@@ -219,6 +219,12 @@ class Backend {
   // make their changes durable, and how many of that thread's completions
   // have run on the loop thread so far.
   virtual bool RepliesWaitForStore() const { return false; }
+  // Whether the completions of a session's operations that are not called
+  // before the call returns run in the order the operations were issued,
+  // a reserve that waits for a job aside: a front-end may then issue a
+  // session's next operation before the last is answered (the beanstalkd
+  // front-end's pipelined commands, server/beanstalk_handler.h).
+  virtual bool CompletesInOrder() const { return false; }
   virtual uint64_t StoreCompletionsRun() const { return 0; }
 };
 

@@ -97,6 +97,7 @@ class ForwardingBackend : public Backend {
   }
   TimeMs Now() const override { return b_.Now(); }
   bool RepliesWaitForStore() const override { return b_.RepliesWaitForStore(); }
+  bool CompletesInOrder() const override { return b_.CompletesInOrder(); }
   uint64_t StoreCompletionsRun() const override { return b_.StoreCompletionsRun(); }
 
  protected:

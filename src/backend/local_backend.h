@@ -140,6 +140,9 @@ class LocalBackend final : public Backend {
   // The engine's ticks: microseconds.
   static constexpr TimeMs kTicksPerMs = 1000;
   bool RepliesWaitForStore() const override { return !deferred_.empty(); }
+  // Every completion that waits (for the store) waits in deferred_, in the
+  // order of the calls, a reserve that waits for a job aside.
+  bool CompletesInOrder() const override { return true; }
   uint64_t StoreCompletionsRun() const override { return store_completions_; }
 
   // Loads every job of the store into the engine (before any operation).

@@ -200,7 +200,8 @@ BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wak
       wake_(std::move(wake)),
       caller_(ctx.access, std::move(peer)),
       decoder_(ctx.max_job_size),
-      session_(ctx.backend.OpenSession()) {
+      session_(ctx.backend.OpenSession()),
+      pipeline_(ctx.backend.CompletesInOrder()) {
   ctx_.counters.connections++;
   ctx_.counters.total_connections++;
 }
@@ -248,17 +249,29 @@ void BeanstalkHandler::Process() {
           MarkProducer();
           backend_.DiscardJobId();
         }
+        BeginReply(/*ready=*/true);
         Reply(item.reply);
+        EndReply();
         break;
       case BeanDecoder::Kind::kClose:
         close_ = true;
         break;
       case BeanDecoder::Kind::kCommand:
+        // A reserve waits behind no reply: it may block the connection, and
+        // the completion of one that waits (a job's arrival) keeps no order
+        // with the others'. It runs once the replies ahead have left
+        // (ReleaseQueued wakes the connection).
+        if (!queued_.empty() && (item.command.op == BeanOp::kReserve ||
+                                 item.command.op == BeanOp::kReserveWithTimeout ||
+                                 item.command.op == BeanOp::kReserveBatch))
+          return;
         ctx_.counters.Count(Protocol::kBeanstalk, OperationOf(item.command.op));
+        BeginReply(/*ready=*/false);
         blocked_ = true;  // until the command's reply is written (Done)
         in_command_ = true;
         Authorize(item.command);  // views into in_ stay valid: consumed below
         in_command_ = false;
+        EndReply();
         break;
     }
     in_.Consume(item.consumed);
@@ -274,27 +287,73 @@ void BeanstalkHandler::ReplyCode(Status st) {
 }
 
 void BeanstalkHandler::ReplyJob(std::string_view word, const JobView& j) {
-  out_.append(word);
-  out_.push_back(' ');
-  AppendUint(out_, j.id);
-  out_.push_back(' ');
-  AppendUint(out_, j.body.size());
-  out_.append("\r\n");
-  out_.append(j.body);
-  out_.append("\r\n");
+  sink().append(word);
+  sink().push_back(' ');
+  AppendUint(sink(), j.id);
+  sink().push_back(' ');
+  AppendUint(sink(), j.body.size());
+  sink().append("\r\n");
+  sink().append(j.body);
+  sink().append("\r\n");
 }
 
 void BeanstalkHandler::ReplyYaml(const std::string& yaml) {
-  out_.append("OK ");
-  AppendUint(out_, yaml.size());
-  out_.append("\r\n");
-  out_.append(yaml);
-  out_.append("\r\n");
+  sink().append("OK ");
+  AppendUint(sink(), yaml.size());
+  sink().append("\r\n");
+  sink().append(yaml);
+  sink().append("\r\n");
+}
+
+void BeanstalkHandler::BeginReply(bool ready) {
+  if (queued_.empty()) {
+    sink_ = &out_;
+  } else {
+    if (!ready || !queued_.back().ready) queued_.push_back(Queued{{}, ready});
+    sink_ = &queued_.back().bytes;
+  }
+  sink_size_ = sink_->size();
+}
+
+void BeanstalkHandler::EndReply() {
+  if (blocked_) {
+    // On its way (a change waiting to be durable): the commands after it
+    // run meanwhile, their replies queued behind its. (A reserve that
+    // waits, or any command on a backend that may complete out of order,
+    // blocks the connection, and runs only with nothing queued.)
+    if (!reserving_ && pipeline_) {
+      blocked_ = false;
+      if (queued_.empty()) queued_.push_back(Queued{});  // its place, first
+    }
+  } else if (!queued_.empty() && sink_ == &queued_.back().bytes) {
+    queued_.back().ready = true;  // written at once, behind others
+    queued_bytes_ += sink_->size() - sink_size_;
+  }
+  // The next completion to come is the first queued reply's.
+  sink_ = queued_.empty() ? &out_ : &queued_.front().bytes;
+}
+
+void BeanstalkHandler::ReleaseQueued() {
+  while (!queued_.empty() && queued_.front().ready) {
+    Queued& q = queued_.front();
+    queued_bytes_ -= q.bytes.size();
+    out_.append(q.bytes);
+    queued_.pop_front();
+  }
+  sink_ = queued_.empty() ? &out_ : &queued_.front().bytes;
 }
 
 void BeanstalkHandler::Done() {
   blocked_ = false;
-  if (!in_command_ && wake_) wake_();  // completed later: resume the connection
+  if (in_command_) return;  // written at once
+  // Completed later: a queued reply is the first one's (the backend
+  // completes in order), which leaves with the ready ones behind it.
+  if (!queued_.empty()) {
+    queued_.front().ready = true;
+    queued_bytes_ += queued_.front().bytes.size();
+    ReleaseQueued();
+  }
+  if (wake_) wake_();  // resume the connection
 }
 
 void BeanstalkHandler::CancelReserve() {
@@ -319,9 +378,9 @@ void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) 
                      } else {
                        Hold(jobs);
                        if (batch) {
-                         out_.append("RESERVED_BATCH ");
-                         AppendUint(out_, jobs.size());
-                         out_.append("\r\n");
+                         sink().append("RESERVED_BATCH ");
+                         AppendUint(sink(), jobs.size());
+                         sink().append("\r\n");
                        }
                        for (const JobView& j : jobs) ReplyJob("RESERVED", j);
                      }
@@ -343,9 +402,9 @@ void BeanstalkHandler::ReplyOkOr(Status st, std::string_view ok) {
 
 void BeanstalkHandler::ReplyCount(std::string_view word, const Result<uint64_t>& res) {
   if (res.ok()) {
-    out_.append(word);
-    AppendUint(out_, *res);
-    out_.append("\r\n");
+    sink().append(word);
+    AppendUint(sink(), *res);
+    sink().append("\r\n");
   } else {
     ReplyCode(res.status());
   }
@@ -522,9 +581,9 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       bool ex = c.op == BeanOp::kPutEx;
       backend_.Put(session_, r, [this, ex](Result<PutResult> res) {
         if (res.ok()) {
-          out_.append(res->created || !ex ? "INSERTED " : "EXISTS ");
-          AppendUint(out_, res->id);
-          out_.append("\r\n");
+          sink().append(res->created || !ex ? "INSERTED " : "EXISTS ");
+          AppendUint(sink(), res->id);
+          sink().append("\r\n");
         } else {
           ReplyCode(res.status());
         }
@@ -536,9 +595,9 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       use_checked_ = 0;
       Status st = backend_.Use(session_, c.name);
       if (st.ok()) {
-        out_.append("USING ");
-        out_.append(c.name);
-        out_.append("\r\n");
+        sink().append("USING ");
+        sink().append(c.name);
+        sink().append("\r\n");
       } else {
         ReplyCode(st);
       }
@@ -643,9 +702,9 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       });
       return;
     case BeanOp::kListTubeUsed:
-      out_.append("USING ");
-      out_.append(backend_.UsedTopic(session_));
-      out_.append("\r\n");
+      sink().append("USING ");
+      sink().append(backend_.UsedTopic(session_));
+      sink().append("\r\n");
       return Done();
     case BeanOp::kListTubesWatched:
       // The connection's own list: every topic in it but `default` (which

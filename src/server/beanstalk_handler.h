@@ -2,15 +2,22 @@
 // in, reply bytes out. Decodes commands (BeanDecoder), runs them on the
 // backend, formats replies byte-exactly as beanstalkd 1.12 does.
 //
-// Commands run in order. A command whose completion does not arrive before
-// the backend call returns (a reserve that waits) blocks the connection: no
-// further input is processed until it completes, as in beanstalkd.
+// Commands run in order and their replies leave in order. A reserve that
+// waits blocks the connection: no further input is processed until it
+// completes, as in beanstalkd. Any other command whose reply is on its way
+// (a change waiting to be durable) lets the commands after it run
+// meanwhile, when the backend completes a session's operations in the order
+// they were issued (Backend::CompletesInOrder): their changes then join the
+// same write, and so the same sync, and their replies wait behind its
+// (docs/decisions.md, "Pipelined commands share a sync"). On a backend
+// that does not, such a command blocks the connection as a reserve does.
 //
 // Thread: the loop thread that owns the backend.
 #ifndef DELAYQ_SERVER_BEANSTALK_HANDLER_H_
 #define DELAYQ_SERVER_BEANSTALK_HANDLER_H_
 
 #include <boost/asio/ip/address.hpp>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -45,7 +52,11 @@ class BeanstalkHandler {
   // not read, cannot make the server buffer without end).
   void Process();
   static constexpr size_t kMaxOutput = 256 * 1024;
-  bool output_full() const { return out_.size() >= out_limit_; }
+  bool output_full() const { return out_.size() + queued_bytes_ >= out_limit_; }
+  // Commands whose replies may wait behind one on its way; past it the
+  // connection runs no more until replies leave (bounds what a client
+  // that pipelines without end makes the server hold).
+  static constexpr size_t kMaxQueuedReplies = 1024;
   // Where Process stops (1: after the first reply); kMaxOutput by default.
   void set_output_limit(size_t bytes) { out_limit_ = bytes; }
 
@@ -64,13 +75,14 @@ class BeanstalkHandler {
 
   std::string& output() { return out_; }
   const std::string& output() const { return out_; }
-  bool blocked() const { return blocked_; }
-  // Blocked on a command whose reply is on its way (a change waiting to be
-  // durable), not on a reserve that waits for a job.
-  bool reply_pending() const { return blocked_ && !reserving_; }
+  bool blocked() const { return blocked_ || queued_.size() >= kMaxQueuedReplies; }
+  // A reply is on its way (a change waiting to be durable), not a reserve
+  // that waits for a job.
+  bool reply_pending() const { return (blocked_ && !reserving_) || !queued_.empty(); }
   // Blocked on a reserve that waits for a job.
   bool reserving() const { return blocked_ && reserving_; }
-  bool want_close() const { return close_; }
+  // `quit` came, and every reply before it is in output().
+  bool want_close() const { return close_ && queued_.empty(); }
 
  private:
   // Runs the command if the caller may (docs/security.md): at once when
@@ -79,7 +91,20 @@ class BeanstalkHandler {
   void Authorize(BeanCommand& cmd);
   void Refuse(const Status& st);
   void Execute(BeanCommand& cmd);
-  void Reply(std::string_view s) { out_.append(s); }
+  void Reply(std::string_view s) { sink_->append(s); }
+  // Where the reply being written goes: output(), or its place in queued_.
+  std::string& sink() { return *sink_; }
+  // Starts the reply to the next command (or decoder's answer, `ready`):
+  // into output() when nothing waits ahead of it, else into a place at the
+  // end of queued_.
+  void BeginReply(bool ready);
+  // After the command (or answer) is written or on its way: a reply on its
+  // way gets its place in queued_, and the sink is the place of the reply
+  // that comes next (the first on its way), or output().
+  void EndReply();
+  // The first queued reply is written: it and the ready ones behind it go
+  // to output().
+  void ReleaseQueued();
   void ReplyCode(Status st);
   void ReplyJob(std::string_view word, const JobView& j);
   void ReplyYaml(const std::string& yaml);
@@ -110,6 +135,18 @@ class BeanstalkHandler {
   SessionId session_;
   ByteBuffer in_;
   std::string out_;
+  std::string* sink_ = &out_;
+  size_t sink_size_ = 0;  // its size at BeginReply
+  // Replies behind one on its way, in command order; the first is always
+  // the one on its way (the next completion to come, as the backend
+  // completes in order), the ones after it ready or on their way too.
+  struct Queued {
+    std::string bytes;
+    bool ready = false;
+  };
+  std::deque<Queued> queued_;
+  size_t queued_bytes_ = 0;  // of the ready ones
+  bool pipeline_ = false;    // Backend::CompletesInOrder
   size_t out_limit_ = kMaxOutput;
   bool blocked_ = false;
   bool reserving_ = false;        // the blocking command is a reserve

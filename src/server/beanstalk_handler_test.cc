@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
 #include "manual_clock.h"
+#include "store/mem_store.h"
 
 namespace delayq::server {
 namespace {
@@ -207,6 +210,58 @@ TEST_F(HandlerTest, StatsCountsEachCommandInItsRow) {
   EXPECT_EQ(lines, want);
   // peek-key has no line of its own, but is counted.
   EXPECT_EQ(ctx_.counters.Of(Protocol::kBeanstalk, Op::kPeekKey), 1u);
+}
+
+// Over a store, each write of which is counted: the commands a connection
+// pipelines run while the first one's change is on its way to the store,
+// so their changes share its write; their replies leave in order, once
+// the write is done; a reserve behind them runs only then.
+class CountingWrites final : public store::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Status Apply(const std::vector<Mutation>& batch) override {
+    writes++;
+    return inner_.Apply(batch);
+  }
+  std::atomic<int> writes{0};
+};
+
+TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
+  boost::asio::io_context io;
+  ManualClock clock;
+  store::MemStore mem;
+  CountingWrites counting(mem);
+  backend::LocalBackend::Options options;
+  options.store = &counting;
+  backend::LocalBackend backend(io, options, clock);
+  ServerContext ctx(backend);
+  Conn c(ctx);
+  std::string in;
+  std::string want;
+  for (int i = 1; i <= 20; ++i) {
+    in += "put 0 0 10 1\r\nx\r\n";
+    want += "INSERTED " + std::to_string(i) + "\r\n";
+  }
+  in += "list-tube-used\r\nbogus\r\ndelete 3\r\nreserve-with-timeout 0\r\nstats-job 9\r\n";
+  want += "USING default\r\nUNKNOWN_COMMAND\r\nDELETED\r\nRESERVED 1 1\r\nx\r\n";
+  // Nothing is answered before the write, and the commands up to the
+  // reserve ran: their changes are in the one batch it will write.
+  EXPECT_EQ(c.Send(in), "");
+  EXPECT_TRUE(c.h.reply_pending());
+  EXPECT_FALSE(c.h.blocked()) << "later commands may come, and join";
+  std::string out;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (out.find("id: 9\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_for(std::chrono::milliseconds(1));
+    c.h.Process();
+    out += c.Take();
+  }
+  ASSERT_EQ(out.substr(0, want.size()), want) << out;
+  EXPECT_NE(out.find("id: 9\n"), std::string::npos) << out;
+  EXPECT_EQ(counting.writes.load(), 1) << "20 puts and a delete, one write";
+  EXPECT_EQ(mem.size(), 19u);
+  EXPECT_FALSE(c.h.reply_pending());
 }
 
 }  // namespace

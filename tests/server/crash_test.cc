@@ -1,5 +1,8 @@
 // Crash test: delayqd is killed with SIGKILL at a random moment while eight
-// connections put, reserve, delete, release, bury and kick jobs, then started
+// connections put, reserve, delete, release, bury and kick jobs (two of them
+// pipelining: up to 64 puts and deletes sent at once, their replies read
+// after, so that the kill finds changes of one connection sharing a write,
+// some acknowledged and some not), then started
 // again on the same data directory, several times in a row. After every
 // restart, every put the server acknowledged (INSERTED) and whose delete it
 // never acknowledged must be there with its exact body, no acknowledged
@@ -51,6 +54,9 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kThreads = 8;
+// Connections 2 and 5 pipeline (one of each tube).
+bool Pipelines(int thread) { return thread == 2 || thread == 5; }
+constexpr int kMaxPipelined = 64;
 constexpr int kDefaultRounds = 5;
 // The kill comes this long after every connection is ready.
 constexpr int kMinKillMs = 100;
@@ -316,6 +322,84 @@ void Traffic(int round, int thread, uint16_t port, std::vector<uint64_t> owned,
   }
 }
 
+// A pipelining connection's traffic until the server goes away: batches of
+// 1 to kMaxPipelined puts and deletes of `owned` jobs, each batch sent in
+// one write, then its replies read in order. A reply not read in full (the
+// server died) leaves that request and every one after it in the batch of
+// unknown outcome.
+void PipelinedTraffic(int round, int thread, uint16_t port, std::vector<uint64_t> owned,
+                      uint64_t seed, const std::atomic<bool>& stop, std::latch& ready,
+                      Outcome* out) {
+  std::mt19937_64 rng(seed);
+  RawClient c(port);
+  auto fail = [out](std::string what) { out->errors.push_back(std::move(what)); };
+  bool setup_ok = c.ok();
+  if (!setup_ok) fail("connect: " + c.error());
+  if (setup_ok && thread % 2 == 1) {
+    std::string tube(kTube);
+    setup_ok = c.Send("use " + tube + "\r\nwatch " + tube + "\r\n") &&
+               c.ReadReply() == "USING " + tube + "\r\n" && c.ReadReply() == "WATCHING 2\r\n";
+    if (!setup_ok) fail("use/watch");
+  }
+  ready.count_down();
+  if (!setup_ok) return;
+
+  uint64_t seq = 0;
+  struct Sent {
+    uint64_t delete_id = 0;  // 0: a put
+    std::string body;
+  };
+  std::vector<Sent> sent;
+  while (!stop.load(std::memory_order_relaxed)) {
+    sent.clear();
+    std::string batch;
+    const int n = 1 + static_cast<int>(rng() % kMaxPipelined);
+    for (int i = 0; i < n; ++i) {
+      if (!owned.empty() && rng() % 100 < (owned.size() >= kOwnedSoftCap ? 80u : 30u)) {
+        size_t k = rng() % owned.size();
+        sent.push_back(Sent{owned[k], {}});
+        owned[k] = owned.back();
+        owned.pop_back();
+        batch += "delete " + std::to_string(sent.back().delete_id) + "\r\n";
+      } else {
+        uint64_t d = rng() % 100;
+        uint32_t delay = d < 75 ? 0 : d < 90 ? 1 : 3600;
+        sent.push_back(Sent{0, MakeBody("p", round, thread, seq++, BodySize(rng))});
+        batch += PutCmd(sent.back().body, static_cast<uint32_t>(rng() % 2000), delay, 60);
+      }
+    }
+    out->requests += sent.size();
+    const bool all_sent = c.Send(batch);
+    for (size_t i = 0; i < sent.size(); ++i) {
+      std::string r = all_sent ? c.ReadReply() : std::string(kEofMark);
+      const bool lost = r.ends_with(kEofMark) || r.ends_with(kTimeoutMark);
+      Sent& q = sent[i];
+      if (lost) {
+        for (size_t j = i; j < sent.size(); ++j) {
+          if (sent[j].delete_id != 0) {
+            out->uncertain_deletes.push_back(sent[j].delete_id);
+          } else {
+            ++out->unknown_puts;
+          }
+        }
+        return;
+      }
+      if (q.delete_id != 0) {
+        if (r == "DELETED\r\n") {
+          out->acked_deletes.push_back(q.delete_id);
+        } else if (r != "NOT_FOUND\r\n") {  // deleted or reserved by another: nothing learnt
+          return fail("pipelined delete " + std::to_string(q.delete_id) + ": " + r);
+        }
+      } else {
+        auto id = ParseInserted(r);
+        if (!id) return fail("pipelined put: " + r);
+        out->acked_puts.emplace(*id, std::move(q.body));
+        owned.push_back(*id);
+      }
+    }
+  }
+}
+
 // Figures of one round, printed once its restart has been checked.
 struct RoundFigures {
   int kill_after_ms = 0;
@@ -377,8 +461,14 @@ RoundFigures CrashTest::RunRound(int round, std::mt19937_64& rng) {
   std::latch ready(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back(Traffic, round, t, server_.port(), std::move(owned[t]), std::cref(ledger_),
-                         rng(), std::cref(stop), std::ref(ready), &outcomes[t]);
+    if (Pipelines(t)) {
+      threads.emplace_back(PipelinedTraffic, round, t, server_.port(), std::move(owned[t]), rng(),
+                           std::cref(stop), std::ref(ready), &outcomes[t]);
+    } else {
+      threads.emplace_back(Traffic, round, t, server_.port(), std::move(owned[t]),
+                           std::cref(ledger_), rng(), std::cref(stop), std::ref(ready),
+                           &outcomes[t]);
+    }
   }
   ready.wait();
   // Pacing only: when to kill. The threads run flat out meanwhile.
