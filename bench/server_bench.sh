@@ -38,10 +38,19 @@
 #                           lateness = RESERVED arrival - due time
 #
 # Durable (each server keeps its jobs on disk, fresh directory per run):
-#   durable_always_lifecycle_c1/c50     delayqd --fsync always vs beanstalkd -b DIR -f 0
-#   durable_everysec_lifecycle_c1/c50   delayqd --fsync everysec (the default)
+#   durable_always_{lifecycle_c1,lifecycle_c50,put_c50,pipeline_c4_d64}
+#                                       delayqd --fsync always vs beanstalkd -b DIR -f 0
+#   durable_everysec_{...the same}      delayqd --fsync everysec (the default)
 #                                       vs beanstalkd -b DIR (its default fsync)
-# BENCH_ONLY=memory or BENCH_ONLY=durable runs one of the two parts.
+#   delayq_durable_always_*_syncs_per_s delayqd's syncs of its log a second under
+#                                       always (its /metrics), against
+#   fdatasync_per_s_{preallocated,appending}  what the disk allows: 64-byte
+#                                       writes each followed by its sync (dd
+#                                       oflag=dsync), into a file written
+#                                       beforehand, and at the end of one
+# BENCH_ONLY=memory or BENCH_ONLY=durable runs one of the two parts;
+# BENCH_DURABLE_TAGS (a list of the four above, without durable_<policy>_)
+# a share of the durable one.
 #
 # Two clients: every lifecycle, put, pipeline and durable figure is also
 # measured with build/plain_loadgen (bench/plain_loadgen.c), a plain C client
@@ -89,6 +98,7 @@ die() { echo "server_bench: $*" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/server_bench.XXXXXX")
 SERVER_PID=""
 SERVER_PORT=""
+SERVER_HTTP_PORT=""
 CLK_TCK=$(getconf CLK_TCK)
 
 # shellcheck source=bench/lib.sh
@@ -112,7 +122,12 @@ start_server() {
   elif [[ $which == ceiling ]]; then
     "$CEILING" --host 127.0.0.1 --port "$SERVER_PORT" >"$log" 2>&1 &
   else
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" --no-http --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
+    local http=(--no-http)
+    if [[ $dargs == *"--fsync always"* ]]; then
+      SERVER_HTTP_PORT=$(free_port)
+      http=(--http-port "$SERVER_HTTP_PORT")
+    fi
+    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" "${http[@]}" --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
   fi
   SERVER_PID=$!
   for _ in $(seq 250); do
@@ -174,6 +189,14 @@ run_one() {
   q1=$(runq_ns "$SERVER_PID")
   local alive=yes
   kill -0 "$SERVER_PID" 2>/dev/null || alive=no
+  local syncs=""
+  if [[ -n $SERVER_HTTP_PORT && $alive == yes ]]; then
+    # Syncs of the log since the start (a few of them at the start itself).
+    syncs=$(curl -s "http://127.0.0.1:$SERVER_HTTP_PORT/metrics" |
+      awk '$1 == "delayq_store_sync_duration_seconds_count" { print $2 }')
+    syncs=$(awk -v n="${syncs:-0}" -v ns=$((w1 - w0)) 'BEGIN { printf "%.0f", n / (ns / 1e9) }')
+  fi
+  SERVER_HTTP_PORT=""
   stop_server 1
   local server_cpu runq
   server_cpu=$(awk -v t=$((t1 - t0)) -v hz="$CLK_TCK" -v ns=$((w1 - w0)) \
@@ -214,10 +237,12 @@ run_one() {
     jps=$(value_of jobs_per_s "$out")
     p50=$(value_of latency_p50_us "$out")
     p99=$(value_of latency_p99_us "$out")
-    printf 'server_bench: %-10s %-22s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; client cpu %s%%)\n' \
-      "$server" "$label" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" >&2
+    printf 'server_bench: %-10s %-22s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; client cpu %s%%)%s\n' \
+      "$server" "$label" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" \
+      "${syncs:+ $syncs syncs/s}" >&2
     if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
       R[${key}_jobs_per_s]=$jps
+      [[ -n $syncs ]] && R[${key}_syncs_per_s]=$syncs
       R[${key}_latency_p50_us]=$p50
       R[${key}_latency_p99_us]=$p99
     fi
@@ -282,18 +307,45 @@ if [[ $ONLY != durable ]]; then
   measure lateness_s "$L" "$L"
   measure lateness_ms - "$L --protocol-ms"
 fi
+# dsync_rate [append]: 64-byte writes a second, each synced (O_DSYNC), into
+# a file of 4 MB written beforehand (its size and blocks are there: a sync
+# writes the data alone), or, with `append`, at the end of a growing one.
+dsync_rate() {
+  local f=$WORK/dsync.bin secs
+  rm -f "$f"
+  if [[ ${1:-} == append ]]; then
+    : >"$f"
+    secs=$(dd if=/dev/zero of="$f" bs=64 count=500 oflag=dsync,append conv=notrunc 2>&1 |
+      sed -n 's/.*copied, \([0-9.]*\) s.*/\1/p')
+  else
+    dd if=/dev/zero of="$f" bs=1M count=4 conv=fsync status=none
+    secs=$(dd if=/dev/zero of="$f" bs=64 count=500 oflag=dsync conv=notrunc 2>&1 |
+      sed -n 's/.*copied, \([0-9.]*\) s.*/\1/p')
+  fi
+  rm -f "$f"
+  awk -v s="${secs:-0}" 'BEGIN { if (s > 0) printf "%.0f", 500 / s; else print "n/a" }'
+}
+DURABLE_TAGS=${BENCH_DURABLE_TAGS:-lifecycle_c1 lifecycle_c50 put_c50 pipeline_c4_d64}
 if [[ $ONLY != memory ]]; then
-  BEAN_SERVER_ARGS="-b @DIR@ -f 0"
-  DQ_SERVER_ARGS="-b @DIR@ --fsync always"
-  for c in 1 50; do
-    measure "durable_always_lifecycle_c$c" "--mode lifecycle --connections $c $T" \
-      "--mode lifecycle --connections $c $T"
-  done
-  BEAN_SERVER_ARGS="-b @DIR@"
-  DQ_SERVER_ARGS="-b @DIR@ --fsync everysec"
-  for c in 1 50; do
-    measure "durable_everysec_lifecycle_c$c" "--mode lifecycle --connections $c $T" \
-      "--mode lifecycle --connections $c $T"
+  R[fdatasync_per_s_preallocated]=$(dsync_rate)
+  R[fdatasync_per_s_appending]=$(dsync_rate append)
+  echo "server_bench: the disk: ${R[fdatasync_per_s_preallocated]} syncs/s into a written file," \
+    "${R[fdatasync_per_s_appending]} at the end of a growing one" >&2
+  for policy in always everysec; do
+    if [[ $policy == always ]]; then
+      BEAN_SERVER_ARGS="-b @DIR@ -f 0"
+    else
+      BEAN_SERVER_ARGS="-b @DIR@"
+    fi
+    DQ_SERVER_ARGS="-b @DIR@ --fsync $policy"
+    for tag in $DURABLE_TAGS; do
+      case $tag in
+        lifecycle_c*) A="--mode lifecycle --connections ${tag#lifecycle_c}" ;;
+        put_c50) A="--mode put --connections 50" ;;
+        pipeline_c4_d64) A="--mode pipeline --connections 4 --pipeline-depth 64" ;;
+      esac
+      measure "durable_${policy}_$tag" "$A $T" "$A $T"
+    done
   done
   BEAN_SERVER_ARGS=""
   DQ_SERVER_ARGS="--in-memory"
@@ -358,17 +410,21 @@ emit_both() {
     emit "$1${s}_$2_latency_p99_us"
   done
 }
-for tag in durable_always_lifecycle_c1 durable_always_lifecycle_c50 \
-  durable_everysec_lifecycle_c1 durable_everysec_lifecycle_c50; do
-  emit_both "" "$tag"
-  echo "${tag%_lifecycle_*}_vs_beanstalkd_${tag##*_}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+emit fdatasync_per_s_preallocated
+emit fdatasync_per_s_appending
+for policy in always everysec; do
+  for t in $DURABLE_TAGS; do
+    tag=durable_${policy}_$t
+    emit_both "" "$tag"
+    [[ $policy == always ]] && emit "delayq_${tag}_syncs_per_s"
+    echo "${tag}_vs_beanstalkd: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+  done
 done
 # The plain client's figures (bench/plain_loadgen.c): the same servers, the
 # same rounds.
 if [[ $PLAIN != 0 ]]; then
   for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 put_c50 pipeline_c4_d64 \
-    durable_always_lifecycle_c1 durable_always_lifecycle_c50 \
-    durable_everysec_lifecycle_c1 durable_everysec_lifecycle_c50; do
+    $(for p in always everysec; do for t in $DURABLE_TAGS; do echo "durable_${p}_$t"; done; done); do
     [[ -n ${R[plain_delayq_${tag}_jobs_per_s]:-} || -n ${R[plain_beanstalkd_${tag}_jobs_per_s]:-} ]] || continue
     emit_both plain_ "$tag"
     echo "plain_${tag}_vs_beanstalkd: $(ratio "plain_delayq_${tag}_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
