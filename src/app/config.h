@@ -75,6 +75,9 @@ struct Config {
   uint64_t max_topics = 100'000;
   TimeMs http_body_timeout_ms = 60'000;
   bool ui_read_only = false;  // the dashboard offers no action that changes the queue
+  // Pushes (docs/push.md) may go to loopback, private and link-local
+  // addresses too.
+  bool push_allow_private = false;
   // Access (docs/security.md): the token file (empty: no tokens), and the
   // networks whose clients need no token ("none": no network).
   std::string auth_file;

@@ -27,6 +27,9 @@
 #include "delayq/build_options.h"
 #include "delayq/duration.h"
 #include "delayq/version.h"
+#include "delivery/push_dispatcher.h"
+#include "delivery/push_guard.h"
+#include "delivery/push_target.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -324,7 +327,13 @@ int main(int argc, char** argv) {
   owned = std::make_unique<backend::CountingBackend>(std::move(owned));
 #endif
   backend::Backend& backend = *owned;
-  server::ServerContext ctx(backend);
+  // Push topics (docs/push.md): the front-ends call the backend through
+  // the guard, which keeps workers off the push topics' jobs; the
+  // dispatcher reserves them from the backend beneath.
+  delivery::PushTargets push_targets;
+  delivery::PushGuard guarded(io, backend, push_targets);
+  server::ServerContext ctx(guarded);
+  ctx.push_targets = &push_targets;
   ctx.started_ms = clock.Now();
   ctx.instance_id = RandomId();
   ctx.max_job_size = config.max_job_size;
@@ -371,6 +380,13 @@ int main(int argc, char** argv) {
     ctx.os = u.version;
     ctx.platform = u.machine;
   }
+
+  delivery::PushDispatcher::Options po;
+  po.client.allow_private = config.push_allow_private;
+  po.client.user_agent = "delayq/" + std::string(kVersion);
+  po.log = [](std::string_view line) { spdlog::warn("{}", line); };
+  auto dispatcher =
+      std::make_unique<delivery::PushDispatcher>(io, backend, push_targets, std::move(po));
 
   server::BeanstalkServer beanstalk(io, ctx);
   std::unique_ptr<server::HttpServer> http;
@@ -489,7 +505,8 @@ int main(int argc, char** argv) {
   if (http) http->CloseAll();
   io.restart();
   io.poll();
-  http.reset();  // its API's sessions go before the backend
+  http.reset();        // its API's sessions go before the backend
+  dispatcher.reset();  // so do the dispatcher's
   spdlog::info("event=stopped polls={} poll_hits={} poll_missed_us={}", loop.polls, loop.hits,
                loop.missed_us);
   return 0;
