@@ -29,6 +29,7 @@
 #include "delayq/version.h"
 #include "delivery/push_dispatcher.h"
 #include "delivery/push_guard.h"
+#include "delivery/push_store.h"
 #include "delivery/push_target.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
@@ -331,6 +332,13 @@ int main(int argc, char** argv) {
   // the guard, which keeps workers off the push topics' jobs; the
   // dispatcher reserves them from the backend beneath.
   delivery::PushTargets push_targets;
+  // The targets are kept with the queue: loaded now, and on Redis learnt
+  // from the other instances by polling.
+  delivery::PushTargetStore push_store(
+      io, backend, push_targets,
+      {.poll = std::chrono::milliseconds(1000),
+       .log = [](std::string_view line) { spdlog::warn("{}", line); }});
+  push_store.Start();
   delivery::PushGuard guarded(io, backend, push_targets);
   server::ServerContext ctx(guarded);
   ctx.push_targets = &push_targets;

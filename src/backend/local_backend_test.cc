@@ -393,7 +393,8 @@ TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
   GateStore::OpenAtExit open_at_exit{gate};
   gate.Open();
   // How the job the operation acts on is made ready first.
-  enum class Prep { kNone, kReady, kKeyed, kReserved, kBuried };
+  // kObject: a push target named by the topic is stored.
+  enum class Prep { kNone, kReady, kKeyed, kReserved, kBuried, kObject };
   using Act = std::function<void(LocalBackend&, SessionId, JobId, std::string_view topic,
                                  std::function<void()> replied)>;
   struct Case {
@@ -457,6 +458,14 @@ TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
        [](LocalBackend& b, SessionId s, JobId id, std::string_view, auto f) {
          b.Peek(s, Backend::PeekKind::kId, id, {}, {}, [f](Status, Jobs) { f(); });
        }},
+      {Op::kSetPush, Prep::kNone,
+       [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
+         b.PutObject(ObjectKind::kPush, t, "{}", [f](Status) { f(); });
+       }},
+      {Op::kDeletePush, Prep::kObject,
+       [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
+         b.DeleteObject(ObjectKind::kPush, t, [f](Status) { f(); });
+       }},
       {Op::kStatsTopic, Prep::kReady,
        [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
          b.StatsTopic(t, [f](Result<TopicStats>) { f(); });
@@ -477,7 +486,12 @@ TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
     ASSERT_TRUE(b->Watch(s, topic).ok());
     ASSERT_TRUE(b->Ignore(s, "default").ok());  // where the pending puts below go
     JobId id = 0;
-    if (c.prep != Prep::kNone) {
+    if (c.prep == Prep::kObject) {
+      std::optional<Status> got;
+      b->PutObject(ObjectKind::kPush, topic, "{}", [&](Status st) { got = st; });
+      ASSERT_TRUE(RunUntil([&] { return got.has_value(); }));
+      ASSERT_TRUE(got->ok());
+    } else if (c.prep != Prep::kNone) {
       auto put = PutAndWait(*b, s, Req("job", 0, c.prep == Prep::kKeyed ? "k" : ""));
       ASSERT_TRUE(put.ok());
       id = put->id;

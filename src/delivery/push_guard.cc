@@ -27,6 +27,7 @@ void PushGuard::CancelReserve(SessionId s) {
 }
 
 void PushGuard::Put(SessionId s, const PutRequest& r, backend::Callback<PutResult> done) {
+  if (targets_.all().empty()) return inner_.Put(s, r, std::move(done));
   const PushTarget* t = targets_.Find(r.topic.empty() ? inner_.UsedTopic(s) : r.topic);
   if (t == nullptr || r.ttr_ms >= t->timeout_ms + kPushTtrMarginMs)
     return inner_.Put(s, r, std::move(done));
@@ -37,6 +38,8 @@ void PushGuard::Put(SessionId s, const PutRequest& r, backend::Callback<PutResul
 
 void PushGuard::Reserve(const ReserveRequest& r, backend::JobsDone done) {
   held_.erase(r.session);
+  // No push topic: nothing to look at (a reserve's cost stays as it was).
+  if (targets_.all().empty()) return inner_.Reserve(r, std::move(done));
   const std::vector<std::string> watched = inner_.WatchedTopics(r.session);
   const size_t pushed =
       static_cast<size_t>(std::count_if(watched.begin(), watched.end(), [&](const std::string& t) {
