@@ -26,6 +26,7 @@
 #include "backend/redis_backend.h"
 #include "delayq/build_options.h"
 #include "delayq/duration.h"
+#include "delayq/engine.h"
 #include "delayq/version.h"
 #include "delivery/push_dispatcher.h"
 #include "delivery/push_guard.h"
@@ -338,7 +339,31 @@ int main(int argc, char** argv) {
       io, backend, push_targets,
       {.poll = std::chrono::milliseconds(1000),
        .log = [](std::string_view line) { spdlog::warn("{}", line); }});
-  push_store.Start();
+  // The config file's targets (docs/push.md, "The target"), checked now and
+  // set once the stored ones are loaded, as a PUT of each would.
+  std::vector<delivery::PushTarget> configured;
+  for (const auto& [topic, json] : config.push_targets) {
+    auto t = delivery::ParsePushTarget(topic, json);
+    // A secret made at each start would change at each start.
+    const char* why = !IsValidTopicName(topic)                       ? "not a topic name"
+                      : json.find("\"secret\"") == std::string::npos ? "a secret is required"
+                                                                     : nullptr;
+    if (!t.ok() || why != nullptr) {
+      spdlog::error("event=bad_push_target topic={} error=\"{}\"", topic,
+                    why != nullptr ? why : t.status().message());
+      return 1;
+    }
+    configured.push_back(*std::move(t));
+  }
+  push_store.Start([&push_targets, configured = std::move(configured)](Status) mutable {
+    for (delivery::PushTarget& t : configured) {
+      const std::string topic = t.topic;
+      push_targets.Save(std::move(t), [topic](Status st) {
+        if (!st.ok())
+          spdlog::error("event=push_target_not_set topic={} error=\"{}\"", topic, st.message());
+      });
+    }
+  });
   delivery::PushGuard guarded(io, backend, push_targets);
   server::ServerContext ctx(guarded);
   ctx.push_targets = &push_targets;

@@ -11,6 +11,7 @@
 //                   topics, private targets refused without the flag, the
 //                   target's routes.
 //  - PushDurable.*  a delayqd killed with SIGKILL mid-request loses no job.
+//  - PushConfig.*   targets from the config file's [push."topic"] tables.
 //  - PushRedis.*    two delayqd on one Redis: each try of each job is made
 //                   once, by one of them.
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -354,6 +356,45 @@ TEST(PushDurable, ADelayqdKilledMidRequestLosesNoJob) {
   ASSERT_EQ(rx.WaitFor(2, 10s), 2u) << again.Log();
   EXPECT_EQ(rx.requests()[1].body, "keep me");
   EXPECT_EQ(rx.requests()[1].headers.at("webhook-id"), rx.requests()[0].headers.at("webhook-id"));
+}
+
+TEST(PushConfig, TheConfigFilesTargetsAreSetAtStartAndPushTo) {
+  HttpReceiver rx([](const Request&) { return PushAnswer(200); });
+  TempDir dir;
+  const std::string path = dir.path() + "/delayqd.toml";
+  std::ofstream(path) << "[push.\"from-file\"]\n"
+                      << "url = \"" << rx.url("/file") << "\"\n"
+                      << "secret = \"" << kPushSecret << "\"\n"
+                      << "timeout = \"5s\"\n"
+                      << "headers = { Authorization = \"Bearer f\" }\n"
+                      << "rate = { per_second = 100, burst = 10 }\n";
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(
+      server.Start(DelayqdPath(), {"-c", path, "--in-memory", "--push-allow-private"}, &error))
+      << error;
+  const uint16_t port = HttpPortOf(server);
+  HttpResponse shown;
+  for (auto end = std::chrono::steady_clock::now() + 5s;
+       shown.status != 200 && std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(10ms)) {
+    HttpClient c(port);
+    shown = c.Call("GET", "/topics/from-file/push");
+  }
+  ASSERT_EQ(shown.status, 200) << server.Log();
+  auto d = Json(shown.body);
+  EXPECT_EQ(d["timeout_ms"].GetInt64(), 5000);
+  EXPECT_EQ(d["rate"]["burst"].GetUint(), 10u);
+  HttpClient c(port);
+  EXPECT_EQ(c.Call("POST", "/topics/from-file/jobs", R"({"body":"b"})").status, 201);
+  ASSERT_EQ(rx.WaitFor(1, 10s), 1u);
+  EXPECT_EQ(rx.requests()[0].target, "/file");
+  EXPECT_EQ(rx.requests()[0].headers.at("authorization"), "Bearer f");
+  // A table without a secret stops the start, saying why.
+  std::ofstream(path) << "[push.\"nosecret\"]\nurl = \"" << rx.url() << "\"\n";
+  ServerProcess bad;
+  EXPECT_FALSE(bad.Start(DelayqdPath(), {"-c", path, "--in-memory"}, &error, 5000ms));
+  EXPECT_NE(bad.Log().find("a secret is required"), std::string::npos) << bad.Log();
 }
 
 // Two instances on one Redis: the target set on one is learnt by the
