@@ -417,7 +417,9 @@ int main(int argc, char** argv) {
   delivery::PushDispatcher::Options po;
   po.client.allow_private = config.push_allow_private;
   po.client.user_agent = "delayq/" + std::string(kVersion);
-  po.log = [](std::string_view line) { spdlog::warn("{}", line); };
+  po.log = [&ctx](std::string_view cause, std::string_view detail) {
+    ctx.warn.Warn(cause, detail);
+  };
   auto dispatcher =
       std::make_unique<delivery::PushDispatcher>(io, backend, push_targets, std::move(po));
 

@@ -35,6 +35,17 @@ bool NamesContentType(const std::vector<std::pair<std::string, std::string>>& he
   });
 }
 
+// `text` as one quoted logfmt value: at most 200 bytes, its quotes and
+// control bytes (an answer's first bytes may hold any) made harmless.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += c == '"' ? '\'' : u < 0x20 || u == 0x7f ? ' ' : c;
+  }
+  return out + "\"";
+}
+
 }  // namespace
 
 // A topic's delivery: its target, its session and what it has in flight.
@@ -90,8 +101,9 @@ uint32_t PushDispatcher::InFlight(std::string_view topic) const {
   return it == lanes_.end() ? 0 : it->second->in_flight;
 }
 
-void PushDispatcher::Log(const std::string& line) const {
-  if (options_.log) options_.log(line);
+void PushDispatcher::Log(std::string_view event, std::string_view topic,
+                         const std::string& detail) const {
+  if (options_.log) options_.log(std::string(event) + " topic=" + std::string(topic), detail);
 }
 
 void PushDispatcher::TargetChanged(std::string_view topic, const PushTarget* now) {
@@ -109,7 +121,7 @@ void PushDispatcher::TargetChanged(std::string_view topic, const PushTarget* now
 void PushDispatcher::Open(const PushTarget& t) {
   auto key = WebhookKey(t.secret);
   if (!key.ok()) {
-    Log("event=push_target_refused topic=" + t.topic + " error=\"" + key.status().message() + "\"");
+    Log("push_target_refused", t.topic, "error=" + Quoted(key.status().message()));
     return;
   }
   auto lane = std::make_shared<Lane>(io_);
@@ -118,7 +130,7 @@ void PushDispatcher::Open(const PushTarget& t) {
   lane->session = backend_.OpenSession();
   const std::vector<std::string> watched = backend_.WatchedTopics(lane->session);
   if (auto w = backend_.Watch(lane->session, t.topic); !w.ok()) {
-    Log("event=push_target_refused topic=" + t.topic + " error=\"" + w.status().message() + "\"");
+    Log("push_target_refused", t.topic, "error=" + Quoted(w.status().message()));
     backend_.CloseSession(lane->session);
     return;
   }
@@ -178,8 +190,8 @@ void PushDispatcher::Pump(const std::shared_ptr<Lane>& lane) {
     lane->reserving = false;
     if (!st.ok()) {
       if (lane->closed) return;
-      Log("event=push_reserve_failed topic=" + lane->target.topic + " error=\"" +
-          std::string(CodeName(st.code())) + ": " + st.message() + "\"");
+      Log("push_reserve_failed", lane->target.topic,
+          "error=" + Quoted(std::string(CodeName(st.code())) + ": " + st.message()));
       lane->timer_armed = true;
       lane->timer.expires_after(kReserveRetry);
       lane->timer.async_wait([this, alive, lane](const boost::system::error_code& ec) {
@@ -244,15 +256,15 @@ void PushDispatcher::Settle(const std::shared_ptr<Lane>& lane, const Try& t,
   const PushTarget& target = lane->target;
   const PushVerdict v = JudgePush(r, WallMs());
   const backend::Claim claim(SessionId{0}, t.lease);
-  const std::string what = "topic=" + target.topic + " id=" + std::to_string(t.id) +
-                           " attempt=" + std::to_string(t.attempt);
+  const std::string what = "id=" + std::to_string(t.id) + " attempt=" + std::to_string(t.attempt);
   auto settled = [this, alive = alive_, lane, what](const char* outcome, Result<JobChange> c) {
     if (!*alive) return;
     lane->in_flight--;
     if (!c.ok()) {
       counters_.lost++;
-      Log("event=push_settle_failed " + what + " outcome=" + outcome + " error=\"" +
-          std::string(CodeName(c.status().code())) + ": " + c.status().message() + "\"");
+      Log("push_settle_failed", lane->target.topic,
+          what + " outcome=" + outcome + " error=" +
+              Quoted(std::string(CodeName(c.status().code())) + ": " + c.status().message()));
     } else if (c->state == JobState::kBuried) {
       counters_.buried++;
     } else if (std::string_view(outcome) == "delivered") {
@@ -265,7 +277,7 @@ void PushDispatcher::Settle(const std::shared_ptr<Lane>& lane, const Try& t,
   if (v.kind == PushVerdict::Kind::kDelivered)
     return backend_.Finish(claim, t.id,
                            [settled](Result<JobChange> c) { settled("delivered", std::move(c)); });
-  Log("event=push_failed " + what + " note=\"" + v.note + "\"");
+  Log("push_failed", target.topic, what + " note=" + Quoted(v.note));
   const uint32_t max_tries = t.max_tries > 0        ? t.max_tries
                              : target.max_tries > 0 ? target.max_tries
                                                     : kDefaultPushMaxTries;

@@ -45,9 +45,13 @@ class PushDispatcher {
  public:
   struct Options {
     PushClient::Options client;
-    // Where a line about each failed try and each settle that failed goes
-    // (delayqd: its log); never the secret. Empty: nowhere.
-    std::function<void(std::string_view)> log;
+    // Where each failed try, failed settle or failed reserve is told:
+    // `cause`, the event and its topic ("push_failed topic=orders"), and
+    // the rest ("id=7 attempt=2 note=\"500: ...\""); never the secret.
+    // delayqd gives its rate-limited warnings, a line per cause at most
+    // every 10 s, so a target that is down does not flood the log. Empty:
+    // nowhere.
+    std::function<void(std::string_view cause, std::string_view detail)> log;
   };
   // What this dispatcher did since it started.
   struct Counters {
@@ -82,7 +86,7 @@ class PushDispatcher {
   void Pump(const std::shared_ptr<Lane>& lane);
   void Send(const std::shared_ptr<Lane>& lane, Try t);
   void Settle(const std::shared_ptr<Lane>& lane, const Try& t, const PushResponse& r);
-  void Log(const std::string& line) const;
+  void Log(std::string_view event, std::string_view topic, const std::string& detail) const;
 
   boost::asio::io_context& io_;
   backend::Backend& backend_;
