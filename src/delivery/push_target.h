@@ -80,10 +80,10 @@ class PushTargets {
   // Ok, the store's error (nothing changed here), or for Drop kNotFound
   // when the topic has no target.
   using Persist = std::function<void(std::string_view topic, const PushTarget* t,
-                                     std::function<void(Status)> done)>;
+                                     std::function<void(::delayq::Status)> done)>;
   void set_persist(Persist p) { persist_ = std::move(p); }
-  void Save(PushTarget t, std::function<void(Status)> done);
-  void Drop(std::string_view topic, std::function<void(Status)> done);
+  void Save(PushTarget t, std::function<void(::delayq::Status)> done);
+  void Drop(std::string_view topic, std::function<void(::delayq::Status)> done);
   // Called with the topic and its target (nullptr: removed) after each
   // change. Listeners are never removed; they must outlive this.
   void Listen(Listener l) { listeners_.push_back(std::move(l)); }
