@@ -118,7 +118,9 @@ Result<PushTarget> ParsePushTarget(std::string_view topic, std::string_view json
   PushTarget t;
   t.topic = std::string(topic);
   bool has_url = false, has_secret = false;
-  for (const auto& m : doc.GetObject()) {
+  // Through a const view: clang 14 finds the mutable iterators' != ambiguous.
+  const rapidjson::Document& fields = doc;
+  for (const auto& m : fields.GetObject()) {
     const std::string_view name(m.name.GetString(), m.name.GetStringLength());
     const rapidjson::Value& v = m.value;
     if (name == "topic") {
