@@ -284,8 +284,9 @@ bench: build
 	bash bench/redis_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis.txt
 	bash bench/redis_call_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/redis_call_cost.txt
 	bash bench/delayqd_redis_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/delayqd_redis_cost.txt
+	bash bench/push_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/push.txt
 	@echo "--- headlines (all figures: $(BENCH_OUT)/)"
-	@for b in engine horizon http auth tls redis redis_call_cost delayqd_redis_cost server; do \
+	@for b in engine horizon http auth tls redis redis_call_cost delayqd_redis_cost push server; do \
 	  tail -n 1 $(BENCH_OUT)/$$b.txt; done
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,

@@ -69,6 +69,9 @@ enum class Op : uint8_t {
   kMetrics,
   kUi,
   kWhoami,
+  kSetPush,
+  kGetPush,
+  kDeletePush,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -143,6 +146,9 @@ inline constexpr Operation kOperations[] = {
   {Op::kMetrics,            "metrics",            "",                     "GET /metrics",                                                       false, false, "",                         Scope::kAdmin,   "metrics"},
   {Op::kUi,                 "ui",                 "",                     "GET /ui, GET /ui/{file}",                                            false, false, "",                         Scope::kPublic,  "ui"},
   {Op::kWhoami,             "whoami",             "",                     "GET /whoami",                                                        false, false, "",                         Scope::kAuthenticated, "auth"},
+  {Op::kSetPush,            "set-push",           "",                     "PUT /topics/{topic}/push",                                           true,  false, "",                         Scope::kAdmin,   "push"},
+  {Op::kGetPush,            "get-push",           "",                     "GET /topics/{topic}/push",                                           false, false, "",                         Scope::kRead,    "push"},
+  {Op::kDeletePush,         "delete-push",        "",                     "DELETE /topics/{topic}/push",                                        true,  false, "",                         Scope::kAdmin,   "push"},
 };
 // clang-format on
 
@@ -162,7 +168,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kWhoami) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kDeletePush) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -179,6 +179,25 @@ Status FromToml(const Setting& s, const toml::node& node, const std::string& pat
   }
 }
 
+// The [push."topic"] tables: each topic's target as JSON text (toml++'s
+// JSON form of the table); delayqd checks the targets themselves.
+Status PushTables(const toml::node& node, const std::string& path, Config* c) {
+  const toml::table* push = node.as_table();
+  if (push == nullptr)
+    return Status::InvalidArgument("config file " + path +
+                                   ": 'push' must hold tables, [push.\"topic\"]");
+  for (const auto& [topic, target] : *push) {
+    const toml::table* t = target.as_table();
+    if (t == nullptr)
+      return Status::InvalidArgument("config file " + path + ": push." + std::string(topic.str()) +
+                                     " must be a table");
+    std::ostringstream json;
+    json << toml::json_formatter{*t};
+    c->push_targets.emplace_back(std::string(topic.str()), json.str());
+  }
+  return Status::Ok();
+}
+
 // Applies the TOML file's keys to `c`. Unknown keys and wrong types are errors.
 Status LoadToml(const std::string& path, Config* c) {
   std::ifstream in(path, std::ios::binary);
@@ -197,6 +216,10 @@ Status LoadToml(const std::string& path, Config* c) {
     return Status::InvalidArgument(os.str());
   }
   for (const auto& [key, node] : t) {
+    if (key.str() == "push") {
+      if (Status st = PushTables(node, path, c); !st.ok()) return st;
+      continue;
+    }
     const Setting* s = FindSettingByToml(key.str());
     if (s == nullptr)
       return Status::InvalidArgument("config file " + path + ": unknown setting '" +

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "delayq/status.h"
@@ -75,6 +76,9 @@ struct Config {
   uint64_t max_topics = 100'000;
   TimeMs http_body_timeout_ms = 60'000;
   bool ui_read_only = false;  // the dashboard offers no action that changes the queue
+  // Pushes (docs/push.md) may go to loopback, private and link-local
+  // addresses too.
+  bool push_allow_private = false;
   // Access (docs/security.md): the token file (empty: no tokens), and the
   // networks whose clients need no token ("none": no network).
   std::string auth_file;
@@ -88,6 +92,10 @@ struct Config {
   std::string tls_client_ca;
   bool tls_required = false;
   TimeMs tls_handshake_timeout_ms = 10'000;
+  // The config file's [push."topic"] tables (docs/push.md): each topic and
+  // its target as JSON, as PUT /topics/{topic}/push takes it; delayqd sets
+  // them at start. Not a row of the settings table: no flag or variable.
+  std::vector<std::pair<std::string, std::string>> push_targets;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

@@ -26,7 +26,12 @@
 #include "backend/redis_backend.h"
 #include "delayq/build_options.h"
 #include "delayq/duration.h"
+#include "delayq/engine.h"
 #include "delayq/version.h"
+#include "delivery/push_dispatcher.h"
+#include "delivery/push_guard.h"
+#include "delivery/push_store.h"
+#include "delivery/push_target.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -327,7 +332,44 @@ int main(int argc, char** argv) {
     owned = std::make_unique<backend::CountingBackend>(std::move(owned));
 #endif
   backend::Backend& backend = *owned;
-  server::ServerContext ctx(backend);
+  // Push topics (docs/push.md): the front-ends call the backend through
+  // the guard, which keeps workers off the push topics' jobs; the
+  // dispatcher reserves them from the backend beneath.
+  delivery::PushTargets push_targets;
+  // The targets are kept with the queue: loaded now, and on Redis learnt
+  // from the other instances by polling.
+  delivery::PushTargetStore push_store(
+      io, backend, push_targets,
+      {.poll = std::chrono::milliseconds(1000),
+       .log = [](std::string_view line) { spdlog::warn("{}", line); }});
+  // The config file's targets (docs/push.md, "The target"), checked now and
+  // set once the stored ones are loaded, as a PUT of each would.
+  std::vector<delivery::PushTarget> configured;
+  for (const auto& [topic, json] : config.push_targets) {
+    auto t = delivery::ParsePushTarget(topic, json);
+    // A secret made at each start would change at each start.
+    const char* why = !IsValidTopicName(topic)                       ? "not a topic name"
+                      : json.find("\"secret\"") == std::string::npos ? "a secret is required"
+                                                                     : nullptr;
+    if (!t.ok() || why != nullptr) {
+      spdlog::error("event=bad_push_target topic={} error=\"{}\"", topic,
+                    why != nullptr ? why : t.status().message());
+      return 1;
+    }
+    configured.push_back(*std::move(t));
+  }
+  push_store.Start([&push_targets, configured = std::move(configured)](Status) mutable {
+    for (delivery::PushTarget& t : configured) {
+      const std::string topic = t.topic;
+      push_targets.Save(std::move(t), [topic](Status st) {
+        if (!st.ok())
+          spdlog::error("event=push_target_not_set topic={} error=\"{}\"", topic, st.message());
+      });
+    }
+  });
+  delivery::PushGuard guarded(io, backend, push_targets);
+  server::ServerContext ctx(guarded);
+  ctx.push_targets = &push_targets;
   ctx.started_ms = clock.Now();
   ctx.instance_id = RandomId();
   ctx.max_job_size = config.max_job_size;
@@ -374,6 +416,15 @@ int main(int argc, char** argv) {
     ctx.os = u.version;
     ctx.platform = u.machine;
   }
+
+  delivery::PushDispatcher::Options po;
+  po.client.allow_private = config.push_allow_private;
+  po.client.user_agent = "delayq/" + std::string(kVersion);
+  po.log = [&ctx](std::string_view cause, std::string_view detail) {
+    ctx.warn.Warn(cause, detail);
+  };
+  auto dispatcher =
+      std::make_unique<delivery::PushDispatcher>(io, backend, push_targets, std::move(po));
 
   server::BeanstalkServer beanstalk(io, ctx);
   std::unique_ptr<server::HttpServer> http;
@@ -492,7 +543,8 @@ int main(int argc, char** argv) {
   if (http) http->CloseAll();
   io.restart();
   io.poll();
-  http.reset();  // its API's sessions go before the backend
+  http.reset();        // its API's sessions go before the backend
+  dispatcher.reset();  // so do the dispatcher's
   spdlog::info("event=stopped polls={} poll_hits={} poll_missed_us={}", loop.polls, loop.hits,
                loop.missed_us);
   return 0;

@@ -332,6 +332,16 @@ const Setting kSettings[] = {
      .help = "The dashboard (/ui) offers no action that changes the queue",
      .doc = "the dashboard at `/ui` shows no pause, kick, clear or delete (`docs/operations.md`, "
             "\"Dashboard\"); the API is not restricted by it: tokens are (`docs/security.md`)"},
+    {.flags = "--push-allow-private",
+     .env = "DELAYQ_PUSH_ALLOW_PRIVATE",
+     .toml = "push_allow_private",
+     .metavar = nullptr,
+     .kind = K::kBool,
+     .field = &Config::push_allow_private,
+     .help = "Push targets may be loopback, private or link-local addresses",
+     .doc = "pushes (`docs/push.md`) may connect to loopback, private, link-local and other "
+            "non-public addresses, which are refused otherwise, whatever name they were reached "
+            "by (\"Outbound safety\")"},
     {.flags = "--max-memory",
      .env = "DELAYQ_MAX_MEMORY",
      .toml = "max_memory",

@@ -478,6 +478,9 @@ class BeanstalkClient final : public Client {
 
   Reply ListJobs(const ListArgs&) override { return HttpOnly("list"); }
   Reply FindKey(const std::string&) override { return HttpOnly("find"); }
+  Reply SetPush(const std::string&, const std::string&) override { return HttpOnly("push"); }
+  Reply GetPush(const std::string&) override { return HttpOnly("push"); }
+  Reply DeletePush(const std::string&) override { return HttpOnly("push"); }
 
   Reply Topics() override {
     auto reply = Command("list-tubes");

@@ -135,6 +135,11 @@ class Client {
   virtual Reply ListJobs(const ListArgs& args) = 0;
   // {"jobs":[...]}: the job with `key` in each topic; the HTTP API only.
   virtual Reply FindKey(const std::string& key) = 0;
+  // A topic's push target (docs/push.md): set from its JSON, shown (without
+  // the secret), ended. The HTTP API only.
+  virtual Reply SetPush(const std::string& topic, const std::string& target_json) = 0;
+  virtual Reply GetPush(const std::string& topic) = 0;
+  virtual Reply DeletePush(const std::string& topic) = 0;
 };
 
 // A client of the server at `address`. `io_timeout` bounds connecting and

@@ -12,6 +12,7 @@
 #include <functional>
 #include <tuple>
 
+#include "cli/json_writer.h"
 #include "delayq/duration.h"
 #include "delayq/engine.h"
 #include "delayq/token.h"
@@ -555,6 +556,115 @@ int RunFinish(Context& c) {
 int RunTouch(Context& c) {
   return EachId(
       c, true, [&c](const JobRef& j) { return c.client->Touch(j.id, j.lease); }, "touched");
+}
+
+// The target `push set` asks for, as PUT /topics/{topic}/push takes it.
+Check PushTargetJson(const Context& c, std::string* out) {
+  const Args& a = c.args;
+  if (a.url.empty()) return Usage(c, "push set needs --url");
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("url");
+  Str(w, a.url);
+  if (!a.secret.empty()) {
+    w.Key("secret");
+    Str(w, a.secret);
+  }
+  if (!a.method.empty()) {
+    w.Key("method");
+    Str(w, a.method);
+  }
+  if (!a.headers.empty()) {
+    w.Key("headers");
+    w.StartObject();
+    for (const std::string& h : a.headers) {
+      const size_t colon = h.find(':');
+      if (colon == std::string::npos || colon == 0)
+        return Usage(c, "bad --header '" + h + "' (Name: value)");
+      std::string_view value = std::string_view(h).substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      w.Key(h.data(), static_cast<rapidjson::SizeType>(colon));
+      Str(w, value);
+    }
+    w.EndObject();
+  }
+  if (!a.timeout.empty()) {
+    TimeMs t = 0;
+    if (auto f = Duration(c, a.timeout, "--timeout", &t)) return f;
+    w.Key("timeout_ms");
+    w.Int64(t);
+  }
+  // Counts go as they were typed: the server checks their ranges.
+  for (const auto& [name, value] :
+       {std::pair{"concurrency", &a.concurrency}, std::pair{"max_tries", &a.max_tries}}) {
+    if (value->empty()) continue;
+    auto n = ParseUint(*value, 0, UINT32_MAX);
+    if (!n) return Usage(c, "bad " + std::string(name) + " '" + *value + "'");
+    w.Key(name);
+    w.Uint64(*n);
+  }
+  if (!a.rate.empty() || !a.burst.empty()) {
+    w.Key("rate");
+    w.StartObject();
+    for (const auto& [name, value] :
+         {std::pair{"per_second", &a.rate}, std::pair{"burst", &a.burst}}) {
+      if (value->empty()) continue;
+      auto n = ParseUint(*value, 0, UINT32_MAX);
+      if (!n) return Usage(c, "bad rate '" + *value + "'");
+      w.Key(name);
+      w.Uint64(*n);
+    }
+    w.EndObject();
+  }
+  if (!a.backoff.empty()) {
+    w.Key("backoff");
+    Str(w, a.backoff);
+  }
+  if (a.follow_redirects) {
+    w.Key("follow_redirects");
+    w.Bool(true);
+  }
+  w.EndObject();
+  *out = sb.GetString();
+  return std::nullopt;
+}
+
+// A target in the text format: one line, and the secret delayqd made, once.
+std::string PushTargetText(const rapidjson::Value& v) {
+  std::string text = "topic " + StringField(v, "topic") + " pushes to " + StringField(v, "url") +
+                     " (" + StringField(v, "method") + ", timeout " +
+                     HumanDuration(static_cast<TimeMs>(UintField(v, "timeout_ms"))) +
+                     ", concurrency " + std::to_string(UintField(v, "concurrency"));
+  if (v.HasMember("rate") && v["rate"].IsObject() && UintField(v["rate"], "per_second") > 0)
+    text += ", " + std::to_string(UintField(v["rate"], "per_second")) + "/s";
+  text += ")\n";
+  if (v.HasMember("secret")) text += "secret: " + StringField(v, "secret") + "\n";
+  return text;
+}
+
+int RunPush(Context& c) {
+  Args& a = c.args;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (auto f = Topic(c, a.topic)) return Report(*f);
+  Reply r = Failure{Exit::kUsage, ""};
+  if (a.push_action == "set") {
+    std::string json;
+    if (auto f = PushTargetJson(c, &json)) return Report(*f);
+    r = c.client->SetPush(a.topic, json);
+  } else if (a.push_action == "get") {
+    r = c.client->GetPush(a.topic);
+  } else if (a.push_action == "delete") {
+    r = c.client->DeletePush(a.topic);
+  } else {
+    return Report(Usage(c, "bad action '" + a.push_action + "' (set, get or delete)"));
+  }
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [&a](const rapidjson::Value& v) {
+    return a.push_action == "delete" ? "topic " + a.topic + " no longer pushes\n"
+                                     : PushTargetText(v);
+  });
+  return 0;
 }
 
 int RunToken(Context& c) {

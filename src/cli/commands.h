@@ -50,6 +50,10 @@ struct Args {
   std::string token_name, rate, burst;
   std::vector<std::string> patterns, rights;
   bool hash = false;
+  // push
+  std::string push_action, url, secret, method, concurrency;
+  std::vector<std::string> headers;
+  bool follow_redirects = false;
   // Global: the file whose first line is the secret to present.
   std::string token_file;
 };
@@ -104,6 +108,8 @@ int RunPause(Context& c);
 // with a key in every topic: a table of jobs, or each reply as JSON.
 int RunList(Context& c);
 int RunFind(Context& c);
+// A topic's push target: `push set|get|delete TOPIC` (docs/push.md).
+int RunPush(Context& c);
 // Makes a token (no server needed): its secret, digest and token-file entry.
 int RunToken(Context& c);
 

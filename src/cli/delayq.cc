@@ -257,6 +257,46 @@ const std::vector<Command>& Commands() {
          s->add_flag("--hash", a.hash, "Print the SHA-256 of the secret on standard input");
        },
        RunToken},
+      {"push", "Give a topic an HTTP target its jobs are sent to, show it, or end it (HTTP)",
+       "ACTION is set, get or delete. 'set' replaces the whole target; without --secret\n"
+       "it keeps the one the target has, or delayqd makes one and it is printed once\n"
+       "(docs/push.md).\n"
+       "Examples:\n"
+       "  delayq push set orders --url https://example.com/hooks/orders --secret whsec_...\n"
+       "  delayq push set orders --url https://example.com/hooks --header 'Authorization: Bearer "
+       "x'\n"
+       "      --timeout 10s --concurrency 8 --rate 100 --burst 200 --backoff 30s,2m,10m "
+       "--max-tries 5\n"
+       "  delayq push get orders\n"
+       "  delayq push delete orders",
+       [](CLI::App* s, Args& a) {
+         s->add_option("ACTION", a.push_action, "set, get or delete")->type_name("")->required();
+         s->add_option("TOPIC", a.topic, "The topic")->type_name("")->required();
+         s->add_option("--url", a.url, "set: where to send the jobs (http:// or https://)")
+             ->option_text("URL");
+         s->add_option("--secret", a.secret, "set: the whsec_ secret the requests are signed with")
+             ->option_text("SECRET");
+         s->add_option("--method", a.method, "set: POST (default), PUT, PATCH, GET or DELETE")
+             ->option_text("METHOD");
+         s->add_option("-H,--header", a.headers, "set: 'Name: value' sent too; repeat for more")
+             ->option_text("HEADER")
+             ->allow_extra_args(false);
+         s->add_option("--timeout", a.timeout, "set: the whole request (default 30s)")
+             ->option_text("DURATION");
+         s->add_option("--concurrency", a.concurrency, "set: requests at once (default 16)")
+             ->option_text("N");
+         s->add_option("--rate", a.rate, "set: most requests a second (default: no limit)")
+             ->option_text("N");
+         s->add_option("--burst", a.burst, "set: most requests at once after a quiet spell")
+             ->option_text("N");
+         s->add_option("--backoff", a.backoff,
+                       "set: delays between tries (default 30s,2m,10m,1h,6h)")
+             ->option_text("SPEC");
+         s->add_option("--max-tries", a.max_tries, "set: tries before a job is buried (default 10)")
+             ->option_text("N");
+         s->add_flag("--follow-redirects", a.follow_redirects, "set: follow 3xx answers");
+       },
+       RunPush},
   };
   return table;
 }

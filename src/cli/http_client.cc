@@ -185,6 +185,15 @@ class HttpClient final : public Client {
   Reply FindKey(const std::string& key) override {
     return Call(http::verb::get, "/jobs?key=" + PercentEncode(key), "");
   }
+  Reply SetPush(const std::string& topic, const std::string& target_json) override {
+    return Call(http::verb::put, TopicPath(topic) + "/push", target_json);
+  }
+  Reply GetPush(const std::string& topic) override {
+    return Call(http::verb::get, TopicPath(topic) + "/push", "");
+  }
+  Reply DeletePush(const std::string& topic) override {
+    return Call(http::verb::delete_, TopicPath(topic) + "/push", "");
+  }
 
   Reply Clear(const std::string& topic, const std::vector<std::string>& states) override {
     rapidjson::StringBuffer sb;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "delayq/text.h"
+#include "delivery/push_target.h"
 #include "server/http_api_internal.h"
 
 namespace delayq::server {
@@ -79,6 +80,9 @@ const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
       {"POST /jobs/{id}/bury", &R::Bury},
       {"POST /jobs/{id}/touch", &R::Touch},
       {"POST /jobs/{id}/kick", &R::KickJob},
+      {"PUT /topics/{topic}/push", &R::SetPush},
+      {"GET /topics/{topic}/push", &R::GetPush},
+      {"DELETE /topics/{topic}/push", &R::DeletePush},
       {"POST /push", &R::YPush},
       {"POST /pop", &R::YPop},
       {"POST /finish", &R::YFinish},
@@ -122,8 +126,14 @@ HttpApi::~HttpApi() {
 }
 
 Result<SessionId> HttpApi::ReserveSession(const std::vector<std::string>& topics) {
-  for (const std::string& t : topics)
+  for (const std::string& t : topics) {
     if (Status st = CheckTopic(t); !st.ok()) return st;
+    // A push topic's jobs go to its target alone (docs/push.md, "Workers").
+    if (ctx_.push_targets != nullptr && ctx_.push_targets->IsPushTopic(t))
+      return Status::Conflict("topic '" + t +
+                              "' is a push topic: delayqd sends its jobs to its target, and "
+                              "workers do not reserve them");
+  }
   Pooled p;
   if (!pool_.empty()) {
     p = std::move(pool_.back());

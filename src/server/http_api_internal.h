@@ -92,6 +92,13 @@ struct HttpApiRoutes {
                                 const std::vector<delayq::TopicStats>* topics);
   // GET /ui, GET /ui/{file}, GET /whoami (http_ui.cc).
   static void Ui(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&, HttpApi::CallId*);
+  // PUT, GET and DELETE /topics/{topic}/push (http_push.cc).
+  static void SetPush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void GetPush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                      HttpApi::CallId*);
+  static void DeletePush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                         HttpApi::CallId*);
   static void Whoami(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                      HttpApi::CallId*);
   static void ListTopics(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,

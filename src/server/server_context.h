@@ -22,6 +22,9 @@
 namespace boost::asio::ssl {
 class context;
 }
+namespace delayq::delivery {
+class PushTargets;
+}
 
 namespace delayq::server {
 
@@ -89,6 +92,9 @@ struct ServerContext {
   // looks every 100 ms).
   uint64_t max_memory = 0;
   bool memory_full = false;
+  // The push topics' targets (docs/push.md; delivery/push_target.h), which
+  // the routes /topics/{topic}/push set and show; null: push is off.
+  delivery::PushTargets* push_targets = nullptr;
 
   bool RepliesOverBudget() const { return max_reply_memory > 0 && reply_memory > max_reply_memory; }
   // The replies a connection holds went from `was` to `now` bytes.

@@ -282,6 +282,12 @@ const std::vector<HttpCase>& HttpCases() {
       {"POST /finish", "ready", "POST", "/finish", R"({"id":"#{ID}"})", 200},
       {"POST /delete", "ready", "POST", "/delete", R"({"id":"#{ID}"})", 200},
       {"POST /get", "ready", "POST", "/get", R"({"id":"#{ID}"})", 200},
+      // Set, shown, ended, in this order (a documentation address: never
+      // reached).
+      {"PUT /topics/{topic}/push", "ready", "PUT", "/topics/orders.eu/push",
+       R"({"url":"http://192.0.2.1/hook"})", 201},
+      {"GET /topics/{topic}/push", "ready", "GET", "/topics/orders.eu/push", "", 200},
+      {"DELETE /topics/{topic}/push", "ready", "DELETE", "/topics/orders.eu/push", "", 200},
   };
   return cases;
 }
