@@ -210,11 +210,29 @@ struct ColdJob {
   std::string body;
 };
 
+// Settings kept with the queue itself (push targets, schedules, and the
+// schedules' firing cursors): durable as jobs are, shared by every instance
+// on Redis (docs/storage.md, "Named objects"). The kind is part of the
+// on-disk format: never renumber.
+enum class ObjectKind : uint8_t { kPush = 1, kSchedule = 2, kScheduleCursor = 3 };
+inline constexpr uint8_t kMaxObjectKind = 3;
+// "push", "schedule", "cursor": their names in Redis keys and logs.
+std::string_view ObjectKindName(ObjectKind k);
+// A named object: its value is JSON text (a cursor's is a decimal number).
+struct StoredObject {
+  ObjectKind kind = ObjectKind::kPush;
+  std::string name;
+  std::string value;
+  bool operator==(const StoredObject&) const = default;
+};
+
 // One durable change implied by an engine operation, in order.
 // kPut carries the body; kUpdate the new metadata; kDelete only the
 // identity (id, topic, key) and the due time the record was indexed under.
+// kPutObject and kDeleteObject change a named object (`object`; its value
+// in `object.value`), not a job: `record` is left empty (id 0).
 struct Mutation {
-  enum class Kind : uint8_t { kPut, kUpdate, kDelete };
+  enum class Kind : uint8_t { kPut, kUpdate, kDelete, kPutObject, kDeleteObject };
   Kind kind = Kind::kPut;
   JobRecord record;
   std::string body;  // kPut only
@@ -222,6 +240,8 @@ struct Mutation {
   // repeats (a reserve's counters): the writer may hold it back for a
   // moment and drop it when that next change comes first.
   bool deferrable = false;
+  StoredObject object{};  // kPutObject, kDeleteObject only
+  bool is_object() const { return kind == Kind::kPutObject || kind == Kind::kDeleteObject; }
 };
 
 // Something that happened to a session without it asking at that moment:

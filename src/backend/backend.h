@@ -38,6 +38,18 @@ namespace delayq::backend {
 
 template <typename T>
 using Callback = std::function<void(Result<T>)>;
+// The longest name of a named object (Backend::PutObject).
+inline constexpr size_t kMaxObjectNameLength = 200;
+// kInvalidArgument for an empty name or one longer than
+// kMaxObjectNameLength: what every backend's PutObject and DeleteObject
+// check first.
+inline Status CheckObjectName(std::string_view name) {
+  if (name.empty()) return Status::InvalidArgument("an object needs a name");
+  if (name.size() > kMaxObjectNameLength)
+    return Status::InvalidArgument("an object's name is longer than " +
+                                   std::to_string(kMaxObjectNameLength) + " bytes");
+  return Status::Ok();
+}
 using Done = std::function<void(Status)>;
 // A batch of jobs (reserve, reserve-job, peeks); views valid during the call.
 using Jobs = std::span<const JobView>;
@@ -210,6 +222,24 @@ class Backend {
   virtual void PauseTopic(std::string_view topic, TimeMs delay_ms, Done done) = 0;
   virtual void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                           Callback<uint64_t> done) = 0;
+
+  // ---- named objects (docs/storage.md, "Named objects") -----------------
+  // Settings kept with the queue itself (push targets, schedules): durable
+  // as jobs are (Local: in the store's batches, acknowledged once as
+  // durable as --fsync says), shared by every instance on Redis. A value
+  // is JSON text. Names are ≤ kMaxObjectNameLength bytes, not empty
+  // (kInvalidArgument). While the store refuses writes, PutObject and
+  // DeleteObject fail with kUnavailable.
+  virtual void PutObject(ObjectKind kind, std::string_view name, std::string_view value,
+                         Done done) = 0;
+  // kNotFound: no object of that kind has that name.
+  virtual void DeleteObject(ObjectKind kind, std::string_view name, Done done) = 0;
+  // Every object of `kind`, by name (bytewise).
+  virtual void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) = 0;
+  // A number that changes whenever an object of `kind` is put or deleted
+  // (on Redis, by any instance): a poller lists the objects again only
+  // when it moved. Never 0 once an object of the kind was ever changed.
+  virtual void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) = 0;
 
   // Epoch milliseconds as the backend sees them (for stats and replies).
   virtual TimeMs Now() const = 0;

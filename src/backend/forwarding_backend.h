@@ -95,6 +95,18 @@ class ForwardingBackend : public Backend {
   void ClearTopic(SessionId s, std::string_view t, uint8_t mask, Callback<uint64_t> d) override {
     b_.ClearTopic(s, t, mask, std::move(d));
   }
+  void PutObject(ObjectKind k, std::string_view n, std::string_view v, Done d) override {
+    b_.PutObject(k, n, v, std::move(d));
+  }
+  void DeleteObject(ObjectKind k, std::string_view n, Done d) override {
+    b_.DeleteObject(k, n, std::move(d));
+  }
+  void ListObjects(ObjectKind k, Callback<std::vector<StoredObject>> d) override {
+    b_.ListObjects(k, std::move(d));
+  }
+  void ObjectsVersion(ObjectKind k, Callback<uint64_t> d) override {
+    b_.ObjectsVersion(k, std::move(d));
+  }
   TimeMs Now() const override { return b_.Now(); }
   bool RepliesWaitForStore() const override { return b_.RepliesWaitForStore(); }
   uint64_t StoreCompletionsRun() const override { return b_.StoreCompletionsRun(); }

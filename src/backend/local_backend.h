@@ -19,22 +19,24 @@
 // key, kick, peek-delayed, clear) takes it into memory first
 // (docs/storage.md, "The horizon").
 //
-// The class is defined in three files: local_backend.cc (the engine
+// The class is defined in four files: local_backend.cc (the engine
 // adapter: one method per operation, reserves and timers),
 // local_durability.cc (recovery, and the pipeline to the journal and the
-// writer) and local_horizon.cc (the horizon's loader and the lookups of
-// cold jobs).
+// writer), local_horizon.cc (the horizon's loader and the lookups of
+// cold jobs) and local_objects.cc (named objects and schedule firings).
 //
 // Thread: every method, and `io`, on one thread.
 #ifndef DELAYQ_BACKEND_LOCAL_BACKEND_H_
 #define DELAYQ_BACKEND_LOCAL_BACKEND_H_
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -129,13 +131,20 @@ class LocalBackend final : public Backend {
   void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                   Callback<uint64_t> done) override;
 
+  void PutObject(ObjectKind kind, std::string_view name, std::string_view value,
+                 Done done) override;
+  void DeleteObject(ObjectKind kind, std::string_view name, Done done) override;
+  void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
+  void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
+
   TimeMs Now() const override { return clock_.Now(); }
   // The engine's ticks: microseconds.
   static constexpr TimeMs kTicksPerMs = 1000;
   bool RepliesWaitForStore() const override { return !deferred_.empty(); }
   uint64_t StoreCompletionsRun() const override { return store_completions_; }
 
-  // Loads every job of the store into the engine (before any operation).
+  // Loads every job and named object of the store into the engine and the
+  // objects' map (before any operation).
   // `progress` is called every `every` jobs with the count so far.
   Status Recover(const std::function<void(uint64_t loaded)>& progress, uint64_t every);
 
@@ -232,6 +241,11 @@ class LocalBackend final : public Backend {
   // The store refuses writes while the journal or the writer fails.
   void SetHealth(bool journal_ok, bool writer_ok, const Status& error);
 
+  // Appends a named object's change to the open batch, after the engine's
+  // changes made so far (with a store).
+  void RecordObject(Mutation::Kind kind, ObjectKind object, std::string_view name,
+                    std::string_view value);
+
   // The barrier a reply waits for: the open batch, else the last one.
   uint64_t Barrier() const { return open_batch_.empty() ? next_seq_ - 1 : next_seq_; }
 
@@ -245,6 +259,10 @@ class LocalBackend final : public Backend {
   std::vector<Event> events_;
   std::vector<JobView> views_;
   bool settling_ = false;
+  // Named objects (local_objects.cc), by kind and name; each kind's version
+  // (ObjectsVersion) counts its changes since start.
+  std::map<std::pair<ObjectKind, std::string>, std::string, std::less<>> objects_;
+  std::array<uint64_t, kMaxObjectKind + 1> object_versions_{};
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   // ---- durability (with a store) ----

@@ -156,6 +156,92 @@ TEST_F(LocalBackendStoreTest, AChangeIsRepliedOnlyOnceTheStoreHoldsIt) {
   EXPECT_FALSE(b->RepliesWaitForStore());
 }
 
+// Named objects: a change is acknowledged once the store holds it, with the
+// jobs of the same turn in the same batch, and comes back after a restart.
+TEST_F(LocalBackendStoreTest, NamedObjectsAreDurableAndComeBack) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  GateStore::OpenAtExit open_at_exit{gate};
+  uint64_t version_before = 0;
+  {
+    auto b = Make(&gate);
+    SessionId s = b->OpenSession();
+    b->ObjectsVersion(ObjectKind::kSchedule, [&](Result<uint64_t> v) { version_before = *v; });
+    std::optional<Status> put;
+    std::optional<Result<PutResult>> job;
+    b->Put(s, Req("with it"), [&](Result<PutResult> r) { job = std::move(r); });
+    b->PutObject(ObjectKind::kSchedule, "nightly", R"({"cron":"0 3 * * *"})",
+                 [&](Status st) { put = st; });
+    io_.restart();
+    io_.poll();
+    ASSERT_TRUE(gate.WaitEntered(1));
+    io_.restart();
+    io_.run_for(30ms);
+    EXPECT_FALSE(put.has_value()) << "acknowledged before the store held it";
+    gate.Open();
+    ASSERT_TRUE(RunUntil([&] { return put.has_value() && job.has_value(); }));
+    EXPECT_TRUE(put->ok()) << put->ToString();
+    EXPECT_EQ(mem.applies(), 1u) << "the job and the object went in one batch";
+    std::optional<Status> other, gone, missing, bad;
+    b->PutObject(ObjectKind::kPush, "nightly", "{}", [&](Status st) { other = st; });
+    b->PutObject(ObjectKind::kSchedule, "drop", "{}", [](Status) {});
+    b->DeleteObject(ObjectKind::kSchedule, "drop", [&](Status st) { gone = st; });
+    b->DeleteObject(ObjectKind::kSchedule, "never", [&](Status st) { missing = st; });
+    b->PutObject(ObjectKind::kSchedule, std::string(kMaxObjectNameLength + 1, 'n'), "{}",
+                 [&](Status st) { bad = st; });
+    ASSERT_TRUE(RunUntil([&] { return other && gone && missing && bad; }));
+    EXPECT_TRUE(other->ok());
+    EXPECT_TRUE(gone->ok());
+    EXPECT_EQ(missing->code(), Code::kNotFound);
+    EXPECT_EQ(bad->code(), Code::kInvalidArgument);
+    uint64_t version_after = 0;
+    b->ObjectsVersion(ObjectKind::kSchedule, [&](Result<uint64_t> v) { version_after = *v; });
+    EXPECT_NE(version_after, version_before) << "a poller would miss the change";
+  }
+  auto b = Make(&mem);
+  ASSERT_TRUE(b->Recover(nullptr, 1).ok());
+  std::vector<StoredObject> schedules, pushes;
+  b->ListObjects(ObjectKind::kSchedule, [&](auto r) { schedules = *r; });
+  b->ListObjects(ObjectKind::kPush, [&](auto r) { pushes = *r; });
+  std::vector<StoredObject> want{{ObjectKind::kSchedule, "nightly", R"({"cron":"0 3 * * *"})"}};
+  EXPECT_EQ(schedules, want);
+  ASSERT_EQ(pushes.size(), 1u);
+  EXPECT_EQ(pushes[0].name, "nightly");
+  uint64_t version = 0;
+  b->ObjectsVersion(ObjectKind::kSchedule, [&](Result<uint64_t> v) { version = *v; });
+  EXPECT_NE(version, 0u);
+}
+
+// While the store refuses writes, objects are refused too (nothing changes).
+TEST_F(LocalBackendStoreTest, NamedObjectsAreRefusedWhileTheStoreFails) {
+  store::MemStore mem;
+  store::FaultyStore faulty(mem);
+  auto b = Make(&faulty);
+  faulty.set_full(true);
+  std::optional<Status> first, second;
+  b->PutObject(ObjectKind::kPush, "a", "{}", [&](Status st) { first = st; });
+  ASSERT_TRUE(RunUntil([&] { return first.has_value(); }));
+  EXPECT_FALSE(first->ok());
+  b->PutObject(ObjectKind::kPush, "b", "{}", [&](Status st) { second = st; });
+  ASSERT_TRUE(RunUntil([&] { return second.has_value(); }));
+  EXPECT_EQ(second->code(), Code::kUnavailable);
+  std::vector<StoredObject> listed;
+  b->ListObjects(ObjectKind::kPush, [&](auto r) { listed = *r; });
+  EXPECT_EQ(listed.size(), 1u) << "the first, whose outcome is unknown, is kept and retried";
+  faulty.set_full(false);
+  ASSERT_TRUE(RunUntil([&] { return b->store_healthy(); }));
+  std::vector<StoredObject> stored;
+  ASSERT_TRUE(RunUntil([&] {
+    stored.clear();
+    (void)mem.LoadObjects([&](const StoredObject& o) {
+      stored.push_back(o);
+      return Status::Ok();
+    });
+    return stored.size() == 1;
+  }));
+  EXPECT_EQ(stored[0].name, "a");
+}
+
 // With a journal, a change is acknowledged once the journal holds it; the
 // writer takes it into the store later, unless it falls too far behind.
 class LocalBackendJournalTest : public LocalBackendStoreTest {

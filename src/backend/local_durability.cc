@@ -54,6 +54,13 @@ Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint
       },
       &max_id);
   if (st.ok()) st = count_cold();
+  if (st.ok()) {
+    st = store_->LoadObjects([&](const StoredObject& o) {
+      objects_.insert_or_assign(std::pair{o.kind, o.name}, o.value);
+      object_versions_[static_cast<size_t>(o.kind)] = 1;
+      return Status::Ok();
+    });
+  }
   if (!st.ok()) return st;
   engine_.SkipIdsThrough(max_id);
   durable_put_id_ = engine_.next_id() - 1;
@@ -159,7 +166,8 @@ Status LocalBackend::AppendUnjournaled() {
     through = seq;
     uint64_t bytes = 0;
     for (const Mutation& m : batch)
-      bytes += sizeof(Mutation) + m.record.topic.size() + m.record.key.size() + m.body.size();
+      bytes += sizeof(Mutation) + m.record.topic.size() + m.record.key.size() + m.body.size() +
+               m.object.name.size() + m.object.value.size();
     submitted_bytes_ += bytes;
     writer_->Submit(
         std::move(batch),

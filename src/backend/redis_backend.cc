@@ -215,7 +215,8 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
       sweep_timer_(io),
       registry_names_("dq:{dq}:topics"),
       registry_numbers_("dq:{dq}:topic-names"),
-      names_("dq:{dq}:names") {
+      names_("dq:{dq}:names"),
+      object_versions_("dq:{dq}:objects") {
   info_.name = "redis";
   GetTopic("default");  // number 0, known without the registry
   info_.max_job_size = options_.max_job_size;

@@ -149,6 +149,15 @@ class RedisBackend final : public Backend {
   void ClearTopic(SessionId s, std::string_view topic, uint8_t mask,
                   Callback<uint64_t> done) override;
 
+  // Named objects (redis_objects.cc): one hash per kind in the slot of
+  // {dq}, and a hash of the kinds' versions (docs/redis-backend.md,
+  // "Named objects").
+  void PutObject(ObjectKind kind, std::string_view name, std::string_view value,
+                 Done done) override;
+  void DeleteObject(ObjectKind kind, std::string_view name, Done done) override;
+  void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
+  void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
+
   TimeMs Now() const override { return clock_.Now(); }
 
   static constexpr int kSeqBits = 40;
@@ -380,6 +389,8 @@ class RedisBackend final : public Backend {
   std::string registry_names_, registry_numbers_;
   // The names of named jobs, across topics (docs/redis-backend.md, "Names").
   std::string names_;
+  // Named objects: the versions hash (kind -> counter).
+  std::string object_versions_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

@@ -59,6 +59,8 @@ enum class Script : size_t {
                 //     {more 0|1, job...}, each job as kPeek answers it (docs/redis-backend.md,
                 //     "Browsing jobs"); a member of another incarnation (args[2]) starts at
                 //     the beginning or answers none, as the order puts it
+  kObject,      // (keys: the kind's hash, the versions hash) 's'|'d', kind, name[, value] -> 1 |
+                //     0: a named object set or deleted (0: a delete found none)
   kCount
 };
 
@@ -69,8 +71,8 @@ std::string_view Library();
 // The function's name, for FCALL.
 std::string_view Name(Script s);
 // A topic function's code in a dq_batch (its first argument there is the
-// code followed by the argument count: "p4"); '\0' for kBatch, kRegister and
-// kNamed.
+// code followed by the argument count: "p4"); '\0' for kBatch, kRegister,
+// kNamed and kObject.
 char Code(Script s);
 
 }  // namespace delayq::backend::redis

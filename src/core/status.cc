@@ -70,6 +70,18 @@ std::string_view JobStateName(JobState s) {
   return "unknown";
 }
 
+std::string_view ObjectKindName(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::kPush:
+      return "push";
+    case ObjectKind::kSchedule:
+      return "schedule";
+    case ObjectKind::kScheduleCursor:
+      return "cursor";
+  }
+  return "unknown";
+}
+
 TimeMs Backoff::DelayFor(uint32_t failures) const {
   if (failures == 0) failures = 1;
   switch (kind) {

@@ -60,7 +60,8 @@ constexpr size_t kHeaderBytes = 8;
 // CRC-32C of the payload (4 bytes each, little endian), then the payload:
 // the record number (8 bytes, little endian), the count of changes
 // (varint), and per change its kind (1 byte) and the job's value (its
-// length in 4 bytes, little endian, then EncodeJobValue's bytes). The
+// length in 4 bytes, little endian, then EncodeJobValue's bytes; a named
+// object's change carries EncodeObjectValue's bytes instead). The
 // length has its own checksum so that a damaged length is told from an
 // append cut short.
 constexpr size_t kRecordHeaderBytes = 12;
@@ -160,13 +161,18 @@ Status DecodeRecord(std::string_view payload, uint64_t* lsn, std::vector<Mutatio
     if (payload.empty()) return Status::Corruption("record ends inside a change");
     uint8_t kind = static_cast<uint8_t>(payload[0]);
     payload.remove_prefix(1);
-    if (kind > static_cast<uint8_t>(Mutation::Kind::kDelete) || payload.size() < 4)
+    if (kind > static_cast<uint8_t>(Mutation::Kind::kDeleteObject) || payload.size() < 4)
       return Status::Corruption("bad change");
     uint64_t len = GetFixed(payload, 4);
     payload.remove_prefix(4);
     if (len > payload.size()) return Status::Corruption("a change runs past its record");
     Mutation& m = batch->emplace_back();
     m.kind = static_cast<Mutation::Kind>(kind);
+    if (m.is_object()) {
+      if (Status st = DecodeObjectValue(payload.substr(0, len), &m.object); !st.ok()) return st;
+      payload.remove_prefix(len);
+      continue;
+    }
     std::string_view body;
     if (Status st = DecodeJobValue(payload.substr(0, len), &m.record, &body); !st.ok()) return st;
     m.body = std::string(body);
@@ -246,7 +252,12 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
     buf_.push_back(static_cast<char>(m.kind));
     size_t len_at = buf_.size();
     buf_.append(4, '\0');
-    EncodeJobValue(m.record, m.kind == Mutation::Kind::kPut ? std::string_view(m.body) : "", &buf_);
+    if (m.is_object()) {
+      EncodeObjectValue(m.object, &buf_);
+    } else {
+      EncodeJobValue(m.record, m.kind == Mutation::Kind::kPut ? std::string_view(m.body) : "",
+                     &buf_);
+    }
     SetFixed32(buf_.data() + len_at, static_cast<uint32_t>(buf_.size() - len_at - 4));
   }
   std::string_view payload(buf_.data() + kRecordHeaderBytes, buf_.size() - kRecordHeaderBytes);

@@ -29,8 +29,10 @@
 
 namespace delayq::store {
 
-// The journal's format version, in every segment's header.
-inline constexpr uint8_t kJournalVersion = 1;
+// The journal's format version, in every segment's header. Version 2 adds
+// the change kinds 3 and 4 (a named object put or deleted); a version 1
+// segment reads as before.
+inline constexpr uint8_t kJournalVersion = 2;
 
 // CRC-32C (Castagnoli) as the journal uses it, with the CPU's instruction
 // where there is one, and the table-driven reference (for tests).

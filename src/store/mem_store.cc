@@ -8,7 +8,17 @@ Status MemStore::Apply(const std::vector<Mutation>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   // All or none: check the batch against a copy of what it touches first.
   std::map<JobId, std::optional<Stored>> touched;
+  std::map<std::pair<ObjectKind, std::string>, std::optional<std::string>> objects;
   for (const Mutation& m : batch) {
+    if (m.is_object()) {
+      auto& slot = objects[{m.object.kind, m.object.name}];
+      if (m.kind == Mutation::Kind::kPutObject) {
+        slot = m.object.value;
+      } else {
+        slot.reset();
+      }
+      continue;
+    }
     JobId id = m.record.id;
     auto [it, fresh] = touched.try_emplace(id);
     if (fresh) {
@@ -28,6 +38,16 @@ Status MemStore::Apply(const std::vector<Mutation>& batch) {
       case Mutation::Kind::kDelete:
         it->second.reset();
         break;
+      case Mutation::Kind::kPutObject:
+      case Mutation::Kind::kDeleteObject:
+        break;
+    }
+  }
+  for (auto& [key, value] : objects) {
+    if (value) {
+      objects_[key] = std::move(*value);
+    } else {
+      objects_.erase(key);
     }
   }
   for (auto& [id, stored] : touched) {
@@ -48,6 +68,13 @@ Status MemStore::Load(const std::function<Status(const JobRecord&, std::string_v
   for (const auto& [id, stored] : jobs_)
     if (Status st = job(stored.record, stored.body); !st.ok()) return st;
   *max_id = max_id_;
+  return Status::Ok();
+}
+
+Status MemStore::LoadObjects(const std::function<Status(const StoredObject&)>& object) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, value] : objects_)
+    if (Status st = object(StoredObject{key.first, key.second, value}); !st.ok()) return st;
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@ class MemStore final : public Store {
   Status Apply(const std::vector<Mutation>& batch) override;
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override;
+  Status LoadObjects(const std::function<Status(const StoredObject&)>& object) override;
   Status NoteMaxId(JobId id) override;
   uint64_t ApproximateJobs() const override { return size(); }
   Status GetJob(JobId id, JobRecord* record, std::string* body) override;
@@ -38,6 +39,7 @@ class MemStore final : public Store {
   };
   mutable std::mutex mu_;  // tests read while a writer thread applies
   std::map<JobId, Stored> jobs_;
+  std::map<std::pair<ObjectKind, std::string>, std::string> objects_;
   JobId max_id_ = 0;
   uint64_t applies_ = 0;
 };
@@ -50,6 +52,9 @@ class ForwardingStore : public Store {
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override {
     return inner_.Load(job, max_id);
+  }
+  Status LoadObjects(const std::function<Status(const StoredObject&)>& object) override {
+    return inner_.LoadObjects(object);
   }
   Status NoteMaxId(JobId id) override { return inner_.NoteMaxId(id); }
   uint64_t ApproximateJobs() const override { return inner_.ApproximateJobs(); }

@@ -177,6 +177,41 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
   return Status::Ok();
 }
 
+void EncodeObjectValue(const StoredObject& o, std::string* out) {
+  out->push_back(static_cast<char>(kObjectVersion));
+  out->push_back(static_cast<char>(o.kind));
+  PutBytes(out, o.name);
+  PutBytes(out, o.value);
+}
+
+Status DecodeObjectValue(std::string_view value, StoredObject* o) {
+  Reader in(value);
+  uint8_t version = in.Byte();
+  if (!in.ok()) return Status::Corruption("empty object record");
+  if (version == 0 || version > kObjectVersion) {
+    return Status::InvalidArgument("object record version " + std::to_string(version) +
+                                   " is newer than this delayqd reads (" +
+                                   std::to_string(kObjectVersion) + ")");
+  }
+  uint8_t kind = in.Byte();
+  o->name.assign(in.Bytes());
+  o->value.assign(in.Bytes());
+  if (!in.ok()) return Status::Corruption("truncated object record");
+  if (in.left() != 0) return Status::Corruption("bytes after an object record");
+  if (kind == 0 || kind > kMaxObjectKind)
+    return Status::Corruption("unknown object kind " + std::to_string(kind));
+  if (o->name.empty()) return Status::Corruption("an object without a name");
+  o->kind = static_cast<ObjectKind>(kind);
+  return Status::Ok();
+}
+
+std::string ObjectKey(ObjectKind kind, std::string_view name) {
+  std::string k(kObjectKeyPrefix);
+  k.push_back(static_cast<char>(kind));
+  k.append(name);
+  return k;
+}
+
 std::string JobKey(JobId id) {
   std::string k;
   PutBigEndian(&k, id);

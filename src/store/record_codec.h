@@ -31,6 +31,20 @@ void EncodeJobValue(const JobRecord& record, std::string_view body, std::string*
 // value, kInvalidArgument for a version newer than kRecordVersion.
 Status DecodeJobValue(std::string_view value, JobRecord* record, std::string_view* body);
 
+// A named object's value (docs/storage.md, "Named objects"): version (1
+// byte), kind (1 byte), name and value as strings. The journal carries it
+// for kPutObject and kDeleteObject (a delete with an empty value).
+inline constexpr uint8_t kObjectVersion = 1;
+void EncodeObjectValue(const StoredObject& object, std::string* out);
+// kCorruption for a truncated or damaged value (an unknown kind, no name),
+// kInvalidArgument for a version newer than kObjectVersion.
+Status DecodeObjectValue(std::string_view value, StoredObject* object);
+// The key of a named object in the `default` family: the prefix, the kind
+// (1 byte), the name. The prefix holds a NUL, which no other key of that
+// family has, so a scan of it yields the objects alone, by kind, then name.
+inline constexpr std::string_view kObjectKeyPrefix{"object\0", 7};
+std::string ObjectKey(ObjectKind kind, std::string_view name);
+
 // Keys: a job by id (8 bytes, big-endian, so ids sort numerically); the due
 // index (topic, NUL, then due and id big-endian: a scan of a topic's prefix
 // yields its soonest jobs first); the user-key index (topic, NUL, key), which

@@ -345,7 +345,13 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   std::vector<std::pair<JobId, Change>> changes;  // in order of first touch
   changes.reserve(batch.size());
   JobId max_id = max_id_;
+  // Named objects' changes, in order after the jobs' (they touch no job).
+  std::vector<const Mutation*> objects;
   for (const Mutation& m : batch) {
+    if (m.is_object()) {
+      objects.push_back(&m);
+      continue;
+    }
     const JobRecord& r = m.record;
     auto [slot, fresh] = index.try_emplace(r.id, changes.size());
     if (fresh) {
@@ -384,6 +390,9 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
         c.record = r;
         c.body = m.body;
         break;
+      case Mutation::Kind::kPutObject:
+      case Mutation::Kind::kDeleteObject:
+        break;
     }
     if (r.id > max_id) max_id = r.id;
   }
@@ -421,6 +430,15 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   }
   for (const JobRecord* a : key_puts) wb.Put(keys_, UserKey(a->topic, a->key), JobKey(a->id));
   for (const JobRecord* a : name_puts) wb.Put(keys_, NameKey(a->key), JobKey(a->id));
+  for (const Mutation* m : objects) {
+    if (m->kind == Mutation::Kind::kDeleteObject) {
+      wb.Delete(meta_, ObjectKey(m->object.kind, m->object.name));
+    } else {
+      value.clear();
+      EncodeObjectValue(m->object, &value);
+      wb.Put(meta_, ObjectKey(m->object.kind, m->object.name), value);
+    }
+  }
   if (max_id > max_id_) wb.Put(meta_, kMaxIdKey, BigEndian(max_id));
   if (journal_lsn > journal_lsn_) wb.Put(meta_, kJournalLsnKey, BigEndian(journal_lsn));
   if (wb.Count() == 0) return Status::Ok();
@@ -515,6 +533,29 @@ Status RocksStore::Load(const std::function<Status(const JobRecord&, std::string
   }
   if (!it->status().ok()) return FromRocks(it->status(), "reading the jobs");
   *max_id = highest;
+  return Status::Ok();
+}
+
+Status RocksStore::LoadObjects(const std::function<Status(const StoredObject&)>& object) {
+  // The objects' slice of `default`: the prefix up to, not including, the
+  // prefix with its NUL raised to 1.
+  std::string end(kObjectKeyPrefix);
+  end.back() = '\1';
+  rocksdb::Slice upper(end);
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, meta_));
+  StoredObject o;
+  for (it->Seek(rocksdb::Slice(kObjectKeyPrefix.data(), kObjectKeyPrefix.size())); it->Valid();
+       it->Next()) {
+    if (Status st = DecodeObjectValue(it->value().ToStringView(), &o); !st.ok())
+      return Status::Corruption("a named object: " + st.message());
+    if (ObjectKey(o.kind, o.name) != it->key().ToStringView())
+      return Status::Corruption("object " + o.name + " stored under another key");
+    if (Status cb = object(o); !cb.ok()) return cb;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the named objects");
   return Status::Ok();
 }
 

@@ -52,6 +52,7 @@ class RocksStore final : public Store {
   Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override;
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override;
+  Status LoadObjects(const std::function<Status(const StoredObject&)>& object) override;
   Status NoteMaxId(JobId id) override;
   uint64_t ApproximateJobs() const override;
   Status GetJob(JobId id, JobRecord* record, std::string* body) override;

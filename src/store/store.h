@@ -1,5 +1,6 @@
 // Durability behind one interface (docs/storage.md). A store applies the
-// engine's mutations in order and loads the jobs back at start.
+// engine's mutations (and the named objects' changes, in the same batches)
+// in order and loads the jobs and the objects back at start.
 //
 // Thread: a store is written by one thread at a time (the writer thread of
 // the Local backend, or the loop thread at recovery); the reads of the
@@ -55,6 +56,11 @@ class Store {
   // error `job` returns, or at damaged data (kCorruption).
   virtual Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
                       JobId* max_id) = 0;
+
+  // Calls `object` for every stored named object (kPutObject), by kind,
+  // then name. Stops at the first error `object` returns, or at damaged
+  // data (kCorruption).
+  virtual Status LoadObjects(const std::function<Status(const StoredObject&)>& object) = 0;
 
   // Records that ids up to `id` were handed out (ids are never reused).
   virtual Status NoteMaxId(JobId id) = 0;

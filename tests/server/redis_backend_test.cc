@@ -282,6 +282,53 @@ TEST_F(RedisBackendTest, PutReserveDelete) {
             Code::kNotFound);
 }
 
+// Named objects are shared: what one instance puts or deletes, another
+// lists, and each kind's version tells a poller that something changed.
+TEST_F(RedisBackendTest, NamedObjectsAreSharedByInstances) {
+  auto a = Make();
+  auto b = Make();
+  auto version = [&](Backend& x) {
+    return Get<uint64_t>([&](Callback<uint64_t> cb) { x.ObjectsVersion(ObjectKind::kPush, cb); });
+  };
+  auto list = [&](Backend& x, ObjectKind k) {
+    auto r = Get<std::vector<StoredObject>>(
+        [&](Callback<std::vector<StoredObject>> cb) { x.ListObjects(k, cb); });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<StoredObject>{};
+  };
+  auto put = [&](Backend& x, ObjectKind k, std::string name, std::string value) {
+    std::optional<Status> st;
+    x.PutObject(k, name, value, [&](Status s) { st = s; });
+    EXPECT_TRUE(RunUntil([&] { return st.has_value(); }));
+    return st.value_or(Status::Internal("no reply"));
+  };
+  auto del = [&](Backend& x, ObjectKind k, std::string name) {
+    std::optional<Status> st;
+    x.DeleteObject(k, name, [&](Status s) { st = s; });
+    EXPECT_TRUE(RunUntil([&] { return st.has_value(); }));
+    return st.value_or(Status::Internal("no reply"));
+  };
+  auto v0 = version(*b);
+  ASSERT_TRUE(v0.ok()) << v0.status().ToString();
+  ASSERT_TRUE(put(*a, ObjectKind::kPush, "orders", R"({"url":"https://a.example/"})").ok());
+  ASSERT_TRUE(put(*a, ObjectKind::kPush, "bills", "{}").ok());
+  ASSERT_TRUE(put(*a, ObjectKind::kSchedule, "orders", "{}").ok());
+  auto v1 = version(*b);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_NE(*v1, *v0);
+  std::vector<StoredObject> want{{ObjectKind::kPush, "bills", "{}"},
+                                 {ObjectKind::kPush, "orders", R"({"url":"https://a.example/"})"}};
+  EXPECT_EQ(list(*b, ObjectKind::kPush), want);
+  EXPECT_EQ(list(*b, ObjectKind::kSchedule).size(), 1u);
+  EXPECT_TRUE(del(*b, ObjectKind::kPush, "bills").ok());
+  EXPECT_EQ(del(*b, ObjectKind::kPush, "bills").code(), Code::kNotFound);
+  EXPECT_EQ(put(*b, ObjectKind::kPush, "", "{}").code(), Code::kInvalidArgument);
+  EXPECT_EQ(list(*a, ObjectKind::kPush).size(), 1u);
+  auto v2 = version(*a);
+  ASSERT_TRUE(v2.ok());
+  EXPECT_NE(*v2, *v1);
+}
+
 TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
   auto b = Make();
   SessionId s = SessionOn(*b, "orders");

@@ -1248,3 +1248,21 @@ redis.register_function('dq_register', function(keys, args)
   redis.call('HSET', keys[2], no, args[1])
   return no
 end)
+
+-- Named objects (docs/redis-backend.md, "Named objects"; keys: the kind's
+-- hash, name -> value, and the versions hash, kind -> a counter; both in
+-- the slot of {dq}): args[1] 's' sets args[3] to args[4], 'd' deletes
+-- args[3]; args[2] is the kind's name. Answers 1, or 0 for a delete of a
+-- name that has no object. The version moves with every change, so that an
+-- instance polls the hash only when it moved.
+redis.register_function('dq_object', function(keys, args)
+  local changed
+  if args[1] == 's' then
+    redis.call('HSET', keys[1], args[3], args[4])
+    changed = 1
+  else
+    changed = redis.call('HDEL', keys[1], args[3])
+  end
+  if changed == 1 then redis.call('HINCRBY', keys[2], args[2], 1) end
+  return changed
+end)
