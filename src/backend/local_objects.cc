@@ -3,6 +3,8 @@
 // batches like the engine's mutations, so that a reply waits for the same
 // durability as a put's, and an object's change and a job's made in one
 // turn are written all or none.
+#include <cstdlib>
+
 #include "backend/local_backend.h"
 
 namespace delayq::backend {
@@ -49,6 +51,28 @@ void LocalBackend::ListObjects(ObjectKind kind, Callback<std::vector<StoredObjec
 
 void LocalBackend::ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) {
   done(object_versions_[static_cast<size_t>(kind)]);
+}
+
+void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                                Callback<PutResult> done) {
+  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
+  if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
+  auto cursor = objects_.find(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)});
+  if (cursor != objects_.end()) {
+    TimeMs last = std::strtoll(cursor->second.c_str(), nullptr, 10);
+    if (last >= fire_ms)
+      return done(Status::Conflict("schedule " + std::string(schedule) + " fired at " +
+                                   std::to_string(fire_ms) + " already"));
+  }
+  if (Status w = WarmKey(r.topic, r.key); !w.ok()) return done(std::move(w));
+  Result<PutResult> res = engine_.Put(EngineNow(), 0, r);
+  if (res.ok()) {
+    // The put's mutations are taken first: the cursor joins the same batch.
+    std::string at = std::to_string(fire_ms);
+    objects_.insert_or_assign(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)}, at);
+    RecordObject(Mutation::Kind::kPutObject, ObjectKind::kScheduleCursor, schedule, at);
+  }
+  FinishChange<PutResult>(Op::kPut, 0, std::move(res), std::move(done));
 }
 
 }  // namespace delayq::backend
