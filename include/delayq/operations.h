@@ -69,6 +69,9 @@ enum class Op : uint8_t {
   kMetrics,
   kUi,
   kWhoami,
+  kPutSchedule,
+  kGetSchedule,
+  kDeleteSchedule,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -143,6 +146,9 @@ inline constexpr Operation kOperations[] = {
   {Op::kMetrics,            "metrics",            "",                     "GET /metrics",                                                       false, false, "",                         Scope::kAdmin,   "metrics"},
   {Op::kUi,                 "ui",                 "",                     "GET /ui, GET /ui/{file}",                                            false, false, "",                         Scope::kPublic,  "ui"},
   {Op::kWhoami,             "whoami",             "",                     "GET /whoami",                                                        false, false, "",                         Scope::kAuthenticated, "auth"},
+  {Op::kPutSchedule,        "put-schedule",       "",                     "PUT /schedules/{name}, POST /schedules/{name}/pause, POST /schedules/{name}/resume", true, false, "", Scope::kAdmin, "schedule"},
+  {Op::kGetSchedule,        "get-schedule",       "",                     "GET /schedules, GET /schedules/{name}",                              false, false, "",                         Scope::kRead,    "schedule"},
+  {Op::kDeleteSchedule,     "delete-schedule",    "",                     "DELETE /schedules/{name}",                                           true,  false, "",                         Scope::kAdmin,   "schedule"},
 };
 // clang-format on
 
@@ -162,7 +168,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kWhoami) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kDeleteSchedule) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "app/auth_file.h"
@@ -27,6 +28,7 @@
 #include "delayq/build_options.h"
 #include "delayq/duration.h"
 #include "delayq/version.h"
+#include "delivery/scheduler.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -109,6 +111,18 @@ void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerCon
     }
     WatchMemory(t, ctx);
   });
+}
+
+// A schedule's failure, logged at most once a minute per schedule and error
+// kind: a failing store or Redis would otherwise log every firing.
+void LogScheduleFailure(std::string_view schedule, const Status& error) {
+  static std::map<std::string, std::chrono::steady_clock::time_point> last;
+  const auto now = std::chrono::steady_clock::now();
+  auto& at = last[std::string(schedule) + "/" + std::string(CodeName(error.code()))];
+  if (at != std::chrono::steady_clock::time_point{} && now - at < std::chrono::minutes(1)) return;
+  at = now;
+  spdlog::warn("event=schedule_failed schedule=\"{}\" code={} error=\"{}\"", schedule,
+               CodeName(error.code()), error.message());
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
@@ -383,6 +397,15 @@ int main(int argc, char** argv) {
     ho.api.ui_read_only = config.ui_read_only;
     http = std::make_unique<server::HttpServer>(io, ctx, ho);
   }
+  // Recurring schedules (docs/schedules.md): every instance runs every
+  // schedule; each firing is made once (Backend::FireSchedule).
+  delivery::Scheduler::Options so;
+  so.on_error = [](std::string_view schedule, const Status& error) {
+    LogScheduleFailure(schedule, error);
+  };
+  delivery::Scheduler scheduler(io, backend, clock, so);
+  ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
+  scheduler.Start();
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -390,6 +413,7 @@ int main(int argc, char** argv) {
     spdlog::info("event=stopping signal={} connections={} http_connections={}", sig,
                  beanstalk.connections(), http ? http->connections() : 0);
     beanstalk.Stop();
+    scheduler.Stop();        // no firing starts after this
     if (http) http->Stop();  // waiting long-polls are answered now
     // Give in-flight replies up to 5 s to leave.
     StopWhenIdle(io, beanstalk, http.get(), std::make_shared<boost::asio::steady_timer>(io), 500);
