@@ -1,5 +1,5 @@
-// Runs every example of docs/http-api.md against a real delayqd, in the
-// order they appear, and compares each reply with the one the page shows, so
+// Runs every example of docs/http-api.md (and of docs/schedules.md) against
+// a real delayqd, in the order they appear, and compares each reply with the one the page shows, so
 // that the page cannot drift from the server.
 //
 // An example is a ```sh block holding one `curl` command, followed by a
@@ -36,7 +36,7 @@ struct Example {
   std::string body;
 };
 
-std::vector<Example> ParseExamples(const std::string& text) {
+std::vector<Example> ParseExamples(const std::string& doc, const std::string& text) {
   std::vector<Example> out;
   std::istringstream in(text);
   std::vector<std::string> lines;
@@ -49,7 +49,7 @@ std::vector<Example> ParseExamples(const std::string& text) {
     e.command = lines[i + 1];
     size_t j = i + 3;
     if (lines[j] != "```") {
-      ADD_FAILURE() << "docs/http-api.md:" << e.line << ": a curl example without its reply";
+      ADD_FAILURE() << doc << ":" << e.line << ": a curl example without its reply";
       continue;
     }
     e.status = lines[j + 1];
@@ -111,16 +111,19 @@ std::string MaskedJson(const std::string& json) {
   return sb.GetString();
 }
 
-TEST(HttpDoc, ExamplesRunAsShown) {
+// Runs the examples of docs/<doc> against a fresh delayqd; the page must
+// hold at least `least` of them.
+void RunExamples(const std::string& name, size_t least) {
+  const std::string doc = "docs/" + name;
   int st = 0;
   RunShell("command -v curl >/dev/null 2>&1", &st);
   ASSERT_EQ(st, 0) << "curl is missing (scripts/setup.sh installs it)";
-  std::ifstream f(std::string(DELAYQ_SOURCE_DIR) + "/docs/http-api.md");
-  ASSERT_TRUE(f.good()) << "docs/http-api.md not found";
+  std::ifstream f(std::string(DELAYQ_SOURCE_DIR) + "/" + doc);
+  ASSERT_TRUE(f.good()) << doc << " not found";
   std::stringstream text;
   text << f.rdbuf();
-  std::vector<Example> examples = ParseExamples(text.str());
-  ASSERT_GE(examples.size(), 30u) << "fewer examples than the page has: is the parser broken?";
+  std::vector<Example> examples = ParseExamples(doc, text.str());
+  ASSERT_GE(examples.size(), least) << "fewer examples than the page has: is the parser broken?";
 
   ServerProcess server;
   std::string error;
@@ -138,13 +141,13 @@ TEST(HttpDoc, ExamplesRunAsShown) {
       for (size_t at; (at = cmd.find(shown)) != std::string::npos;)
         cmd.replace(at, shown.size(), real);
     std::string out = RunShell(cmd + " --max-time 20", &st);
-    ASSERT_EQ(st, 0) << "docs/http-api.md:" << e.line << ": `" << e.command << "` failed";
+    ASSERT_EQ(st, 0) << doc << ":" << e.line << ": `" << e.command << "` failed";
     size_t eol = out.find("\r\n");
     size_t head_end = out.find("\r\n\r\n");
-    ASSERT_NE(head_end, std::string::npos) << "docs/http-api.md:" << e.line << ": " << out;
-    EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
+    ASSERT_NE(head_end, std::string::npos) << doc << ":" << e.line << ": " << out;
+    EXPECT_EQ(out.substr(0, eol), e.status) << doc << ":" << e.line << ": " << e.command;
     EXPECT_EQ(MaskedJson(out.substr(head_end + 4)), MaskedJson(e.body))
-        << "docs/http-api.md:" << e.line << ": " << e.command;
+        << doc << ":" << e.line << ": " << e.command;
     std::vector<std::string> shown = LeasesShown(e.body),
                              real = LeasesShown(out.substr(head_end + 4));
     for (size_t i = 0; i < shown.size() && i < real.size(); ++i) leases[shown[i]] = real[i];
@@ -152,6 +155,10 @@ TEST(HttpDoc, ExamplesRunAsShown) {
   int stopped = server.Stop();
   EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0);
 }
+
+TEST(HttpDoc, ExamplesRunAsShown) { RunExamples("http-api.md", 30); }
+
+TEST(HttpDoc, SchedulesExamplesRunAsShown) { RunExamples("schedules.md", 5); }
 
 }  // namespace
 }  // namespace delayq::testing
