@@ -92,15 +92,15 @@ void Scheduler::Apply(std::vector<StoredObject> objects) {
       continue;
     }
     Entry e;
-    e.schedule = std::move(s).value();
-    e.schedule.name = o.name;
+    s->name = o.name;
+    e.schedule = std::make_shared<const Schedule>(std::move(s).value());
     e.value = std::move(o.value);
     e.times = std::make_shared<const FireTimes>(std::move(times).value());
     TimeMs after = now - 1;  // a fire time of this very millisecond is due
-    if (!loaded_ && e.schedule.missed == MissedPolicy::kOne) {
+    if (!loaded_ && e.schedule->missed == MissedPolicy::kOne) {
       // Seen first at start: the last firing missed while no instance ran
       // is made once, late; the cursor refuses it if it was made.
-      TimeMs since = std::max(now - options_.missed_lookback_ms, e.schedule.anchor_ms - 1);
+      TimeMs since = std::max(now - options_.missed_lookback_ms, e.schedule->anchor_ms - 1);
       if (auto last = e.times->LastAtOrBefore(now - 1, since)) after = *last - 1;
     }
     auto [it, fresh] = next.emplace(o.name, std::move(e));
@@ -116,11 +116,11 @@ void Scheduler::Apply(std::vector<StoredObject> objects) {
 void Scheduler::Plan(Entry& e, TimeMs after) {
   e.gen = next_gen_++;
   e.next = kNever;
-  if (e.schedule.paused) return;
+  if (e.schedule->paused) return;
   std::optional<TimeMs> t = e.times->Next(after);
   if (!t) return;
   e.next = *t;
-  heap_.push(Due{*t, e.gen, e.schedule.name});
+  heap_.push(Due{*t, e.gen, e.schedule->name});
 }
 
 void Scheduler::ArmTimer() {
@@ -169,7 +169,7 @@ void Scheduler::Fire(const std::string& name, TimeMs at, uint64_t gen) {
   if (it == entries_.end()) return;
   // The request's views point into the schedule and the key, both kept
   // alive by the completion until the backend has taken the put.
-  auto schedule = std::make_shared<const Schedule>(it->second.schedule);
+  std::shared_ptr<const Schedule> schedule = it->second.schedule;
   auto key = std::make_shared<const std::string>(FiringKey(name, at));
   PutRequest r = FiringRequest(*schedule, at, *key);
   std::weak_ptr<bool> alive = alive_;
@@ -178,7 +178,9 @@ void Scheduler::Fire(const std::string& name, TimeMs at, uint64_t gen) {
         if (alive.expired()) return;
         if (res.ok()) {
           stats_.made++;
-          stats_.lateness.Observe(std::max<int64_t>(0, clock_.NowUs() - at * 1000));
+          const int64_t late_us = std::max<int64_t>(0, clock_.NowUs() - at * 1000);
+          stats_.lateness.Observe(late_us);
+          if (options_.on_made) options_.on_made(at, late_us);
           return;
         }
         if (res.status().code() == Code::kConflict) {
@@ -193,7 +195,7 @@ void Scheduler::Fire(const std::string& name, TimeMs at, uint64_t gen) {
         retry->async_wait([this, alive, retry, name, at, gen](const boost::system::error_code& ec) {
           if (ec || alive.expired() || stopped_) return;
           auto e = entries_.find(name);
-          if (e != entries_.end() && !e->second.schedule.paused) Fire(name, at, gen);
+          if (e != entries_.end() && !e->second.schedule->paused) Fire(name, at, gen);
         });
       });
 }

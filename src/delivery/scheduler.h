@@ -56,6 +56,9 @@ class Scheduler {
     // Told of what goes wrong (a firing's put that failed, a stored
     // schedule that cannot be read), for the log; the scheduler goes on.
     std::function<void(std::string_view schedule, const Status& error)> on_error;
+    // Told of every firing this instance made: its fire time and how late
+    // (µs) its put was acknowledged (bench/schedule_bench.cc).
+    std::function<void(TimeMs fire_ms, int64_t late_us)> on_made;
   };
   // `backend` and `clock` must outlive the scheduler.
   Scheduler(boost::asio::io_context& io, backend::Backend& backend, const backend::Clock& clock,
@@ -71,13 +74,17 @@ class Scheduler {
   // Makes no firing from now on (delayqd is stopping); puts in flight finish.
   void Stop();
   const SchedulerStats& stats() const { return stats_; }
+  // Makes the firings due by the clock's now at once, without waiting for
+  // the timer (tests drive a manual clock).
+  void RunDue() { OnTimer(); }
   // A schedule's next fire time as this instance has it (tests); nullopt:
   // none, paused, or unknown.
   std::optional<TimeMs> NextOf(const std::string& name) const;
 
  private:
   struct Entry {
-    Schedule schedule;
+    // Shared with the firings in flight: a firing copies no schedule.
+    std::shared_ptr<const Schedule> schedule;
     std::string value;  // as stored: a change is a different value
     std::shared_ptr<const FireTimes> times;
     TimeMs next = kNever;
