@@ -62,7 +62,7 @@ struct Schedule {
 
 // 1 to kMaxScheduleNameLength bytes of A-Z a-z 0-9 . _ -; kInvalidArgument
 // naming the rule otherwise.
-Status CheckScheduleName(std::string_view name);
+delayq::Status CheckScheduleName(std::string_view name);
 
 // The key of the job the firing of `schedule` at `fire_ms` puts:
 // "<schedule>@<fire_ms>" (epoch milliseconds in decimal), so that the job is

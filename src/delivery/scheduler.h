@@ -53,9 +53,11 @@ class Scheduler {
     // How far back `missed: one` looks for a firing missed while no
     // instance ran.
     TimeMs missed_lookback_ms = TimeMs{366} * 24 * 3600 * 1000;
+    // (delayq::Status spelled out: a test's file-local Status in a unity
+    // batch must not shadow it.)
     // Told of what goes wrong (a firing's put that failed, a stored
     // schedule that cannot be read), for the log; the scheduler goes on.
-    std::function<void(std::string_view schedule, const Status& error)> on_error;
+    std::function<void(std::string_view schedule, const delayq::Status& error)> on_error;
     // Told of every firing this instance made: its fire time and how late
     // (µs) its put was acknowledged (bench/schedule_bench.cc).
     std::function<void(TimeMs fire_ms, int64_t late_us)> on_made;
