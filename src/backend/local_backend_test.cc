@@ -482,6 +482,15 @@ TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
        [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
          b.PauseTopic(t, 1000, [f](Status) { f(); });
        }},
+      {Op::kPutSchedule, Prep::kNone,
+       [](LocalBackend& b, SessionId, JobId, std::string_view, auto f) {
+         b.PutObject(ObjectKind::kSchedule, "s", "{}", [f](Status) { f(); });
+       }},
+      {Op::kDeleteSchedule, Prep::kNone,
+       [](LocalBackend& b, SessionId, JobId, std::string_view, auto f) {
+         b.PutObject(ObjectKind::kSchedule, "gone", "{}", [](Status) {});
+         b.DeleteObject(ObjectKind::kSchedule, "gone", [f](Status) { f(); });
+       }},
       {Op::kReserve, Prep::kReady,
        [](LocalBackend& b, SessionId s, JobId, std::string_view, auto f) {
          b.Reserve(ReserveRequest{s, 0, 1, false}, [f](Status, Jobs) { f(); });
