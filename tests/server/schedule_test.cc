@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "delayq/types.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
 #include "server/server_process.h"
