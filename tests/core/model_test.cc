@@ -244,6 +244,11 @@ const char* MutationKindStr(Mutation::Kind k) {
       return "UPDATE";
     case Mutation::Kind::kDelete:
       return "DELETE";
+    // The engine makes no object mutation (the backends do): never here.
+    case Mutation::Kind::kPutObject:
+      return "PUT_OBJECT";
+    case Mutation::Kind::kDeleteObject:
+      return "DELETE_OBJECT";
   }
   return "?";
 }
