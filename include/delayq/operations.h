@@ -72,6 +72,9 @@ enum class Op : uint8_t {
   kSetPush,
   kGetPush,
   kDeletePush,
+  kPutSchedule,
+  kGetSchedule,
+  kDeleteSchedule,
 };
 
 // The right an operation needs (docs/architecture.md, "Operations";
@@ -149,6 +152,9 @@ inline constexpr Operation kOperations[] = {
   {Op::kSetPush,            "set-push",           "",                     "PUT /topics/{topic}/push",                                           true,  false, "",                         Scope::kAdmin,   "push"},
   {Op::kGetPush,            "get-push",           "",                     "GET /topics/{topic}/push",                                           false, false, "",                         Scope::kRead,    "push"},
   {Op::kDeletePush,         "delete-push",        "",                     "DELETE /topics/{topic}/push",                                        true,  false, "",                         Scope::kAdmin,   "push"},
+  {Op::kPutSchedule,        "put-schedule",       "",                     "PUT /schedules/{name}, POST /schedules/{name}/pause, POST /schedules/{name}/resume", true, false, "", Scope::kAdmin, "schedule"},
+  {Op::kGetSchedule,        "get-schedule",       "",                     "GET /schedules, GET /schedules/{name}",                              false, false, "",                         Scope::kRead,    "schedule"},
+  {Op::kDeleteSchedule,     "delete-schedule",    "",                     "DELETE /schedules/{name}",                                           true,  false, "",                         Scope::kAdmin,   "schedule"},
 };
 // clang-format on
 
@@ -168,7 +174,7 @@ constexpr bool RowsInOrder() {
 }  // namespace operations_internal
 static_assert(operations_internal::RowsInOrder(),
               "kOperations: rows in Op order, stat rows first, each with a front-end");
-static_assert(static_cast<size_t>(Op::kDeletePush) + 1 == kNumOps, "kOperations: a row per Op");
+static_assert(static_cast<size_t>(Op::kDeleteSchedule) + 1 == kNumOps, "kOperations: a row per Op");
 
 constexpr const Operation& OperationOf(Op op) { return kOperations[static_cast<size_t>(op)]; }
 

@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "app/auth_file.h"
@@ -32,6 +33,7 @@
 #include "delivery/push_guard.h"
 #include "delivery/push_store.h"
 #include "delivery/push_target.h"
+#include "delivery/scheduler.h"
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
@@ -98,11 +100,24 @@ void FitFileDescriptorLimit(const app::Config& c) {
 // back (in its arenas and in chunks of their own: what the jobs, buffers,
 // RocksDB's memtables and caches take), against the limit. Past it, puts
 // are refused (ServerContext::AdmitPut) until use falls below it again.
-void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerContext& ctx) {
+//
+// And malloc's free memory goes back to the system once it is large: glibc
+// gives back on its own only the free top of a heap, so one small block
+// allocated after a burst of large jobs (a timer's, a reply's) would keep
+// every page below it, freed jobs and all, in the process's resident size.
+// malloc_trim also gives back the free pages inside the heap; at most once
+// a second, and only past kTrimFreeBytes free.
+constexpr size_t kTrimFreeBytes = size_t{16} << 20;
+void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerContext& ctx,
+                 int ticks = 0) {
   t->expires_after(std::chrono::milliseconds(100));
-  t->async_wait([t, &ctx](const boost::system::error_code& ec) {
+  t->async_wait([t, &ctx, ticks](const boost::system::error_code& ec) {
     if (ec) return;
-    const struct mallinfo2 mi = mallinfo2();
+    struct mallinfo2 mi = mallinfo2();
+    if (ticks % 10 == 0 && mi.fordblks > kTrimFreeBytes) {
+      malloc_trim(0);
+      mi = mallinfo2();
+    }
     const uint64_t used = mi.uordblks + mi.hblkhd;
     const bool full = used > ctx.max_memory;
     if (full != ctx.memory_full) {
@@ -112,8 +127,20 @@ void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerCon
                         " max_memory=" + std::to_string(ctx.max_memory) +
                         (full ? " note=\"puts are refused\"" : " note=\"puts are taken again\""));
     }
-    WatchMemory(t, ctx);
+    WatchMemory(t, ctx, (ticks + 1) % 10);
   });
+}
+
+// A schedule's failure, logged at most once a minute per schedule and error
+// kind: a failing store or Redis would otherwise log every firing.
+void LogScheduleFailure(std::string_view schedule, const Status& error) {
+  static std::map<std::string, std::chrono::steady_clock::time_point> last;
+  const auto now = std::chrono::steady_clock::now();
+  auto& at = last[std::string(schedule) + "/" + std::string(CodeName(error.code()))];
+  if (at != std::chrono::steady_clock::time_point{} && now - at < std::chrono::minutes(1)) return;
+  at = now;
+  spdlog::warn("event=schedule_failed schedule=\"{}\" code={} error=\"{}\"", schedule,
+               CodeName(error.code()), error.message());
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
@@ -437,6 +464,15 @@ int main(int argc, char** argv) {
     ho.api.ui_read_only = config.ui_read_only;
     http = std::make_unique<server::HttpServer>(io, ctx, ho);
   }
+  // Recurring schedules (docs/schedules.md): every instance runs every
+  // schedule; each firing is made once (Backend::FireSchedule).
+  delivery::Scheduler::Options so;
+  so.on_error = [](std::string_view schedule, const Status& error) {
+    LogScheduleFailure(schedule, error);
+  };
+  delivery::Scheduler scheduler(io, backend, clock, so);
+  ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
+  scheduler.Start();
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -444,6 +480,7 @@ int main(int argc, char** argv) {
     spdlog::info("event=stopping signal={} connections={} http_connections={}", sig,
                  beanstalk.connections(), http ? http->connections() : 0);
     beanstalk.Stop();
+    scheduler.Stop();        // no firing starts after this
     if (http) http->Stop();  // waiting long-polls are answered now
     // Give in-flight replies up to 5 s to leave.
     StopWhenIdle(io, beanstalk, http.get(), std::make_shared<boost::asio::steady_timer>(io), 500);

@@ -241,6 +241,18 @@ class Backend {
   // when it moved. Never 0 once an object of the kind was ever changed.
   virtual void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) = 0;
 
+  // A schedule's firing (docs/schedules.md, "Exactly once"): in one atomic
+  // step, puts `r` (as the operator, into r.topic; r.key is the firing's
+  // key) unless the firing of `schedule` at `fire_ms`, or a later one, was
+  // made already, and records that it was made (the schedule's cursor).
+  // Answers the put's result, or kConflict ("fired already") without a
+  // change. The cursor moves only with a put that answers a job, made or
+  // found by its key. Local: the cursor is an object of kind
+  // kScheduleCursor, written in the put's batch; Redis: a field of the
+  // job's topic's `cursors` hash, moved by the put's own function.
+  virtual void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                            Callback<PutResult> done) = 0;
+
   // Epoch milliseconds as the backend sees them (for stats and replies).
   virtual TimeMs Now() const = 0;
 

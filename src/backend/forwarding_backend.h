@@ -107,6 +107,10 @@ class ForwardingBackend : public Backend {
   void ObjectsVersion(ObjectKind k, Callback<uint64_t> d) override {
     b_.ObjectsVersion(k, std::move(d));
   }
+  void FireSchedule(std::string_view n, TimeMs at, const PutRequest& r,
+                    Callback<PutResult> d) override {
+    b_.FireSchedule(n, at, r, std::move(d));
+  }
   TimeMs Now() const override { return b_.Now(); }
   bool RepliesWaitForStore() const override { return b_.RepliesWaitForStore(); }
   bool CompletesInOrder() const override { return b_.CompletesInOrder(); }

@@ -258,6 +258,9 @@ void LocalBackend::FinishChange(Op op, SessionId s, Result<T> res, Callback<T> d
   }
   Settle();
 }
+// local_objects.cc's schedule firings finish as puts.
+template void LocalBackend::FinishChange<PutResult>(Op, SessionId, Result<PutResult>,
+                                                    Callback<PutResult>);
 
 namespace {
 

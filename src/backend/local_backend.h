@@ -143,6 +143,8 @@ class LocalBackend final : public Backend {
   void DeleteObject(ObjectKind kind, std::string_view name, Done done) override;
   void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
   void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
+  void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                    Callback<PutResult> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
   // The engine's ticks: microseconds.

@@ -212,6 +212,39 @@ TEST_F(LocalBackendStoreTest, NamedObjectsAreDurableAndComeBack) {
   EXPECT_NE(version, 0u);
 }
 
+// A schedule's firing puts its job once: again, or after a restart, the
+// same fire time is refused; the job and the cursor are written together.
+TEST_F(LocalBackendStoreTest, AFiringPutsItsJobOnceAcrossARestart) {
+  store::MemStore mem;
+  auto fire = [&](LocalBackend& b, TimeMs at) {
+    PutRequest r = Req("tick");
+    r.topic = "reports";
+    std::string key = "nightly@" + std::to_string(at);
+    r.key = key;
+    std::optional<Result<PutResult>> got;
+    b.FireSchedule("nightly", at, r, [&](Result<PutResult> res) { got = std::move(res); });
+    EXPECT_TRUE(RunUntil([&] { return got.has_value(); }));
+    return got.value_or(Status::Internal("no reply"));
+  };
+  {
+    auto b = Make(&mem);
+    uint64_t applies = mem.applies();
+    auto first = fire(*b, 1000);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    EXPECT_TRUE(first->created);
+    EXPECT_EQ(mem.applies(), applies + 1) << "the job and the cursor in one batch";
+    EXPECT_EQ(fire(*b, 1000).status().code(), Code::kConflict);
+    EXPECT_EQ(fire(*b, 999).status().code(), Code::kConflict) << "never back in time";
+  }
+  auto b = Make(&mem);
+  ASSERT_TRUE(b->Recover(nullptr, 1).ok());
+  EXPECT_EQ(fire(*b, 1000).status().code(), Code::kConflict) << "fired twice across a restart";
+  auto next = fire(*b, 2000);
+  ASSERT_TRUE(next.ok());
+  EXPECT_TRUE(next->created);
+  EXPECT_EQ(mem.size(), 2u);
+}
+
 // While the store refuses writes, objects are refused too (nothing changes).
 TEST_F(LocalBackendStoreTest, NamedObjectsAreRefusedWhileTheStoreFails) {
   store::MemStore mem;
@@ -449,6 +482,15 @@ TEST_F(LocalBackendStoreTest, EachOperationWaitsForTheStoreAsItsRowSays) {
       {Op::kPauseTopic, Prep::kReady,
        [](LocalBackend& b, SessionId, JobId, std::string_view t, auto f) {
          b.PauseTopic(t, 1000, [f](Status) { f(); });
+       }},
+      {Op::kPutSchedule, Prep::kNone,
+       [](LocalBackend& b, SessionId, JobId, std::string_view, auto f) {
+         b.PutObject(ObjectKind::kSchedule, "s", "{}", [f](Status) { f(); });
+       }},
+      {Op::kDeleteSchedule, Prep::kNone,
+       [](LocalBackend& b, SessionId, JobId, std::string_view, auto f) {
+         b.PutObject(ObjectKind::kSchedule, "gone", "{}", [](Status) {});
+         b.DeleteObject(ObjectKind::kSchedule, "gone", [f](Status) { f(); });
        }},
       {Op::kReserve, Prep::kReady,
        [](LocalBackend& b, SessionId s, JobId, std::string_view, auto f) {

@@ -3,6 +3,8 @@
 // batches like the engine's mutations, so that a reply waits for the same
 // durability as a put's, and an object's change and a job's made in one
 // turn are written all or none.
+#include <cstdlib>
+
 #include "backend/local_backend.h"
 
 namespace delayq::backend {
@@ -24,7 +26,9 @@ void LocalBackend::PutObject(ObjectKind kind, std::string_view name, std::string
   if (Status st = Writable(); !st.ok()) return done(st);
   objects_.insert_or_assign(std::pair{kind, std::string(name)}, std::string(value));
   RecordObject(Mutation::Kind::kPutObject, kind, name, value);
-  AfterChange(0, std::move(done));
+  // (The row of the operation that puts such an object; rows that
+  // operation_outcomes() does not count.)
+  AfterChange(kind == ObjectKind::kPush ? Op::kSetPush : Op::kPutSchedule, 0, std::move(done));
 }
 
 void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done done) {
@@ -36,7 +40,8 @@ void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done don
                                  std::string(name)));
   objects_.erase(it);
   RecordObject(Mutation::Kind::kDeleteObject, kind, name, {});
-  AfterChange(0, std::move(done));
+  AfterChange(kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule, 0,
+              std::move(done));
 }
 
 void LocalBackend::ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) {
@@ -49,6 +54,28 @@ void LocalBackend::ListObjects(ObjectKind kind, Callback<std::vector<StoredObjec
 
 void LocalBackend::ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) {
   done(object_versions_[static_cast<size_t>(kind)]);
+}
+
+void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                                Callback<PutResult> done) {
+  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
+  if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
+  auto cursor = objects_.find(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)});
+  if (cursor != objects_.end()) {
+    TimeMs last = std::strtoll(cursor->second.c_str(), nullptr, 10);
+    if (last >= fire_ms)
+      return done(Status::Conflict("schedule " + std::string(schedule) + " fired at " +
+                                   std::to_string(fire_ms) + " already"));
+  }
+  if (Status w = WarmKey(r.topic, r.key); !w.ok()) return done(std::move(w));
+  Result<PutResult> res = engine_.Put(EngineNow(), 0, r);
+  if (res.ok()) {
+    // The put's mutations are taken first: the cursor joins the same batch.
+    std::string at = std::to_string(fire_ms);
+    objects_.insert_or_assign(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)}, at);
+    RecordObject(Mutation::Kind::kPutObject, ObjectKind::kScheduleCursor, schedule, at);
+  }
+  FinishChange<PutResult>(Op::kPut, 0, std::move(res), std::move(done));
 }
 
 }  // namespace delayq::backend

@@ -411,6 +411,19 @@ void RedisBackend::Forget(JobId id) {
 // ---- producing -------------------------------------------------------------
 
 void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> done) {
+  PutOrFire(sid, r, nullptr, 0, std::move(done));
+}
+
+void RedisBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                                Callback<PutResult> done) {
+  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
+  if (r.topic.empty()) return done(Status::InvalidArgument("a firing names its topic"));
+  std::string name(schedule);
+  PutOrFire(0, r, &name, fire_ms, std::move(done));
+}
+
+void RedisBackend::PutOrFire(SessionId sid, const PutRequest& r, const std::string* schedule,
+                             TimeMs fire_ms, Callback<PutResult> done) {
   done = Guard(sid, std::move(done));
   if (r.body.size() > options_.max_job_size)
     return done(Status::JobTooBig("job body exceeds the maximum size"));
@@ -454,9 +467,25 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
               ttr = std::to_string(r.ttr_ms);
   std::string run_at = r.run_at ? std::to_string(*r.run_at) : std::string();
   std::string max_tries = std::to_string(r.max_tries);
-  const std::string_view all[] = {r.body, pri, delay, ttr, run_at, r.key, max_tries, backoff, "1"};
-  std::span<const std::string_view> args(all, 4 + optional);
-  Topic::Call call{Script::kPut, args.size(), RespArgs(args), nullptr};
+  std::string fire_at = std::to_string(fire_ms);
+  const std::string_view all[] = {schedule != nullptr ? std::string_view(*schedule) : "",
+                                  fire_at,
+                                  r.body,
+                                  pri,
+                                  delay,
+                                  ttr,
+                                  run_at,
+                                  r.key,
+                                  max_tries,
+                                  backoff,
+                                  "1"};
+  // A firing (dq_fire) takes the schedule and the fire time before the
+  // put's arguments.
+  std::span<const std::string_view> args =
+      schedule != nullptr ? std::span<const std::string_view>(all, 6 + optional)
+                          : std::span<const std::string_view>(all + 2, 4 + optional);
+  Topic::Call call{schedule != nullptr ? Script::kFire : Script::kPut, args.size(), RespArgs(args),
+                   nullptr};
   Topic& t = GetTopic(name);
   Topic* tp = &t;
   call.done = [this, tp, done = std::move(done), name = r.named ? std::string(r.key) : ""](
@@ -466,6 +495,7 @@ void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> d
     // member, state}; a named put refused: "!u" or "!o<topic>".
     PutResult res;
     if (r != nullptr && r->type == REDIS_REPLY_STRING && r->len > 1 && r->str[0] == '!') {
+      if (r->str[1] == 'f') return done(Status::Conflict("that firing was made already"));
       if (r->str[1] == 'u')
         return done(Status::Conflict("topic '" + tp->name + "' holds a job with key '" + name +
                                      "' that was not put by /push"));

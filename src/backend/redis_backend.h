@@ -157,6 +157,9 @@ class RedisBackend final : public Backend {
   void DeleteObject(ObjectKind kind, std::string_view name, Done done) override;
   void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
   void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
+  // One dq_fire: the cursor lives in the job's topic's slot (dq:{T}:cursors).
+  void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+                    Callback<PutResult> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
 
@@ -231,6 +234,9 @@ class RedisBackend final : public Backend {
   };
   using ReplyFn = std::function<void(Status, const redisReply*)>;
 
+  // Put, or with a schedule FireSchedule's dq_fire of that firing.
+  void PutOrFire(SessionId sid, const PutRequest& r, const std::string* schedule, TimeMs fire_ms,
+                 Callback<PutResult> done);
   Topic& GetTopic(const std::string& name);
   // kResourceExhausted when `name` would be one topic more than
   // max_topics in this instance's table (sessions' used and watched topics).

@@ -214,7 +214,8 @@ void RedisBackend::FlushBatch(Topic& t) {
          for (size_t i = 0; i < calls.size(); ++i) {
            const redisReply* one = single ? At(r, 1) : At(At(r, 1), i);
            if (one != nullptr && one->type == REDIS_REPLY_STRING && Str(one) == "N" &&
-               (calls[i].script == Script::kPut || calls[i].script == Script::kPause)) {
+               (calls[i].script == Script::kPut || calls[i].script == Script::kPause ||
+                calls[i].script == Script::kFire)) {
              again.push_back(std::move(calls[i]));
              continue;
            }

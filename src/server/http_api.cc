@@ -88,6 +88,12 @@ const std::vector<HttpApiRoutes::Mapping>& HttpApiRoutes::Handlers() {
       {"POST /finish", &R::YFinish},
       {"POST /delete", &R::YDelete},
       {"POST /get", &R::YGet},
+      {"PUT /schedules/{name}", &R::PutSchedule},
+      {"POST /schedules/{name}/pause", &R::PauseSchedule},
+      {"POST /schedules/{name}/resume", &R::PauseSchedule},
+      {"GET /schedules", &R::ListSchedules},
+      {"GET /schedules/{name}", &R::GetSchedule},
+      {"DELETE /schedules/{name}", &R::DeleteSchedule},
   };
   return handlers;
 }

@@ -3,7 +3,8 @@
 // http_api.cc defines the table, the dispatch and the reserve both faces
 // use; http_native.cc the native routes and their shared steps;
 // http_youzan.cc the Youzan-style routes; http_metrics.cc GET /metrics;
-// http_ui.cc the dashboard's files and GET /whoami.
+// http_ui.cc the dashboard's files and GET /whoami; http_schedules.cc the
+// schedules' routes.
 //
 // Private to those files. Thread: the loop thread, as HttpApi.
 #ifndef DELAYQ_SERVER_HTTP_API_INTERNAL_H_
@@ -137,6 +138,18 @@ struct HttpApiRoutes {
                     HttpApi::CallId*);
   static void Clear(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                     HttpApi::CallId*);
+  // ---- schedules (http_schedules.cc; docs/schedules.md) ----
+  static void PutSchedule(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  // POST /schedules/{name}/pause and /resume.
+  static void PauseSchedule(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                            HttpApi::CallId*);
+  static void ListSchedules(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                            HttpApi::CallId*);
+  static void GetSchedule(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                          HttpApi::CallId*);
+  static void DeleteSchedule(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
+                             HttpApi::CallId*);
   // ---- Youzan-style routes ----
   static void YPush(HttpApi&, const HttpRequest&, const Params&, HttpApi::Reply&&,
                     HttpApi::CallId*);

@@ -80,6 +80,15 @@ HttpReply ErrorReply(int status, std::string_view code, std::string_view message
   return HttpReply{status, HttpErrorBody(code, message), {}};
 }
 
+HttpReply BadInput(const Status& st) {
+  constexpr std::string_view kBadJson = "bad_json:";
+  std::string_view msg = st.message();
+  if (msg.substr(0, kBadJson.size()) == kBadJson)
+    return ErrorReply(400, "bad_json",
+                      "the body is not valid JSON: " + std::string(msg.substr(kBadJson.size())));
+  return StatusReply(st);
+}
+
 HttpReply StatusReply(const Status& st) {
   std::string msg = st.message();
   if (msg.empty()) {

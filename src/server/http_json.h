@@ -35,6 +35,10 @@ HttpReply ErrorReply(int status, std::string_view code, std::string_view message
 // The error reply of a backend error: its code's HTTP status and name, and
 // its message (a default one when it has none).
 HttpReply StatusReply(const Status& st);
+// The error reply of a request body that did not parse or validate: 400
+// bad_json for a body that is not JSON (ParseJsonObject's "bad_json:"),
+// else StatusReply.
+HttpReply BadInput(const Status& st);
 
 // ---- JSON output --------------------------------------------------------------
 

@@ -38,16 +38,6 @@ void JobCounts(Writer& w, const Counts& c) {
   w.EndObject();
 }
 
-// The error reply of a request body that did not parse or validate.
-HttpReply BadInput(const Status& st) {
-  constexpr std::string_view kBadJson = "bad_json:";
-  std::string_view msg = st.message();
-  if (msg.substr(0, kBadJson.size()) == kBadJson)
-    return ErrorReply(400, "bad_json",
-                      "the body is not valid JSON: " + std::string(msg.substr(kBadJson.size())));
-  return StatusReply(st);
-}
-
 }  // namespace
 
 // ---- shared steps ---------------------------------------------------------------

@@ -76,6 +76,10 @@ struct ServerContext {
   // client reads, and one that holds none runs one at a time.
   size_t max_reply_memory = size_t{64} << 20;
   size_t reply_memory = 0;  // held now
+  // Called after a schedule was changed through this instance, so that its
+  // scheduler (delivery/scheduler.h) lists them at once rather than at its
+  // next poll; unset: nothing to tell.
+  std::function<void()> schedules_changed;
   // Tokens, trusted networks, rate buckets (access.h; docs/security.md).
   AccessGuard access;
   // Warnings about clients (limits reached, timeouts), rate-limited per

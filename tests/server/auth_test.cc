@@ -288,6 +288,14 @@ const std::vector<HttpCase>& HttpCases() {
        R"({"url":"http://192.0.2.1/hook"})", 201},
       {"GET /topics/{topic}/push", "ready", "GET", "/topics/orders.eu/push", "", 200},
       {"DELETE /topics/{topic}/push", "ready", "DELETE", "/topics/orders.eu/push", "", 200},
+      // A schedule of orders.eu: made by the first case, deleted by the last.
+      {"PUT /schedules/{name}", "ready", "PUT", "/schedules/eu-digest",
+       R"({"cron":"0 9 * * *","topic":"orders.eu","job":{"body":"x"}})", 201},
+      {"POST /schedules/{name}/pause", "ready", "POST", "/schedules/eu-digest/pause", "", 200},
+      {"POST /schedules/{name}/resume", "ready", "POST", "/schedules/eu-digest/resume", "", 200},
+      {"GET /schedules", "ready", "GET", "/schedules", "", 200, kOrders, false},
+      {"GET /schedules/{name}", "ready", "GET", "/schedules/eu-digest", "", 200},
+      {"DELETE /schedules/{name}", "ready", "DELETE", "/schedules/eu-digest", "", 200},
   };
   return cases;
 }

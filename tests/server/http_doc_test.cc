@@ -1,5 +1,5 @@
-// Runs every example of docs/http-api.md against a real delayqd, in the
-// order they appear, and compares each reply with the one the page shows, so
+// Runs every example of docs/http-api.md and docs/schedules.md against a
+// real delayqd, in the order they appear, and compares each reply with the one the page shows, so
 // that the page cannot drift from the server.
 //
 // An example is a ```sh block holding one `curl` command, followed by a
@@ -30,16 +30,18 @@
 namespace delayq::testing {
 namespace {
 
-TEST(HttpDoc, ExamplesRunAsShown) {
+// Runs the examples of docs/<name>, at least `least` of them.
+void RunExamples(const std::string& name, size_t least) {
+  const std::string doc = "docs/" + name;
   int st = 0;
   RunShell("command -v curl >/dev/null 2>&1", &st);
   ASSERT_EQ(st, 0) << "curl is missing (scripts/setup.sh installs it)";
-  std::ifstream f(std::string(DELAYQ_SOURCE_DIR) + "/docs/http-api.md");
-  ASSERT_TRUE(f.good()) << "docs/http-api.md not found";
+  std::ifstream f(std::string(DELAYQ_SOURCE_DIR) + "/" + doc);
+  ASSERT_TRUE(f.good()) << doc << " not found";
   std::stringstream text;
   text << f.rdbuf();
-  std::vector<DocExample> examples = ParseDocExamples(text.str(), "docs/http-api.md");
-  ASSERT_GE(examples.size(), 30u) << "fewer examples than the page has: is the parser broken?";
+  std::vector<DocExample> examples = ParseDocExamples(text.str(), doc);
+  ASSERT_GE(examples.size(), least) << "fewer examples than the page has: is the parser broken?";
 
   ServerProcess server;
   std::string error;
@@ -57,13 +59,13 @@ TEST(HttpDoc, ExamplesRunAsShown) {
       for (size_t at; (at = cmd.find(shown)) != std::string::npos;)
         cmd.replace(at, shown.size(), real);
     std::string out = RunShell(cmd + " --max-time 20", &st);
-    ASSERT_EQ(st, 0) << "docs/http-api.md:" << e.line << ": `" << e.command << "` failed";
+    ASSERT_EQ(st, 0) << doc << ":" << e.line << ": `" << e.command << "` failed";
     size_t eol = out.find("\r\n");
     size_t head_end = out.find("\r\n\r\n");
-    ASSERT_NE(head_end, std::string::npos) << "docs/http-api.md:" << e.line << ": " << out;
-    EXPECT_EQ(out.substr(0, eol), e.status) << "docs/http-api.md:" << e.line << ": " << e.command;
+    ASSERT_NE(head_end, std::string::npos) << doc << ":" << e.line << ": " << out;
+    EXPECT_EQ(out.substr(0, eol), e.status) << doc << ":" << e.line << ": " << e.command;
     EXPECT_EQ(MaskedDocJson(out.substr(head_end + 4)), MaskedDocJson(e.body))
-        << "docs/http-api.md:" << e.line << ": " << e.command;
+        << doc << ":" << e.line << ": " << e.command;
     std::vector<std::string> shown = DocLeasesShown(e.body),
                              real = DocLeasesShown(out.substr(head_end + 4));
     for (size_t i = 0; i < shown.size() && i < real.size(); ++i) leases[shown[i]] = real[i];
@@ -71,6 +73,9 @@ TEST(HttpDoc, ExamplesRunAsShown) {
   int stopped = server.Stop();
   EXPECT_TRUE(WIFEXITED(stopped) && WEXITSTATUS(stopped) == 0);
 }
+
+TEST(HttpDoc, ExamplesRunAsShown) { RunExamples("http-api.md", 30); }
+TEST(HttpDoc, SchedulesExamplesRunAsShown) { RunExamples("schedules.md", 5); }
 
 }  // namespace
 }  // namespace delayq::testing

@@ -329,6 +329,43 @@ TEST_F(RedisBackendTest, NamedObjectsAreSharedByInstances) {
   EXPECT_NE(*v2, *v1);
 }
 
+// Two instances fire the same schedule at the same time: one job, and the
+// other instance is told the firing was made.
+TEST_F(RedisBackendTest, AFiringIsMadeOnceByTwoInstances) {
+  auto a = Make();
+  auto b = Make();
+  auto fire = [&](Backend& x, TimeMs at) {
+    PutRequest r;
+    r.topic = "reports";
+    r.body = "tick";
+    std::string key = "nightly@" + std::to_string(at);
+    r.key = key;
+    r.ttr_ms = 60'000;
+    return Get<PutResult>([&](Callback<PutResult> cb) { x.FireSchedule("nightly", at, r, cb); });
+  };
+  std::optional<Result<PutResult>> ra, rb;
+  PutRequest r;
+  r.topic = "reports";
+  r.body = "tick";
+  r.key = "nightly@1000";
+  r.ttr_ms = 60'000;
+  a->FireSchedule("nightly", 1000, r, [&](Result<PutResult> x) { ra = std::move(x); });
+  b->FireSchedule("nightly", 1000, r, [&](Result<PutResult> x) { rb = std::move(x); });
+  ASSERT_TRUE(RunUntil([&] { return ra.has_value() && rb.has_value(); }));
+  EXPECT_NE(ra->ok(), rb->ok()) << "exactly one instance makes the firing";
+  const Result<PutResult>& made = ra->ok() ? *ra : *rb;
+  const Result<PutResult>& refused = ra->ok() ? *rb : *ra;
+  EXPECT_TRUE(made->created);
+  EXPECT_EQ(refused.status().code(), Code::kConflict);
+  EXPECT_EQ(fire(*a, 999).status().code(), Code::kConflict);
+  auto later = fire(*b, 2000);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  EXPECT_TRUE(later->created);
+  auto stats = Get<TopicStats>([&](Callback<TopicStats> cb) { a->StatsTopic("reports", cb); });
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->ready, 2u);
+}
+
 TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {
   auto b = Make();
   SessionId s = SessionOn(*b, "orders");

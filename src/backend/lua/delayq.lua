@@ -1162,6 +1162,26 @@ topic_function('dq_retire', 'q', function(c, args, o, n)
   return 1
 end)
 
+-- A schedule's firing (docs/schedules.md, "Exactly once"): args = the
+-- schedule's name, the fire time (epoch ms), then dq_put's arguments. The
+-- cursor, field <name> of the hash dq:{T}:cursors in the job's topic's own
+-- slot, holds the last fire time made; it is checked and moved in the same
+-- call as the put, so two instances firing the same time put one job, and
+-- a firing made before a restart is not made again. Answers '!f' when that
+-- firing (or a later one) was made; else dq_put's answer, the cursor moved
+-- only when the put answered a job (made, or found by its key).
+topic_function('dq_fire', 'F', function(c, args, o, n)
+  local ck, name, fire = c.P .. 'cursors', args[o + 2], tonumber(args[o + 3])
+  local last = tonumber(redis.call('HGET', ck, name) or '-1')
+  if last >= fire then return '!f' end
+  local out = codes.p(c, args, o + 2, n - 2)
+  local t, b = type(out), type(out) == 'string' and string.byte(out)
+  if (t == 'table' and out.err == nil) or b == 114 or b == 100 then
+    redis.call('HSET', ck, name, args[o + 3])
+  end
+  return out
+end)
+
 -- Several operations on one topic in one call: args = prefix, number, then for
 -- each operation one argument naming it, its code (topic_function) and its
 -- argument count in decimal ('p4': a put of four arguments), then its
