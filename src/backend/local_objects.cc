@@ -24,7 +24,9 @@ void LocalBackend::PutObject(ObjectKind kind, std::string_view name, std::string
   if (Status st = Writable(); !st.ok()) return done(st);
   objects_.insert_or_assign(std::pair{kind, std::string(name)}, std::string(value));
   RecordObject(Mutation::Kind::kPutObject, kind, name, value);
-  AfterChange(0, std::move(done));
+  // Answered once durable; an object's change counts no job operation's
+  // outcome (CountOutcome passes over these operations).
+  AfterChange(Op::kSetPush, SessionId{0}, std::move(done));
 }
 
 void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done done) {
@@ -36,7 +38,7 @@ void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done don
                                  std::string(name)));
   objects_.erase(it);
   RecordObject(Mutation::Kind::kDeleteObject, kind, name, {});
-  AfterChange(0, std::move(done));
+  AfterChange(Op::kDeletePush, SessionId{0}, std::move(done));
 }
 
 void LocalBackend::ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) {
