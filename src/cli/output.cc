@@ -184,7 +184,7 @@ std::string JobText(const rapidjson::Value& job) {
         shown += " (not text: -o json shows it)";
       std::replace_if(
           shown.begin(), shown.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-      out += Pad("last answer", kWidth) + shown + "\n";
+      out += Pad("answer", kWidth) + shown + "\n";
       continue;
     }
     if (name == "max_tries" && m.value.IsUint64() && m.value.GetUint64() == 0) {
