@@ -510,10 +510,19 @@ TEST(PushConfig, TheConfigFilesTargetsAreSetAtStartAndPushTo) {
   EXPECT_NE(bad.Log().find("a secret is required"), std::string::npos) << bad.Log();
 }
 
+// A Redis, and the arguments that start a delayqd on it.
+class PushRedis : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(redis_.StartForDelayqd(&error_, &args_)) << error_; }
+  RedisProcess redis_;
+  std::string error_;
+  std::vector<std::string> args_ = {"--push-allow-private"};
+};
+
 // Two instances on one Redis: the target set on one is learnt by the
 // other (by polling the stored targets), and every job's first try
 // (answered 500) and second try (200) each come once, some from each.
-TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
+TEST_F(PushRedis, TwoInstancesMakeEachTryOnce) {
   std::mutex mu;
   std::map<std::string, int> tries;  // "<webhook-id> <attempt>" -> count
   HttpReceiver rx([&](const Request& r) {
@@ -521,13 +530,9 @@ TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
     tries[r.headers.at("webhook-id") + " " + r.headers.at("delayq-attempt")]++;
     return PushAnswer(r.headers.at("delayq-attempt") == "1" ? 500 : 200);
   });
-  RedisProcess redis;
-  std::string error;
-  std::vector<std::string> args = {"--push-allow-private"};
-  ASSERT_TRUE(redis.StartForDelayqd(&error, &args)) << error;
   ServerProcess a, b;
-  ASSERT_TRUE(a.Start(DelayqdPath(), args, &error)) << error;
-  ASSERT_TRUE(b.Start(DelayqdPath(), args, &error)) << error;
+  ASSERT_TRUE(a.Start(DelayqdPath(), args_, &error_)) << error_;
+  ASSERT_TRUE(b.Start(DelayqdPath(), args_, &error_)) << error_;
   const uint16_t pa = HttpPortOf(a), pb = HttpPortOf(b);
   {
     HttpClient c(pa);
@@ -563,7 +568,7 @@ TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
 // call that buries the job; another instance shows it too.
 // A job's own back-off spaces its tries there too (never early; the
 // lateness printed, not held: Redis's clock and a round trip are in it).
-TEST(PushRedis, ABuriedJobsLastAnswerIsKeptAndItsOwnBackoffSpacesItsTries) {
+TEST_F(PushRedis, ABuriedJobsLastAnswerIsKeptAndItsOwnBackoffSpacesItsTries) {
   std::mutex mu;
   std::vector<Request> own;  // the tries of the job with its own back-off
   HttpReceiver rx([&](const Request& r) {
@@ -576,15 +581,11 @@ TEST(PushRedis, ABuriedJobsLastAnswerIsKeptAndItsOwnBackoffSpacesItsTries) {
     }
     return a;
   });
-  RedisProcess redis;
-  std::string error;
-  std::vector<std::string> args = {"--push-allow-private"};
-  ASSERT_TRUE(redis.StartForDelayqd(&error, &args)) << error;
   ServerProcess a, b;
-  ASSERT_TRUE(a.Start(DelayqdPath(), args, &error)) << error;
+  ASSERT_TRUE(a.Start(DelayqdPath(), args_, &error_)) << error_;
   const uint64_t id = BuryWithAnAnswer(HttpPortOf(a), "kept", rx.url());
   ASSERT_NE(id, 0u) << a.Log();
-  ASSERT_TRUE(b.Start(DelayqdPath(), args, &error)) << error;
+  ASSERT_TRUE(b.Start(DelayqdPath(), args_, &error_)) << error_;
   HttpClient c(HttpPortOf(b));
   auto got = c.Call("GET", "/jobs/" + std::to_string(id));
   auto j = Json(got.body);
