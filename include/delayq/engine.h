@@ -164,10 +164,14 @@ class Engine {
   // Puts a reserved job back: delayed by `delay_ms`, or when absent by the
   // job's back-off (none: ready now). A job whose tries are used up is
   // buried instead. `priority` absent: the job keeps its own.
+  // `answer`, when given, is kept with the job in the same step (a push
+  // try's outcome: JobView::answered, JobRecord::answer), replacing the
+  // one it had; its text is cut to kMaxAnswerBytes.
   Result<JobChange> Release(TimeMs now, const Holder& holder, JobId id,
-                            std::optional<uint32_t> priority, std::optional<TimeMs> delay_ms);
+                            std::optional<uint32_t> priority, std::optional<TimeMs> delay_ms,
+                            const PushAnswer* answer = nullptr);
   Result<JobChange> Bury(TimeMs now, const Holder& holder, JobId id,
-                         std::optional<uint32_t> priority);
+                         std::optional<uint32_t> priority, const PushAnswer* answer = nullptr);
   // Restarts the TTR of a reserved job.
   Result<JobChange> Touch(TimeMs now, const Holder& holder, JobId id);
   // Kicks up to `bound` buried jobs of the topic (oldest first), or if it has

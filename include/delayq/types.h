@@ -55,6 +55,17 @@ struct Backoff {
   bool operator==(const Backoff&) const = default;
 };
 
+// The outcome of a job's last push try (docs/push.md, "Retries"), kept
+// with the job until its next failed try overwrites it: the HTTP status
+// (0: no answer came) and the first bytes of the answer's body, or the
+// failure's reason ("timeout", "refused: ..."), at most kMaxAnswerBytes.
+inline constexpr size_t kMaxAnswerBytes = 256;
+struct PushAnswer {
+  uint32_t status = 0;
+  std::string text;
+  bool operator==(const PushAnswer&) const = default;
+};
+
 struct PutRequest {
   std::string_view topic;  // empty: the session's used topic
   std::string_view body;
@@ -101,6 +112,13 @@ struct JobView {
   // looking at a job never hands out the right to finish it.
   std::string_view lease;
   bool named = false;  // its key is its name (PutRequest::named)
+  // It has a back-off of its own (PutRequest::backoff), which a release
+  // without a delay applies.
+  bool own_backoff = false;
+  // Its last push try's outcome (PushAnswer), when a push try failed.
+  bool answered = false;
+  uint32_t answer_status = 0;
+  std::string_view answer_text;
 };
 
 // A page of a topic's jobs in one state, in job-id order (Engine::ListJobs,
@@ -191,7 +209,8 @@ struct JobRecord {
   uint32_t reserves = 0, timeouts = 0, releases = 0, buries = 0, kicks = 0;
   uint32_t max_tries = 0;
   Backoff backoff;
-  bool named = false;  // the key is also the job's name (PutRequest::named)
+  bool named = false;                // the key is also the job's name (PutRequest::named)
+  std::optional<PushAnswer> answer;  // its last push try's outcome
   bool operator==(const JobRecord&) const = default;
 };
 

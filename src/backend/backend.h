@@ -172,6 +172,15 @@ class Backend {
   virtual void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                     Callback<JobChange> done) = 0;
   virtual void Touch(const Claim& c, JobId id, Callback<JobChange> done) = 0;
+  // Release (with the job's own priority) and Bury of a failed push try
+  // (delivery/push_dispatcher): the same, and in the same atomic call the
+  // try's answer is kept with the job, replacing the one it had
+  // (JobView::answered; docs/push.md, "Retries"): no second round trip on
+  // Redis, and no state in which the job is settled without its answer.
+  virtual void ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                               const PushAnswer& answer, Callback<JobChange> done) = 0;
+  virtual void BuryAnswered(const Claim& c, JobId id, const PushAnswer& answer,
+                            Callback<JobChange> done) = 0;
   // By name (docs/engine.md, "Names"), as an operator: the live job whose
   // name it is (PutRequest::named), or else, when `name` is a job id in
   // decimal (no sign, no leading zero), that job if it has no name.

@@ -103,6 +103,14 @@ void CountingBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> p,
                            Callback<JobChange> d) {
   inner().Bury(c, id, p, Counted(CountedOp::kBury, std::move(d)));
 }
+void CountingBackend::ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                                      const PushAnswer& a, Callback<JobChange> d) {
+  inner().ReleaseAnswered(c, id, delay, a, Counted(CountedOp::kRelease, std::move(d)));
+}
+void CountingBackend::BuryAnswered(const Claim& c, JobId id, const PushAnswer& a,
+                                   Callback<JobChange> d) {
+  inner().BuryAnswered(c, id, a, Counted(CountedOp::kBury, std::move(d)));
+}
 void CountingBackend::Touch(const Claim& c, JobId id, Callback<JobChange> d) {
   inner().Touch(c, id, Counted(CountedOp::kTouch, std::move(d)));
 }

@@ -44,6 +44,9 @@ class CountingBackend final : public ForwardingBackend {
                Callback<JobChange> d) override;
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> p, Callback<JobChange> d) override;
   void Touch(const Claim& c, JobId id, Callback<JobChange> d) override;
+  void ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay, const PushAnswer& a,
+                       Callback<JobChange> d) override;
+  void BuryAnswered(const Claim& c, JobId id, const PushAnswer& a, Callback<JobChange> d) override;
   void Kick(SessionId s, std::string_view t, uint64_t n, Callback<uint64_t> d) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> d) override;
 

@@ -58,6 +58,13 @@ class ForwardingBackend : public Backend {
   void Touch(const Claim& c, JobId id, Callback<JobChange> d) override {
     b_.Touch(c, id, std::move(d));
   }
+  void ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay, const PushAnswer& a,
+                       Callback<JobChange> d) override {
+    b_.ReleaseAnswered(c, id, delay, a, std::move(d));
+  }
+  void BuryAnswered(const Claim& c, JobId id, const PushAnswer& a, Callback<JobChange> d) override {
+    b_.BuryAnswered(c, id, a, std::move(d));
+  }
   void FinishByName(std::string_view n, Callback<JobChange> d) override {
     b_.FinishByName(n, std::move(d));
   }

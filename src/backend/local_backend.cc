@@ -328,21 +328,43 @@ void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange
 
 void LocalBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> priority,
                            std::optional<TimeMs> delay, Callback<JobChange> done) {
+  ReleaseWith(c, id, priority, delay, nullptr, std::move(done));
+}
+
+void LocalBackend::ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                                   const PushAnswer& answer, Callback<JobChange> done) {
+  ReleaseWith(c, id, std::nullopt, delay, &answer, std::move(done));
+}
+
+void LocalBackend::ReleaseWith(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                               std::optional<TimeMs> delay, const PushAnswer* answer,
+                               Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return Answer(Op::kRelease, done, h.status());
   if (Status w = Admit(Op::kRelease); !w.ok()) return Answer(Op::kRelease, done, std::move(w));
   if (Status w = WarmId(id); !w.ok()) return Answer(Op::kRelease, done, std::move(w));
-  FinishChange(Op::kRelease, c.session, engine_.Release(EngineNow(), *h, id, priority, delay),
-               std::move(done));
+  FinishChange(Op::kRelease, c.session,
+               engine_.Release(EngineNow(), *h, id, priority, delay, answer), std::move(done));
 }
 
 void LocalBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                         Callback<JobChange> done) {
+  BuryWith(c, id, priority, nullptr, std::move(done));
+}
+
+void LocalBackend::BuryAnswered(const Claim& c, JobId id, const PushAnswer& answer,
+                                Callback<JobChange> done) {
+  BuryWith(c, id, std::nullopt, &answer, std::move(done));
+}
+
+void LocalBackend::BuryWith(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                            const PushAnswer* answer, Callback<JobChange> done) {
   auto h = HolderOf(c);
   if (!h.ok()) return Answer(Op::kBury, done, h.status());
   if (Status w = Admit(Op::kBury); !w.ok()) return Answer(Op::kBury, done, std::move(w));
   if (Status w = WarmId(id); !w.ok()) return Answer(Op::kBury, done, std::move(w));
-  FinishChange(Op::kBury, c.session, engine_.Bury(EngineNow(), *h, id, priority), std::move(done));
+  FinishChange(Op::kBury, c.session, engine_.Bury(EngineNow(), *h, id, priority, answer),
+               std::move(done));
 }
 
 void LocalBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {

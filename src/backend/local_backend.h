@@ -111,6 +111,10 @@ class LocalBackend final : public Backend {
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
             Callback<JobChange> done) override;
   void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                       const PushAnswer& answer, Callback<JobChange> done) override;
+  void BuryAnswered(const Claim& c, JobId id, const PushAnswer& answer,
+                    Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;
   void KickJob(SessionId s, JobId id, Callback<JobChange> done) override;
   const EngineMetrics* engine_metrics() const override { return &engine_.metrics(); }
@@ -174,6 +178,11 @@ class LocalBackend final : public Backend {
   Engine& engine() { return engine_; }
 
  private:
+  // Release and Bury, with a push try's answer to keep (null: none).
+  void ReleaseWith(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                   std::optional<TimeMs> delay, const PushAnswer* answer, Callback<JobChange> done);
+  void BuryWith(const Claim& c, JobId id, std::optional<uint32_t> priority,
+                const PushAnswer* answer, Callback<JobChange> done);
   // The time every engine call takes.
   TimeUs EngineNow() const { return clock_.NowUs(); }
   // After every engine call: hands served reserves to their completions and

@@ -661,9 +661,28 @@ void RedisBackend::Release(const Claim& c, JobId id, std::optional<uint32_t> pri
           std::move(done));
 }
 
+// dq_release and dq_bury take the answer as two more arguments, its status
+// and text: the same call, no second round trip.
+void RedisBackend::ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                                   const PushAnswer& answer, Callback<JobChange> done) {
+  if (delay && (*delay < 0 || *delay > kMaxDelayMs))
+    return Guard(c.session, std::move(done))(Status::InvalidArgument("delay out of range"));
+  JobCall(Script::kRelease, c, id,
+          {std::string(), delay ? std::to_string(*delay) : std::string(),
+           std::to_string(answer.status), answer.text.substr(0, kMaxAnswerBytes)},
+          std::move(done));
+}
+
 void RedisBackend::Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
                         Callback<JobChange> done) {
   JobCall(Script::kBury, c, id, {priority ? std::to_string(*priority) : std::string()},
+          std::move(done));
+}
+
+void RedisBackend::BuryAnswered(const Claim& c, JobId id, const PushAnswer& answer,
+                                Callback<JobChange> done) {
+  JobCall(Script::kBury, c, id,
+          {std::string(), std::to_string(answer.status), answer.text.substr(0, kMaxAnswerBytes)},
           std::move(done));
 }
 
@@ -762,6 +781,12 @@ std::optional<JobView> RedisBackend::PeekView(const Topic& t, const redisReply* 
   for (size_t i = 0; i < std::size(counts); ++i)
     *counts[i] = static_cast<uint32_t>(Int(At(r, 9 + i)));
   v.named = Size(r) >= 16 && Int(At(r, 15)) == 1;
+  // A job with a push try's answer has it as the 17th and 18th values.
+  if (Size(r) >= 18) {
+    v.answered = true;
+    v.answer_status = static_cast<uint32_t>(Int(At(r, 16)));
+    v.answer_text = Str(At(r, 17));
+  }
   return v;
 }
 

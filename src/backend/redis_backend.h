@@ -128,6 +128,10 @@ class RedisBackend final : public Backend {
   void Bury(const Claim& c, JobId id, std::optional<uint32_t> priority,
             Callback<JobChange> done) override;
   void Touch(const Claim& c, JobId id, Callback<JobChange> done) override;
+  void ReleaseAnswered(const Claim& c, JobId id, std::optional<TimeMs> delay,
+                       const PushAnswer& answer, Callback<JobChange> done) override;
+  void BuryAnswered(const Claim& c, JobId id, const PushAnswer& answer,
+                    Callback<JobChange> done) override;
   void FinishByName(std::string_view name, Callback<JobChange> done) override;
   void DeleteByName(std::string_view name, Callback<JobChange> done) override;
   void Kick(SessionId s, std::string_view topic, uint64_t bound, Callback<uint64_t> done) override;

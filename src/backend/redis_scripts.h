@@ -32,15 +32,16 @@ enum class Script : size_t {
   kDelete,      // member, caller, lease | 'key', key, caller, lease -> change | refusal
                 //   (by key: {change, member}); change: '<state><due>,<priority>', refusal:
                 //   '!n' | '!l<state>' | '!c<state>' | '!cl' | '!cs' (refusal in the Lua)
-  kRelease,     // member, caller, lease, priority|'', delay_ms|'' -> change | refusal
-  kBury,        // member, caller, lease, priority|'' -> change | refusal
-  kTouch,       // member, caller, lease -> change | refusal
-  kKick,        // bound -> count
-  kKickJob,     // member -> change | '!n' | '!k<state>'
-  kReturn,      // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
-                //     reservation is taken back uncounted)
-  kPeek,        // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
-                // priority, ..., max_tries[, 1: named]}
+  kRelease,  // member, caller, lease, priority|'', delay_ms|''[, answer's status, text] -> change |
+             // refusal
+  kBury,     // member, caller, lease, priority|''[, answer's status, text] -> change | refusal
+  kTouch,    // member, caller, lease -> change | refusal
+  kKick,     // bound -> count
+  kKickJob,  // member -> change | '!n' | '!k<state>'
+  kReturn,   // member, owner, undo -> 0|1 (the owner's connection closed; undo '1': the
+             //     reservation is taken back uncounted)
+  kPeek,     // 'id'|'key'|'ready'|'delayed'|'buried', arg -> {} or {member, key, body, state,
+             // priority, ..., max_tries[, 1: named]}
   kStatsJob,    // member -> {} or {now, field, value, ...}
   kStatsTopic,  // -> {ready, urgent, reserved, delayed, buried, total, cmd_delete, cmd_pause,
                 //     pause_ms, pause_until, timeouts, now}

@@ -32,6 +32,7 @@ struct Got {
   // reserves, timeouts, releases, buries, kicks, max_tries), and its lease.
   bool full = false;
   int64_t figures[9] = {};
+  bool own_backoff = false;  // 'B' after the figures
   std::string lease;
   bool named = false;
 };
@@ -40,8 +41,8 @@ struct Got {
 // lua/delayq.lua): "<member><deadline>,<priority>,<index>,<key
 // length>,<key><body>", the member 13 digits; index: which owner of the
 // call it went to; for a lease's job, 'L' and nine more figures before the
-// key length (Got::figures); for a named job, 'N' just before the key
-// length. False when s is not one.
+// key length (Got::figures), then 'B' when it has a back-off of its own;
+// for a named job, 'N' just before the key length. False when s is not one.
 bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Got* g,
               size_t* index) {
   constexpr size_t kMemberDigits = 13;
@@ -62,6 +63,8 @@ bool ParseGot(int64_t topic_no, const std::string& topic, std::string_view s, Go
     s.remove_prefix(1);
     for (int64_t& x : g->figures)
       if (!number(&x)) return false;
+    g->own_backoff = !s.empty() && s.front() == 'B';
+    if (g->own_backoff) s.remove_prefix(1);
   }
   g->named = !s.empty() && s.front() == 'N';
   if (g->named) s.remove_prefix(1);
@@ -122,6 +125,7 @@ std::vector<JobView> Views(const std::vector<Got>& got) {
     v.due_ms = g.deadline;
     v.lease = g.lease;
     v.named = g.named;
+    v.own_backoff = g.own_backoff;
     if (g.full) {
       const int64_t* f = g.figures;
       v.created_ms = f[0];

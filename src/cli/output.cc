@@ -173,6 +173,20 @@ std::string JobText(const rapidjson::Value& job) {
       counts += (counts.empty() ? "" : ", ") + std::string(name) + " " + FieldValue(name, m.value);
       continue;
     }
+    if (name == "last_answer" && m.value.IsObject()) {
+      // "500: <first bytes>", or "0: timeout: ..." when no answer came.
+      auto status = m.value.FindMember("status");
+      auto text = m.value.FindMember("text");
+      std::string shown = status != m.value.MemberEnd() ? FieldValue("", status->value) : "?";
+      if (text != m.value.MemberEnd() && text->value.IsString())
+        shown += ": " + Str(text->value);
+      else if (m.value.HasMember("text_base64"))
+        shown += " (not text: -o json shows it)";
+      std::replace_if(
+          shown.begin(), shown.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+      out += Pad("answer", kWidth) + shown + "\n";
+      continue;
+    }
     if (name == "max_tries" && m.value.IsUint64() && m.value.GetUint64() == 0) {
       out += Pad("max tries", kWidth) + "unlimited\n";
       continue;

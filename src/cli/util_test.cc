@@ -162,6 +162,20 @@ TEST(CliOutput, Jobs) {
   EXPECT_EQ(JobBody(binary), std::string("\0\1\2\3", 4));
   EXPECT_EQ(JobText(Json(R"({"id":5,"body":""})")), "id:        5\nbody:      0 bytes\n");
   EXPECT_EQ(JsonLine(binary), "{\"id\":4,\"body_base64\":\"AAECAw==\"}\n");
+  // A push job's last failed try: its status and first bytes on a line.
+  auto pushed =
+      Json(R"({"id":6,"state":"buried","last_answer":{"status":500,"text":"down\nfor now"},)"
+           R"("body":"b"})");
+  EXPECT_EQ(JobText(pushed),
+            "id:        6\n"
+            "state:     buried\n"
+            "answer:    500: down for now\n"
+            "body:      1 byte\nb\n");
+  auto unanswered = Json(R"({"id":7,"last_answer":{"status":0,"text_base64":"AAE="},"body":""})");
+  EXPECT_EQ(JobText(unanswered),
+            "id:        7\n"
+            "answer:    0 (not text: -o json shows it)\n"
+            "body:      0 bytes\n");
 }
 
 TEST(CliOutput, Replies) {

@@ -322,13 +322,14 @@ Result<JobChange> Engine::Impl::DeleteByKey(TimeMs now, const Holder& h, std::st
 
 Result<JobChange> Engine::Impl::Release(TimeMs now, const Holder& h, JobId id,
                                         std::optional<uint32_t> priority,
-                                        std::optional<TimeMs> delay) {
+                                        std::optional<TimeMs> delay, const PushAnswer* answer) {
   AdvanceTo(now);
   if (delay && !ValidDelay(*delay)) return Status::InvalidArgument("delay out of range");
   auto held = Acting(h, id, false);
   if (!held.ok()) return Finish(Result<JobChange>(held.status()));
   Job* j = *held;
   Unplace(j);
+  if (answer != nullptr) SetAnswer(j, *answer);
   if (priority) j->priority = *priority;
   j->releases++;
   // Without a back-off, "no explicit delay" is a delay of 0 (and shows as
@@ -342,12 +343,13 @@ Result<JobChange> Engine::Impl::Release(TimeMs now, const Holder& h, JobId id,
 }
 
 Result<JobChange> Engine::Impl::Bury(TimeMs now, const Holder& h, JobId id,
-                                     std::optional<uint32_t> priority) {
+                                     std::optional<uint32_t> priority, const PushAnswer* answer) {
   AdvanceTo(now);
   auto held = Acting(h, id, false);
   if (!held.ok()) return Finish(Result<JobChange>(held.status()));
   Job* j = *held;
   Unplace(j);
+  if (answer != nullptr) SetAnswer(j, *answer);
   if (priority) j->priority = *priority;
   j->buries++;
   Place(j, JobState::kBuried);
@@ -355,6 +357,12 @@ Result<JobChange> Engine::Impl::Bury(TimeMs now, const Holder& h, JobId id,
   JobChange c = Change(j);
   Finish();
   return c;
+}
+
+void Engine::Impl::SetAnswer(const Job* j, const PushAnswer& a) {
+  PushAnswer& kept = answers_[j->id];
+  kept.status = a.status;
+  kept.text.assign(a.text, 0, std::min(a.text.size(), kMaxAnswerBytes));
 }
 
 Result<JobChange> Engine::Impl::Touch(TimeMs now, const Holder& h, JobId id) {
@@ -449,6 +457,7 @@ void Engine::Impl::TakeMutations(std::vector<Mutation>* out) {
 
 void Engine::Impl::Free(Job* j) {
   ids_.Erase(j->id);
+  if (!answers_.empty()) answers_.erase(j->id);
   Unintern(j->backoff);
   job_bytes_ -= sizeof(Job) + j->key_size + j->body_size;
   pool_.Destroy(j);
@@ -654,6 +663,8 @@ JobRecord Engine::Impl::ToRecord(const Job* j) const {
   CopyFigures(j, &r);
   if (j->backoff != 0) r.backoff = policies_[j->backoff].backoff;
   r.named = j->named;
+  if (!answers_.empty())
+    if (auto it = answers_.find(j->id); it != answers_.end()) r.answer = it->second;
   return r;
 }
 
@@ -721,11 +732,13 @@ Result<JobChange> Engine::Finish(TimeMs now, const Holder& h, JobId id) {
   return impl_->Delete(now, h, id, /*any_state=*/false);
 }
 Result<JobChange> Engine::Release(TimeMs now, const Holder& h, JobId id,
-                                  std::optional<uint32_t> pri, std::optional<TimeMs> delay) {
-  return impl_->Release(now, h, id, pri, delay);
+                                  std::optional<uint32_t> pri, std::optional<TimeMs> delay,
+                                  const PushAnswer* answer) {
+  return impl_->Release(now, h, id, pri, delay, answer);
 }
-Result<JobChange> Engine::Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> pri) {
-  return impl_->Bury(now, h, id, pri);
+Result<JobChange> Engine::Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> pri,
+                               const PushAnswer* answer) {
+  return impl_->Bury(now, h, id, pri, answer);
 }
 Result<JobChange> Engine::Touch(TimeMs now, const Holder& h, JobId id) {
   return impl_->Touch(now, h, id);

@@ -128,6 +128,7 @@ Status Engine::Impl::Load(TimeMs now, const JobRecord& r, std::string_view body,
   j->max_tries = r.max_tries;
   j->backoff = Intern(r.backoff);
   j->due = Ticks(r.due_ms);
+  if (r.answer) SetAnswer(j, *r.answer);
   ids_.Insert(j);
   job_bytes_ += sizeof(Job) + j->key_size + j->body_size;
   if (!r.key.empty()) t->keys.emplace(j->key(), j);

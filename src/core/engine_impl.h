@@ -95,9 +95,12 @@ class Engine::Impl {
                                 std::string_view key);
 
   Result<JobChange> Release(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority,
-                            std::optional<TimeMs> delay);
+                            std::optional<TimeMs> delay, const PushAnswer* answer);
 
-  Result<JobChange> Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority);
+  Result<JobChange> Bury(TimeMs now, const Holder& h, JobId id, std::optional<uint32_t> priority,
+                         const PushAnswer* answer);
+  // Keeps `a` as job j's last push try's outcome (answers_).
+  void SetAnswer(const Job* j, const PushAnswer& a);
   Result<JobChange> Touch(TimeMs now, const Holder& h, JobId id);
   Result<uint64_t> Kick(TimeMs now, std::string_view topic, uint64_t bound);
   Result<JobChange> KickJob(TimeMs now, JobId id);
@@ -395,6 +398,10 @@ class Engine::Impl {
   // Names (PutRequest::named): one namespace across topics; views into the
   // jobs' keys.
   std::unordered_map<std::string_view, Job*> names_;
+  // The last push try's outcome of the jobs that have one (JobView::answered),
+  // by id: beside the jobs rather than in them, whose header has no room
+  // left (Job, 128 bytes) for what few jobs have. Free drops a job's.
+  std::unordered_map<JobId, PushAnswer> answers_;
   Topic* default_topic_ = nullptr;
   std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
   SessionId next_session_ = 1;

@@ -242,13 +242,25 @@ JobView Engine::Impl::View(const Job* j) const {
   v.priority = j->priority;
   v.due_ms = DueOut(j);
   v.named = j->named;
+  v.own_backoff = j->backoff != 0;
   CopyFigures(j, &v);
+  if (!answers_.empty()) {
+    if (auto it = answers_.find(j->id); it != answers_.end()) {
+      v.answered = true;
+      v.answer_status = it->second.status;
+      v.answer_text = it->second.text;
+    }
+  }
   return v;
 }
 
 std::string Engine::Impl::CheckInvariants() const {
   auto fail = [](std::string what) { return what; };
   if (!wheel_.Valid()) return fail("timing wheel placement");
+  for (const auto& [id, a] : answers_) {
+    if (ids_.Find(id) == nullptr) return fail("an answer kept for no job");
+    if (a.text.size() > kMaxAnswerBytes) return fail("an answer too long");
+  }
   uint64_t ready = 0, urgent = 0, reserved = 0, delayed = 0, buried = 0, named = 0;
   std::unordered_map<const Topic*, std::array<uint64_t, 5>> per;
   std::string err;

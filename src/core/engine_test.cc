@@ -428,6 +428,47 @@ TEST_F(EngineTest, RestoreBringsJobsBackAndMovesIdsPast) {
   EXPECT_TRUE(Mutations().size() == 1);  // only the put
 }
 
+// A push try's answer, given with a release or a bury, is kept with the
+// job (its view, its record), cut to kMaxAnswerBytes, replaced by the next
+// one, restored from a record and dropped with the job.
+TEST_F(EngineTest, ReleaseAndBuryKeepAPushTrysAnswer) {
+  const JobId id = Put("x");
+  ASSERT_EQ(Reserve(s_), std::vector<JobId>{id});
+  EXPECT_FALSE(e_.Peek(now_, id)->answered);
+  Mutations();
+  const PushAnswer first{500, std::string(kMaxAnswerBytes + 10, 'a')};
+  ASSERT_TRUE(e_.Release(now_, s_, id, std::nullopt, 0, &first).ok());
+  auto v = e_.Peek(now_, id);
+  ASSERT_TRUE(v->answered);
+  EXPECT_EQ(v->answer_status, 500u);
+  EXPECT_EQ(v->answer_text, std::string(kMaxAnswerBytes, 'a'));
+  auto m = Mutations();
+  ASSERT_EQ(m.size(), 1u);
+  ASSERT_TRUE(m[0].record.answer.has_value());
+  EXPECT_EQ(m[0].record.answer->text.size(), kMaxAnswerBytes);
+  ASSERT_EQ(Reserve(s_), std::vector<JobId>{id});
+  const PushAnswer second{0, "timeout: 300 ms"};
+  ASSERT_TRUE(e_.Bury(now_, s_, id, std::nullopt, &second).ok());
+  v = e_.Peek(now_, id);
+  EXPECT_EQ(v->state, JobState::kBuried);
+  EXPECT_EQ(v->answer_status, 0u);
+  EXPECT_EQ(v->answer_text, "timeout: 300 ms");
+  m = Mutations();  // the reserve's counters, then the bury
+  ASSERT_FALSE(m.empty());
+  EXPECT_EQ(m.back().record.answer, second);
+  // A kick keeps it; a release without one (a worker's) keeps it too.
+  ASSERT_TRUE(e_.KickJob(now_, id).ok());
+  EXPECT_TRUE(e_.Peek(now_, id)->answered);
+  // Restored from its record, in another engine, it has it again.
+  Engine restored(EngineOptions{.start_ms = 1'000'000});
+  ASSERT_TRUE(restored.Restore(now_, m.back().record, "x").ok());
+  EXPECT_EQ(restored.Peek(now_, id)->answer_text, "timeout: 300 ms");
+  // Deleted, it takes its answer along: a job put again later has none.
+  ASSERT_TRUE(e_.Delete(now_, s_, id).ok());
+  const JobId next = Put("y");
+  EXPECT_FALSE(e_.Peek(now_, next)->answered);
+}
+
 TEST_F(EngineTest, BatchReserveAndDetachedReservations) {
   for (int i = 0; i < 5; ++i) Put("x");
   SessionId http = e_.OpenSession(now_);

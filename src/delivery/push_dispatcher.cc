@@ -46,6 +46,16 @@ std::string Quoted(std::string_view text) {
   return out + "\"";
 }
 
+// What a failed try leaves with its job: the status, and the answer's first
+// bytes, or the failure's reason when no answer came.
+PushAnswer AnswerOf(const PushResponse& r) {
+  PushAnswer a;
+  a.status = r.status > 0 ? static_cast<uint32_t>(r.status) : 0;
+  a.text = r.status > 0 ? r.body_prefix : std::string(PushFailureName(r.failure)) + ": " + r.error;
+  if (a.text.size() > kMaxAnswerBytes) a.text.resize(kMaxAnswerBytes);
+  return a;
+}
+
 }  // namespace
 
 // A topic's delivery: its target, its session and what it has in flight.
@@ -70,6 +80,7 @@ struct PushDispatcher::Try {
   std::string key, body, lease;
   uint32_t attempt = 0;  // reserves so far, this one included
   uint32_t max_tries = 0;
+  bool own_backoff = false;  // the job's back-off applies, not the target's
   TimeMs ttr_ms = 0;
   TimeMs due_ms = 0;  // when it was due for its first try
 };
@@ -209,6 +220,7 @@ void PushDispatcher::Pump(const std::shared_ptr<Lane>& lane) {
       t.lease = std::string(j.lease);
       t.attempt = j.reserves;
       t.max_tries = j.max_tries;
+      t.own_backoff = j.own_backoff;
       t.ttr_ms = j.ttr_ms;
       t.due_ms = j.created_ms + j.delay_ms;
       lane->tokens -= 1;
@@ -278,17 +290,24 @@ void PushDispatcher::Settle(const std::shared_ptr<Lane>& lane, const Try& t,
     return backend_.Finish(claim, t.id,
                            [settled](Result<JobChange> c) { settled("delivered", std::move(c)); });
   Log("push_failed", target.topic, what + " note=" + Quoted(v.note));
+  const PushAnswer answer = AnswerOf(r);
   const uint32_t max_tries = t.max_tries > 0        ? t.max_tries
                              : target.max_tries > 0 ? target.max_tries
                                                     : kDefaultPushMaxTries;
   if (v.kind == PushVerdict::Kind::kBury || t.attempt >= max_tries)
-    return backend_.Bury(claim, t.id, std::nullopt,
-                         [settled](Result<JobChange> c) { settled("buried", std::move(c)); });
-  const Backoff& backoff =
-      target.backoff.kind == Backoff::Kind::kNone ? DefaultPushBackoff() : target.backoff;
-  const TimeMs delay = v.delay_ms.value_or(backoff.DelayFor(std::max<uint32_t>(t.attempt, 1)));
-  backend_.Release(claim, t.id, std::nullopt, delay,
-                   [settled](Result<JobChange> c) { settled("retried", std::move(c)); });
+    return backend_.BuryAnswered(
+        claim, t.id, answer, [settled](Result<JobChange> c) { settled("buried", std::move(c)); });
+  // A job with a back-off of its own is released without a delay: the
+  // backend applies its back-off (Engine::Release, dq_release), on both
+  // backends alike and with no need to carry the back-off here.
+  std::optional<TimeMs> delay = v.delay_ms;
+  if (!delay && !t.own_backoff) {
+    const Backoff& backoff =
+        target.backoff.kind == Backoff::Kind::kNone ? DefaultPushBackoff() : target.backoff;
+    delay = backoff.DelayFor(std::max<uint32_t>(t.attempt, 1));
+  }
+  backend_.ReleaseAnswered(claim, t.id, delay, answer,
+                           [settled](Result<JobChange> c) { settled("retried", std::move(c)); });
 }
 
 }  // namespace delayq::delivery

@@ -18,9 +18,13 @@
 // the Local backend, after the TTR on Redis) and the job is ready again.
 //
 // Retries: an answer JudgePush calls kRetry releases the job with the
-// delay its Retry-After asks for, else the target's back-off (default
-// DefaultPushBackoff) for the tries made so far; a try that reaches the
-// job's max_tries (else the target's, else kDefaultPushMaxTries) buries it.
+// delay its Retry-After asks for, else by the job's own back-off (released
+// without a delay, which the backend spaces by it), else the target's
+// back-off (default DefaultPushBackoff) for the tries made so far; a try
+// that reaches the job's max_tries (else the target's, else
+// kDefaultPushMaxTries) buries it. Either way the try's answer (its status
+// and first bytes: PushAnswer) is kept with the job in the same call
+// (Backend::ReleaseAnswered, BuryAnswered), for GET /jobs/{id}.
 //
 // Thread: the loop thread of the io_context and the backend.
 #ifndef DELAYQ_DELIVERY_PUSH_DISPATCHER_H_

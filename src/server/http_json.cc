@@ -185,9 +185,10 @@ OwnedJob Own(const JobView& v, bool with_body) {
              std::string(v.key),
              with_body ? std::string(v.body) : std::string(),
              std::string(v.lease),
+             std::string(v.answer_text),
              v,
              v.body.size()};
-  o.fig.topic = o.fig.key = o.fig.body = o.fig.lease = {};
+  o.fig.topic = o.fig.key = o.fig.body = o.fig.lease = o.fig.answer_text = {};
   return o;
 }
 
@@ -235,6 +236,22 @@ void JobObject(JsonWriter& w, const OwnedJob& j, bool with_body) {
   w.Uint(f.buries);
   w.Key("kicks");
   w.Uint(f.kicks);
+  if (f.answered) {
+    // The last push try's outcome (docs/push.md, "Retries"); its text as
+    // the body is shown: as text, or base64 when it is not.
+    w.Key("last_answer");
+    w.StartObject();
+    w.Key("status");
+    w.Uint(f.answer_status);
+    if (IsText(j.answer_text)) {
+      w.Key("text");
+      Str(w, j.answer_text);
+    } else {
+      w.Key("text_base64");
+      Str(w, Base64Encode(j.answer_text));
+    }
+    w.EndObject();
+  }
   if (with_body) {
     Body(w, j.body);
   } else {

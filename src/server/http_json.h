@@ -54,6 +54,7 @@ void Body(JsonWriter& w, std::string_view body);
 struct OwnedJob {
   JobId id = 0;
   std::string topic, key, body, lease;
+  std::string answer_text;  // fig.answered
   JobView fig;
   size_t body_bytes = 0;  // the body's size (also when `body` is left out)
 };

@@ -80,8 +80,8 @@ class Reader {
 void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out) {
   // Version 1 while a job has no flag: a job without a name reads the same
   // to a delayqd that knows version 1 only.
-  const uint8_t flags = r.named ? kRecordNamed : 0;
-  out->push_back(static_cast<char>(flags != 0 ? kRecordVersion : 1));
+  const uint8_t flags = (r.named ? kRecordNamed : 0) | (r.answer ? kRecordAnswered : 0);
+  out->push_back(static_cast<char>(r.answer ? 3 : flags != 0 ? 2 : 1));
   PutVarint(out, r.id);
   PutBytes(out, r.topic);
   PutBytes(out, r.key);
@@ -107,6 +107,10 @@ void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out)
       break;
   }
   if (flags != 0) out->push_back(static_cast<char>(flags));
+  if (r.answer) {
+    PutVarint(out, r.answer->status);
+    PutBytes(out, std::string_view(r.answer->text).substr(0, kMaxAnswerBytes));
+  }
   PutBytes(out, body);
 }
 
@@ -162,13 +166,23 @@ Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* bo
       return Status::Corruption("job record with back-off kind " + std::to_string(kind));
   }
   r->named = false;
+  r->answer.reset();
   if (version >= 2) {
     uint8_t flags = in.Byte();
     if (!in.ok()) return Status::Corruption("truncated job record");
-    if ((flags & ~kRecordNamed) != 0)
+    const uint8_t known = version >= 3 ? kRecordNamed | kRecordAnswered : kRecordNamed;
+    if ((flags & ~known) != 0)
       return Status::Corruption("job record with flags " + std::to_string(flags));
     r->named = (flags & kRecordNamed) != 0;
     if (r->named && r->key.empty()) return Status::Corruption("a named job record without a key");
+    if ((flags & kRecordAnswered) != 0) {
+      PushAnswer& a = r->answer.emplace();
+      a.status = in.U32();
+      std::string_view text = in.Bytes();
+      if (!in.ok()) return Status::Corruption("truncated job record");
+      if (text.size() > kMaxAnswerBytes) return Status::Corruption("job record with a long answer");
+      a.text.assign(text);
+    }
   }
   *body = in.Bytes();
   if (!in.ok()) return Status::Corruption("truncated job record");

@@ -14,10 +14,14 @@ namespace delayq::store {
 
 // The newest version this build writes. Readers accept every version up to
 // it (docs/storage.md says how to bump it). Version 2 adds a flags byte
-// before the body; a job with no flag set is still written as version 1.
-inline constexpr uint8_t kRecordVersion = 2;
+// before the body; version 3 the flag kRecordAnswered, whose answer follows
+// the flags byte. A job is written as the oldest version that holds it: one
+// with no flag set as version 1, one without an answer as version 2.
+inline constexpr uint8_t kRecordVersion = 3;
 // Flags of version 2.
 inline constexpr uint8_t kRecordNamed = 1;  // JobRecord::named
+// Flags of version 3.
+inline constexpr uint8_t kRecordAnswered = 2;  // JobRecord::answer
 
 // Appends `v` as a varint (7 bits a byte, low first; the journal's
 // records use it too).

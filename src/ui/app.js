@@ -673,9 +673,13 @@
       ['max tries', job.max_tries ? job.max_tries : 'unlimited'],
       ['reserves', job.reserves], ['timeouts', job.timeouts], ['releases', job.releases], ['buries', job.buries], ['kicks', job.kicks],
     ];
+    // A push topic's job keeps its last failed try's answer (docs/push.md).
+    if (job.last_answer)
+      fields.push(['last answer', h('span', {id: 'job-last-answer'}, job.last_answer.status + ': ' +
+          (job.last_answer.text !== undefined ? job.last_answer.text : '(not text)'))]);
     for (const [k, v] of Object.entries(job)) {
       const known = ['id', 'topic', 'key', 'state', 'priority', 'created_ms', 'due_ms', 'deadline_ms', 'delay_ms', 'ttr_ms',
-        'max_tries', 'reserves', 'timeouts', 'releases', 'buries', 'kicks', 'body', 'body_base64'];
+        'max_tries', 'reserves', 'timeouts', 'releases', 'buries', 'kicks', 'last_answer', 'body', 'body_base64'];
       if (!known.includes(k)) fields.push([k, typeof v === 'object' ? JSON.stringify(v) : v]);
     }
     const actions = h('div', {class: 'actions-row'});

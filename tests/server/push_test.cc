@@ -10,10 +10,11 @@
 //                   to 10 ms outside the sanitizers), workers kept off push
 //                   topics, private targets refused without the flag, the
 //                   target's routes.
-//  - PushDurable.*  a delayqd killed with SIGKILL mid-request loses no job.
+//  - PushDurable.*  a delayqd killed with SIGKILL mid-request loses no job;
+//                   a buried job's last answer is kept across a restart.
 //  - PushConfig.*   targets from the config file's [push."topic"] tables.
 //  - PushRedis.*    two delayqd on one Redis: each try of each job is made
-//                   once, by one of them.
+//                   once, by one of them; the last answer kept there too.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -53,8 +54,64 @@ Answer PushAnswer(int status, std::vector<std::string> headers = {}) {
   return a;
 }
 
+// An answer of 500 whose body is longer than what a job keeps of it.
+const std::string kLongAnswer = "overloaded: " + std::string(400, 'x');
+
+// Puts a job to `topic` (its target answering kLongAnswer with 500, max
+// tries 2) on the delayqd at `port`, waits until it is buried and checks
+// that GET /jobs/{id} shows the last try's status and first 256 bytes.
+// Returns the job's id (0 on a failure).
+uint64_t BuryWithAnAnswer(uint16_t port, const std::string& topic, const std::string& url) {
+  HttpClient c(port);
+  auto t = c.Call("PUT", "/topics/" + topic + "/push",
+                  R"({"url":")" + url + R"(","secret":")" + kPushSecret +
+                      R"(","backoff":"50ms","max_tries":2})");
+  EXPECT_TRUE(t.status == 200 || t.status == 201) << t.body;
+  auto put = c.Call("POST", "/topics/" + topic + "/jobs", R"({"body":"b"})");
+  auto d = Json(put.body);
+  if (put.status != 201 || d.HasParseError() || !d.HasMember("id")) {
+    ADD_FAILURE() << put.status << " " << put.body;
+    return 0;
+  }
+  const uint64_t id = d["id"].GetUint64();
+  std::string state;
+  for (auto end = std::chrono::steady_clock::now() + 10s;
+       state != "buried" && std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(5ms)) {
+    auto j = Json(c.Call("GET", "/jobs/" + std::to_string(id)).body);
+    if (!j.HasParseError() && j.HasMember("state")) state = j["state"].GetString();
+  }
+  EXPECT_EQ(state, "buried");
+  auto got = c.Call("GET", "/jobs/" + std::to_string(id));
+  auto j = Json(got.body);
+  EXPECT_TRUE(!j.HasParseError() && j.HasMember("last_answer")) << got.body;
+  if (j.HasParseError() || !j.HasMember("last_answer")) return 0;
+  EXPECT_EQ(j["last_answer"]["status"].GetUint(), 500u) << got.body;
+  EXPECT_EQ(std::string(j["last_answer"]["text"].GetString()), kLongAnswer.substr(0, 256));
+  EXPECT_EQ(j["reserves"].GetUint(), 2u) << got.body;
+  return id;
+}
+
 double GapMs(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// The tries of one job, each after the one before by its delay: never
+// early, and late by little (the lateness is printed; held to 10 ms outside
+// the sanitizers, whose delayqd is several times slower, when `held`).
+void ExpectTriesSpacedBy(const std::vector<Request>& reqs, const std::vector<double>& delays,
+                         const char* backoff, bool held = true) {
+  ASSERT_GT(reqs.size(), delays.size());
+  for (size_t i = 1; i <= delays.size(); ++i) {
+    EXPECT_EQ(reqs[i].headers.at("delayq-attempt"), std::to_string(i + 1));
+    EXPECT_EQ(reqs[i].headers.at("webhook-id"), reqs[0].headers.at("webhook-id"));
+    const double late = GapMs(reqs[i].at - reqs[i - 1].at) - delays[i - 1];
+    std::printf("%s, try %zu: %.3f ms after its due time\n", backoff, i + 1, late);
+    EXPECT_GE(late, 0) << "try " << i + 1 << " came early";
+#ifndef DELAYQ_SANITIZED
+    if (held) EXPECT_LE(late, 10) << "try " << i + 1;
+#endif
+  }
 }
 
 class PushFixture : public ::testing::Test {
@@ -155,18 +212,7 @@ TEST_F(Push, FailedTriesAreRetriedOnTheBackoffNeverEarly) {
   Target("retry", rx.url(), R"(,"backoff":"200ms,300ms,400ms")");
   const uint64_t id = Put("retry", R"({"body":"b"})");
   ASSERT_EQ(rx.WaitFor(4, 10s), 4u);
-  const auto reqs = rx.requests();
-  const double delays[] = {200, 300, 400};
-  for (size_t i = 1; i < 4; ++i) {
-    EXPECT_EQ(reqs[i].headers.at("delayq-attempt"), std::to_string(i + 1));
-    EXPECT_EQ(reqs[i].headers.at("webhook-id"), reqs[0].headers.at("webhook-id"));
-    const double late = GapMs(reqs[i].at - reqs[i - 1].at) - delays[i - 1];
-    std::printf("try %zu: %.3f ms after its due time\n", i + 1, late);
-    EXPECT_GE(late, 0) << "try " << i + 1 << " came early";
-#ifndef DELAYQ_SANITIZED
-    EXPECT_LE(late, 10) << "try " << i + 1;
-#endif
-  }
+  ExpectTriesSpacedBy(rx.requests(), {200, 300, 400}, "target's back-off");
   EXPECT_EQ(WaitState(id, "gone"), "gone");
 }
 
@@ -188,6 +234,43 @@ TEST_F(Push, AJobIsBuriedAfterItsMaxTriesAndA410BuriesAtOnce) {
   size_t onces = 0;
   for (const Request& r : rx.requests()) onces += r.body == "once";
   EXPECT_EQ(onces, 1u);
+}
+
+// A job's own back-off spaces its tries, not the target's: never early,
+// and late by little.
+TEST_F(Push, AJobsOwnBackoffComesBeforeTheTargets) {
+  std::atomic<int> n{0};
+  HttpReceiver rx([&](const Request&) { return PushAnswer(++n < 4 ? 500 : 200); });
+  Target("own", rx.url(), R"(,"backoff":"20ms")");
+  const uint64_t id = Put("own", R"({"body":"b","backoff":"150ms,250ms,350ms"})");
+  ASSERT_EQ(rx.WaitFor(4, 10s), 4u);
+  ExpectTriesSpacedBy(rx.requests(), {150, 250, 350}, "job's own back-off");
+  EXPECT_EQ(WaitState(id, "gone"), "gone");
+}
+
+// A failed try's answer is kept with the job; one without an answer keeps
+// status 0 and the failure's reason.
+TEST_F(Push, TheLastAnswerIsKeptWithTheJob) {
+  HttpReceiver rx([](const Request& r) {
+    Answer a = PushAnswer(500);
+    a.body = kLongAnswer;
+    if (r.body == "close") a.close = true;
+    return a;
+  });
+  BuryWithAnAnswer(http_port_, "kept", rx.url());
+  Target("closed", rx.url(), R"(,"max_tries":1)");
+  const uint64_t id = Put("closed", R"({"body":"close"})");
+  EXPECT_EQ(WaitState(id, "buried"), "buried");
+  auto got = Call("GET", "/jobs/" + std::to_string(id));
+  auto j = Json(got.body);
+  ASSERT_TRUE(j.HasMember("last_answer")) << got.body;
+  EXPECT_EQ(j["last_answer"]["status"].GetUint(), 0u) << got.body;
+  EXPECT_FALSE(std::string(j["last_answer"]["text"].GetString()).empty()) << got.body;
+  // A job never tried has none.
+  Call("DELETE", "/topics/closed/push");
+  const uint64_t plain = Put("closed", R"({"body":"b"})");
+  EXPECT_EQ(Call("GET", "/jobs/" + std::to_string(plain)).body.find("last_answer"),
+            std::string::npos);
 }
 
 TEST_F(Push, A429Or503WithRetryAfterWaitsThatLong) {
@@ -358,6 +441,36 @@ TEST(PushDurable, ADelayqdKilledMidRequestLosesNoJob) {
   EXPECT_EQ(rx.requests()[1].headers.at("webhook-id"), rx.requests()[0].headers.at("webhook-id"));
 }
 
+// The last answer is written with the job: a restart shows it again.
+TEST(PushDurable, ABuriedJobsLastAnswerOutlivesARestart) {
+  TempDir dir;
+  HttpReceiver rx([](const Request&) {
+    Answer a = PushAnswer(500);
+    a.body = kLongAnswer;
+    return a;
+  });
+  const std::vector<std::string> args = {"-b", dir.path(), "--push-allow-private"};
+  std::string error;
+  uint64_t id = 0;
+  {
+    ServerProcess server;
+    ASSERT_TRUE(server.Start(DelayqdPath(), args, &error)) << error;
+    id = BuryWithAnAnswer(HttpPortOf(server), "restarted", rx.url());
+    ASSERT_NE(id, 0u) << server.Log();
+    const int st = server.Stop();
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << server.Log();
+  }
+  ServerProcess again;
+  ASSERT_TRUE(again.Start(DelayqdPath(), args, &error)) << error;
+  HttpClient c(HttpPortOf(again));
+  auto got = c.Call("GET", "/jobs/" + std::to_string(id));
+  auto j = Json(got.body);
+  ASSERT_TRUE(!j.HasParseError() && j.HasMember("last_answer")) << got.body;
+  EXPECT_EQ(std::string(j["state"].GetString()), "buried");
+  EXPECT_EQ(j["last_answer"]["status"].GetUint(), 500u);
+  EXPECT_EQ(std::string(j["last_answer"]["text"].GetString()), kLongAnswer.substr(0, 256));
+}
+
 TEST(PushConfig, TheConfigFilesTargetsAreSetAtStartAndPushTo) {
   HttpReceiver rx([](const Request&) { return PushAnswer(200); });
   TempDir dir;
@@ -397,10 +510,19 @@ TEST(PushConfig, TheConfigFilesTargetsAreSetAtStartAndPushTo) {
   EXPECT_NE(bad.Log().find("a secret is required"), std::string::npos) << bad.Log();
 }
 
+// A Redis, and the arguments that start a delayqd on it.
+class PushRedis : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(redis_.StartForDelayqd(&error_, &args_)) << error_; }
+  RedisProcess redis_;
+  std::string error_;
+  std::vector<std::string> args_ = {"--push-allow-private"};
+};
+
 // Two instances on one Redis: the target set on one is learnt by the
 // other (by polling the stored targets), and every job's first try
 // (answered 500) and second try (200) each come once, some from each.
-TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
+TEST_F(PushRedis, TwoInstancesMakeEachTryOnce) {
   std::mutex mu;
   std::map<std::string, int> tries;  // "<webhook-id> <attempt>" -> count
   HttpReceiver rx([&](const Request& r) {
@@ -408,13 +530,9 @@ TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
     tries[r.headers.at("webhook-id") + " " + r.headers.at("delayq-attempt")]++;
     return PushAnswer(r.headers.at("delayq-attempt") == "1" ? 500 : 200);
   });
-  RedisProcess redis;
-  std::string error;
-  std::vector<std::string> args = {"--push-allow-private"};
-  ASSERT_TRUE(redis.StartForDelayqd(&error, &args)) << error;
   ServerProcess a, b;
-  ASSERT_TRUE(a.Start(DelayqdPath(), args, &error)) << error;
-  ASSERT_TRUE(b.Start(DelayqdPath(), args, &error)) << error;
+  ASSERT_TRUE(a.Start(DelayqdPath(), args_, &error_)) << error_;
+  ASSERT_TRUE(b.Start(DelayqdPath(), args_, &error_)) << error_;
   const uint16_t pa = HttpPortOf(a), pb = HttpPortOf(b);
   {
     HttpClient c(pa);
@@ -444,6 +562,54 @@ TEST(PushRedis, TwoInstancesMakeEachTryOnce) {
   // Both instances made some of the tries (each logs its failed ones).
   EXPECT_NE(a.Log().find("event=push_failed"), std::string::npos) << a.Log();
   EXPECT_NE(b.Log().find("event=push_failed"), std::string::npos) << b.Log();
+}
+
+// On Redis the answer is kept in the job's string, written by the same
+// call that buries the job; another instance shows it too.
+// A job's own back-off spaces its tries there too (never early; the
+// lateness printed, not held: Redis's clock and a round trip are in it).
+TEST_F(PushRedis, ABuriedJobsLastAnswerIsKeptAndItsOwnBackoffSpacesItsTries) {
+  std::mutex mu;
+  std::vector<Request> own;  // the tries of the job with its own back-off
+  HttpReceiver rx([&](const Request& r) {
+    Answer a = PushAnswer(500);
+    a.body = kLongAnswer;
+    if (r.body == "own") {
+      std::lock_guard<std::mutex> lock(mu);
+      own.push_back(r);
+      if (own.size() == 3) a = PushAnswer(200);
+    }
+    return a;
+  });
+  ServerProcess a, b;
+  ASSERT_TRUE(a.Start(DelayqdPath(), args_, &error_)) << error_;
+  const uint64_t id = BuryWithAnAnswer(HttpPortOf(a), "kept", rx.url());
+  ASSERT_NE(id, 0u) << a.Log();
+  ASSERT_TRUE(b.Start(DelayqdPath(), args_, &error_)) << error_;
+  HttpClient c(HttpPortOf(b));
+  auto got = c.Call("GET", "/jobs/" + std::to_string(id));
+  auto j = Json(got.body);
+  ASSERT_TRUE(!j.HasParseError() && j.HasMember("last_answer")) << got.body;
+  EXPECT_EQ(j["last_answer"]["status"].GetUint(), 500u);
+  EXPECT_EQ(std::string(j["last_answer"]["text"].GetString()), kLongAnswer.substr(0, 256));
+  // Kicked, it keeps the answer until its next failed try.
+  EXPECT_EQ(c.Call("POST", "/jobs/" + std::to_string(id) + "/kick").status, 200);
+  auto kept = Json(c.Call("GET", "/jobs/" + std::to_string(id)).body);
+  EXPECT_TRUE(kept.HasMember("last_answer"));
+
+  auto t =
+      c.Call("PUT", "/topics/own/push",
+             R"({"url":")" + rx.url() + R"(","secret":")" + kPushSecret + R"(","backoff":"20ms"})");
+  ASSERT_EQ(t.status, 201) << t.body;
+  ASSERT_EQ(c.Call("POST", "/topics/own/jobs", R"({"body":"own","backoff":"200ms,300ms"})").status,
+            201);
+  for (auto end = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < end;
+       std::this_thread::sleep_for(10ms)) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (own.size() >= 3) break;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  ExpectTriesSpacedBy(own, {200, 300}, "job's own back-off on Redis", /*held=*/false);
 }
 
 }  // namespace

@@ -57,13 +57,18 @@ local codes, ops = {}, nil
 local ST, PRI, DUE, OWN, KEY, DL, TTR, CR, RS, BODY, MT, BO, TO, RL, BU, KI =
   3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18
 local DIRTY, FRESH, LAST = 1, 2, 18
+-- A job whose push try failed (docs/push.md, "Retries") keeps that try's
+-- answer after the rare fields: its HTTP status (0: no answer) and the
+-- first bytes of its body or of the failure's reason. Its string then
+-- packs eighteen values, pack(job[ST], ..., job[AN]); AS is nil without.
+local AS, AN = 19, 20
 -- A named job (PutRequest::named: its key is also its name, unique across
 -- topics) has NM = {key} in its array, and its string packs that array in
 -- the key's place: a delete reads only a job's first five values
 -- (head_of), and they tell it whether there is a name to free. A job's
 -- array holds the key itself as KEY in either case (load), and an
 -- ordinary job packs as before.
-local NM = 19
+local NM = 21
 -- The names of named jobs, across topics: name -> the job's member (13
 -- digits) and its topic's key prefix ('0000000000042dq:{orders}:'). One
 -- hash for every topic, so that a put can tell in the same call whether
@@ -145,7 +150,9 @@ local function pack_job(j)
   local nm = j[NM]
   if nm then j[KEY] = nm end
   local v
-  if j[MT] == nil or (j[MT] == 0 and j[BO] == '' and j[TO] == 0 and j[RL] == 0 and j[BU] == 0
+  if j[AS] ~= nil then
+    v = pack(unpack(j, ST, AN))
+  elseif j[MT] == nil or (j[MT] == 0 and j[BO] == '' and j[TO] == 0 and j[RL] == 0 and j[BU] == 0
                       and j[KI] == 0) then
     v = pack(unpack(j, ST, BODY))
   else
@@ -488,7 +495,9 @@ end
 -- detach (HTTP; docs/engine.md, "Leases"): its n-th job of the call is held
 -- by the lease owner .. '.' .. n, and its answer has the job's other
 -- figures after the index: 'L<created>,<delay>,<ttr>,<reserves>,<timeouts>,
--- <releases>,<buries>,<kicks>,<max_tries>,' (the HTTP reply shows them).
+-- <releases>,<buries>,<kicks>,<max_tries>,' (the HTTP reply shows them),
+-- then 'B' when the job has a back-off of its own (the push dispatcher
+-- releases it without a delay then, so that the back-off applies).
 -- A named job's answer has 'N' before the key length.
 local function reserve_one(c, m, j, owner, index, n)
   local dl = c.up + j[TTR]
@@ -506,6 +515,7 @@ local function reserve_one(c, m, j, owner, index, n)
     rare(j)
     head = head .. 'L' .. s(j[CR]) .. ',' .. s(j[DL]) .. ',' .. s(j[TTR]) .. ',' .. s(j[RS]) .. ','
       .. s(j[TO]) .. ',' .. s(j[RL]) .. ',' .. s(j[BU]) .. ',' .. s(j[KI]) .. ',' .. s(j[MT]) .. ','
+    if j[BO] ~= '' then head = head .. 'B' end
   end
   if j[NM] then head = head .. 'N' end
   return head .. small(#key) .. ',' .. key .. j[BODY]
@@ -917,14 +927,23 @@ topic_function('dq_finish', 'f', function(c, args, o, n)
   return what
 end)
 
+-- Keeps a push try's answer with job j when the operation was given one:
+-- its status and text as args[at] and args[at + 1].
+local function keep_answer(j, args, at, given)
+  if not given then return end
+  rare(j)
+  j[AS], j[AN] = tonumber(args[at]), args[at + 1]
+end
+
 -- Arguments: member, caller, lease, priority ('': the job's), delay ('':
--- none given).
+-- none given), then a push try's answer (status, text) or nothing.
 topic_function('dq_release', 'l', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
   local j, no = held(c, m, args[o + 3], args[o + 4])
   if not j then return no end
   zrem_reserved(c, m)
   rare(j)
+  keep_answer(j, args, o + 7, n >= 7)
   if args[o + 5] ~= '' then j[PRI] = tonumber(args[o + 5]) end
   j[RL] = j[RL] + 1
   local d = nil
@@ -933,12 +952,14 @@ topic_function('dq_release', 'l', function(c, args, o, n)
   return change(j)
 end)
 
--- Arguments: member, caller, lease, priority ('': the job's).
+-- Arguments: member, caller, lease, priority ('': the job's), then a push
+-- try's answer (status, text) or nothing.
 topic_function('dq_bury', 'b', function(c, args, o, n)
   local m = (c.eok and args[o + 2] or nil)
   local j, no = held(c, m, args[o + 3], args[o + 4])
   if not j then return no end
   zrem_reserved(c, m)
+  keep_answer(j, args, o + 6, n >= 6)
   if args[o + 5] ~= '' then j[PRI] = tonumber(args[o + 5]) end
   bury(c, m, j)
   return change(j)
@@ -1009,11 +1030,16 @@ topic_function('dq_return', 'n', function(c, args, o, n)
 end)
 
 -- A job as dq_peek and dq_list answer it. A named job's answer has a 16th
--- value, 1.
+-- value, 1; a job with a push try's answer has a 16th value (1 or 0), then
+-- the answer's status and text.
 local function peek_answer(m, j)
   rare(j)
   local due = 0
   if j[ST] == 'd' or j[ST] == 'u' then due = j[DUE] end
+  if j[AS] ~= nil then
+    return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
+            j[RL], j[BU], j[KI], j[MT], j[NM] and 1 or 0, j[AS], j[AN]}
+  end
   return {m, j[KEY], j[BODY], j[ST], j[PRI], s(due), s(j[CR]), s(j[DL]), j[TTR], j[RS], j[TO],
           j[RL], j[BU], j[KI], j[MT], j[NM] and 1 or nil}
 end
