@@ -53,6 +53,11 @@ PACKAGES=(
 if ! command -v npm >/dev/null 2>&1; then
   PACKAGES+=(nodejs npm)
 fi
+# Python 3 (docs/push.md's signature check runs in its test): likewise,
+# keep one that is there.
+if ! command -v python3 >/dev/null 2>&1; then
+  PACKAGES+=(python3)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
