@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "sanitized.h"
+#include "server/delayqd_fixture.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
 #include "server/server_process.h"
@@ -61,20 +62,14 @@ std::string DeepObjects(size_t depth) {
 // Jobs the fixture puts before each test and expects intact after it.
 constexpr int kKeptJobs = 20;
 
-class Hostile : public ::testing::Test {
+class Hostile : public DelayqdFixture {
  protected:
   void SetUp() override { StartServer({}); }
 
+  // The fixture's start, then the jobs every test expects intact after it.
   void StartServer(std::vector<std::string> args) {
-    std::string error;
-    if (AgainstRedis()) {
-      ASSERT_TRUE(redis_.Start(&error)) << error;
-      args.push_back("--backend");
-      args.push_back(redis_.url());
-    }
-    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
-    http_port_ = HttpPortOf(server_);
-    ASSERT_NE(http_port_, 0) << server_.Log();
+    call_timeout_ = std::chrono::milliseconds(30'000);
+    ASSERT_NO_FATAL_FAILURE(DelayqdFixture::StartServer(std::move(args)));
     // Acknowledged jobs, delayed for an hour: nothing in a test takes them.
     RawClient c(server_.port());
     ASSERT_EQ(c.Call("use kept\r\n"), "USING kept\r\n");
@@ -85,14 +80,6 @@ class Hostile : public ::testing::Test {
                 "INSERTED ");
     }
     rss_before_kb_ = RssKb(server_.pid());
-  }
-
-  void TearDown() override {
-    if (server_.Alive()) {
-      int st = server_.Stop();
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n"
-                                                         << server_.Log();
-    }
   }
 
   // The server is up on both protocols, every acknowledged job is there,
@@ -121,15 +108,6 @@ class Hostile : public ::testing::Test {
 #endif
   }
 
-  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {},
-                    std::string_view extra = {}) {
-    HttpClient c(http_port_, 30s);
-    return c.Call(method, target, body, extra);
-  }
-
-  RedisProcess redis_;  // declared first: stopped after server_
-  ServerProcess server_;
-  uint16_t http_port_ = 0;
   uint64_t rss_before_kb_ = 0;
 };
 
