@@ -37,6 +37,7 @@
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
+#include "server/schedule_put.h"
 #include "server/server_context.h"
 #include "server/tls.h"
 #include "store/rocks_store.h"
@@ -394,6 +395,18 @@ int main(int argc, char** argv) {
       });
     }
   });
+  // The config file's schedules (docs/schedules.md, "From the CLI and the
+  // config file"), checked now as PUT /schedules/{name} checks a body, and
+  // stored once the scheduler runs, as a PUT of each would.
+  std::vector<delivery::Schedule> configured_schedules;
+  for (const auto& [name, json] : config.schedules) {
+    auto s = server::ParseSchedule(name, json, config.max_job_size, clock.Now());
+    if (!s.ok()) {
+      spdlog::error("event=bad_schedule schedule=\"{}\" error=\"{}\"", name, s.status().message());
+      return 1;
+    }
+    configured_schedules.push_back(*std::move(s));
+  }
   delivery::PushGuard guarded(io, backend, push_targets);
   server::ServerContext ctx(guarded);
   ctx.push_targets = &push_targets;
@@ -473,6 +486,24 @@ int main(int argc, char** argv) {
   delivery::Scheduler scheduler(io, backend, clock, so);
   ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
   scheduler.Start();
+  for (delivery::Schedule& s : configured_schedules) {
+    const std::string name = s.name;
+    server::UpsertSchedule(
+        backend, std::move(s), backend.Now(),
+        [](const delivery::Schedule&) { return Status::Ok(); },  // the file may replace any
+        [&scheduler, name](Result<server::UpsertedSchedule> r) {
+          if (!r.ok()) {
+            spdlog::error("event=schedule_not_set schedule=\"{}\" error=\"{}\"", name,
+                          r.status().message());
+            return;
+          }
+          if (r->written) scheduler.Reload();
+          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", name,
+                       r->created   ? "new"
+                       : r->written ? "replaced"
+                                    : "unchanged");
+        });
+  }
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {

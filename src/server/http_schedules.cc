@@ -5,6 +5,7 @@
 // caller: on Redis the list comes after the connection may be gone); each route makes its backend
 // calls, then tells this instance's scheduler (ServerContext::
 // schedules_changed), which the other instances learn of by polling.
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "delivery/schedule.h"
 #include "server/http_api_internal.h"
 #include "server/json_input.h"
+#include "server/schedule_put.h"
 
 namespace delayq::server {
 
@@ -55,27 +57,29 @@ std::string ScheduleView(const Schedule& s, TimeMs now) {
   return out;
 }
 
-// A time of the body: epoch milliseconds or an RFC 3339 string.
+// A time of the body: epoch milliseconds or an RFC 3339 string, at most
+// kMaxDelayMs (2^47 ms, in the year 6429: as far as a job's due time may
+// lie). A start near the end of int64 sent the fire times' search past
+// what the calendar can hold: the PUT's reply never came, and the loop
+// thread spun.
 Status TimeField(Fields& f, const char* name, std::optional<TimeMs>* out) {
   const rapidjson::Value* v = f.Get(name);
   if (v == nullptr) return Status::Ok();
-  if (v->IsInt64() && v->GetInt64() >= 0) {
-    *out = v->GetInt64();
+  std::optional<TimeMs> t;
+  if (v->IsInt64()) t = v->GetInt64();
+  if (v->IsString()) t = ParseRfc3339(std::string_view(v->GetString(), v->GetStringLength()));
+  if (t && *t >= 0 && *t <= kMaxDelayMs) {
+    *out = *t;
     return Status::Ok();
   }
-  if (v->IsString()) {
-    if (auto t = ParseRfc3339(std::string_view(v->GetString(), v->GetStringLength()))) {
-      *out = *t;
-      return Status::Ok();
-    }
-  }
-  return f.Bad(name, "epoch milliseconds or an RFC 3339 time");
+  return f.Bad(name, "epoch milliseconds or an RFC 3339 time, from 1970 to the year 6429");
 }
 
-// Reads the body of PUT /schedules/{name} into `s` (all but its anchor).
-Status ParseScheduleBody(const HttpRequest& req, TimeMs now, size_t max_job_size, Schedule* s) {
+// Reads the body of PUT /schedules/{name} into `s` (all but its name and
+// its anchor).
+Status ParseScheduleBody(std::string_view body, TimeMs now, size_t max_job_size, Schedule* s) {
   rapidjson::Document doc;
-  if (Status st = ParseJsonObject(req.body, &doc, false); !st.ok()) return st;
+  if (Status st = ParseJsonObject(body, &doc, false); !st.ok()) return st;
   Fields f(doc, "");
   std::string_view cron, tz, topic, missed = "skip";
   if (Status st = f.String("cron", &cron); !st.ok()) return st;
@@ -136,34 +140,67 @@ void StoreSchedule(backend::Backend& backend, ServerContext& ctx, Schedule s, in
 
 }  // namespace
 
-void HttpApiRoutes::PutSchedule(HttpApi& api, const HttpRequest& req, const Params& p,
-                                HttpApi::Reply&& done, HttpApi::CallId*) {
-  if (Status st = delivery::CheckScheduleName(p[0]); !st.ok()) return done(StatusReply(st));
-  const TimeMs now = api.backend_.Now();
+Result<Schedule> ParseSchedule(std::string_view name, std::string_view json, size_t max_job_size,
+                               TimeMs now) {
+  if (Status st = delivery::CheckScheduleName(name); !st.ok()) return st;
   Schedule s;
-  s.name = p[0];
-  if (Status st = ParseScheduleBody(req, now, api.ctx_.max_job_size, &s); !st.ok())
-    return done(BadInput(st));
-  if (Status st = req.caller->Check(Scope::kAdmin, s.topic); !st.ok()) return done(StatusReply(st));
-  api.backend_.ListObjects(
+  s.name = name;
+  if (Status st = ParseScheduleBody(json, now, max_job_size, &s); !st.ok()) return st;
+  return s;
+}
+
+void UpsertSchedule(backend::Backend& backend, Schedule s, TimeMs now,
+                    std::function<Status(const Schedule& old)> may_replace,
+                    std::function<void(Result<UpsertedSchedule>)> done) {
+  backend.ListObjects(
       ObjectKind::kSchedule,
-      [&api, s = std::move(s), now, caller = *req.caller,
+      [&backend, s = std::move(s), now, may_replace = std::move(may_replace),
        done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
-        if (!all.ok()) return done(StatusReply(all.status()));
+        if (!all.ok()) return done(all.status());
+        // A damaged one of the same name is replaced as if there were none.
         auto old = FindSchedule(*all, s.name);
-        if (old.ok() && *old) {
-          // Replacing it needs the right on the topic it had too.
-          if (Status st = caller.Check(Scope::kAdmin, (*old)->topic); !st.ok())
-            return done(StatusReply(st));
+        const bool existed = old.ok() && old->has_value();
+        if (existed) {
+          if (Status st = may_replace(**old); !st.ok()) return done(st);
         } else if (all->size() >= delivery::kMaxSchedules) {
-          return done(StatusReply(Status::ResourceExhausted(
-              "there are " + std::to_string(delivery::kMaxSchedules) + " schedules already")));
+          return done(Status::ResourceExhausted(
+              "there are " + std::to_string(delivery::kMaxSchedules) + " schedules already"));
         }
         // @every counts from the start, else from when the schedule was
         // first put: an upsert keeps the fire times it had.
-        const bool existed = old.ok() && old->has_value();
         s.anchor_ms = s.start_ms ? *s.start_ms : existed ? (*old)->anchor_ms : now;
-        StoreSchedule(api.backend_, api.ctx_, std::move(s), existed ? 200 : 201, std::move(done));
+        // The same schedule again (delayqd restarted with the same config
+        // file, a PUT retried) writes nothing: no store write, and on Redis
+        // no version moved for every instance to list the schedules again.
+        if (existed && **old == s)
+          return done(UpsertedSchedule{std::move(s), /*created=*/false, /*written=*/false});
+        std::string value = delivery::ScheduleToJson(s);
+        const std::string name = s.name;  // `s` moves into the completion
+        backend.PutObject(ObjectKind::kSchedule, name, value,
+                          [s = std::move(s), existed, done = std::move(done)](Status st) mutable {
+                            if (!st.ok()) return done(st);
+                            done(UpsertedSchedule{std::move(s), !existed, /*written=*/true});
+                          });
+      });
+}
+
+void HttpApiRoutes::PutSchedule(HttpApi& api, const HttpRequest& req, const Params& p,
+                                HttpApi::Reply&& done, HttpApi::CallId*) {
+  const TimeMs now = api.backend_.Now();
+  auto s = ParseSchedule(p[0], req.body, api.ctx_.max_job_size, now);
+  if (!s.ok()) return done(BadInput(s.status()));
+  if (Status st = req.caller->Check(Scope::kAdmin, s->topic); !st.ok())
+    return done(StatusReply(st));
+  UpsertSchedule(
+      api.backend_, *std::move(s), now,
+      // Replacing it needs the right on the topic it had too.
+      [caller = *req.caller](const Schedule& old) {
+        return caller.Check(Scope::kAdmin, old.topic);
+      },
+      [&api, done = std::move(done)](Result<UpsertedSchedule> r) {
+        if (!r.ok()) return done(StatusReply(r.status()));
+        if (r->written && api.ctx_.schedules_changed) api.ctx_.schedules_changed();
+        done(HttpReply{r->created ? 201 : 200, ScheduleView(r->schedule, api.backend_.Now()), {}});
       });
 }
 

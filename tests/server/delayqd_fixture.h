@@ -1,6 +1,6 @@
 // The fixture of the black-box tests that speak to one delayqd over HTTP
-// (http_test.cc, push_test.cc, hostile_test.cc, schedule_test.cc,
-// cli_schedule_test.cc): it starts build/delayqd, finds its HTTP port, calls
+// (http_test.cc, push_test.cc, hostile_test.cc, schedule_config_test.cc):
+// it starts build/delayqd, finds its HTTP port, calls
 // it, and at the end of the test stops it and expects a clean exit (a
 // crash or a hang at SIGTERM fails the test that caused it).
 //

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
-#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -17,6 +16,7 @@
 
 #include "delayq/types.h"
 #include "server/delayqd_fixture.h"
+#include "server/schedule_jobs.h"
 #include "temp_dir.h"
 
 namespace delayq::testing {
@@ -25,21 +25,10 @@ namespace {
 using namespace std::chrono_literals;
 
 // The fire times of the jobs schedules put into `topic` (ready or delayed),
-// read from their keys (<schedule>@<fire ms>), in order.
+// in order.
 std::vector<TimeMs> ConfiguredFireTimes(uint16_t port, const std::string& topic) {
-  HttpClient c(port);
   std::vector<TimeMs> out;
-  for (const char* state : {"ready", "delayed"}) {
-    HttpResponse r =
-        c.Call("GET", "/topics/" + topic + "/jobs?state=" + std::string(state) + "&limit=1000");
-    if (r.status != 200) continue;
-    rapidjson::Document d = Json(r.body);
-    for (const auto& j : d["jobs"].GetArray()) {
-      const std::string key = j["key"].GetString();
-      out.push_back(std::stoll(key.substr(key.rfind('@') + 1)));
-    }
-  }
-  std::sort(out.begin(), out.end());
+  for (const Fired& f : JobsOf(port, topic)) out.push_back(f.fire_ms);
   return out;
 }
 
