@@ -1,8 +1,8 @@
 // The fixture of the black-box tests that speak to one delayqd over HTTP
 // (http_test.cc, push_test.cc, hostile_test.cc, schedule_config_test.cc):
-// it starts build/delayqd, finds its HTTP port, calls
-// it, and at the end of the test stops it and expects a clean exit (a
-// crash or a hang at SIGTERM fails the test that caused it).
+// it starts build/delayqd, finds its HTTP port, calls it, and at the end
+// of the test stops it and expects a clean exit (a crash or a hang at
+// SIGTERM fails the test that caused it).
 //
 // The run's environment picks the backend and the transport, as
 // RedisProcess::StartForDelayqd and OverTls read it: with
