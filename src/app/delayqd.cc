@@ -144,6 +144,38 @@ void LogScheduleFailure(std::string_view schedule, const Status& error) {
                CodeName(error.code()), error.message());
 }
 
+// Stores the config file's schedule `s` as a PUT of it would
+// (server::UpsertSchedule) and tells the scheduler when it was written.
+// While the backend cannot answer (Redis away at start), it is tried again
+// every second, the failure logged as a firing's is.
+void ConfigureSchedule(boost::asio::io_context& io, backend::Backend& backend,
+                       delivery::Scheduler& scheduler, delivery::Schedule s) {
+  server::UpsertSchedule(
+      backend, s, backend.Now(),
+      [](const delivery::Schedule&) { return Status::Ok(); },  // the file may replace any
+      [&io, &backend, &scheduler, s](Result<server::UpsertedSchedule> r) {
+        if (r.ok()) {
+          if (r->written) scheduler.Reload();
+          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", s.name,
+                       r->created   ? "new"
+                       : r->written ? "replaced"
+                                    : "unchanged");
+          return;
+        }
+        if (r.status().code() != Code::kUnavailable) {
+          spdlog::error("event=schedule_not_set schedule=\"{}\" code={} error=\"{}\"", s.name,
+                        CodeName(r.status().code()), r.status().message());
+          return;
+        }
+        LogScheduleFailure(s.name, r.status());
+        auto retry = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(1));
+        retry->async_wait(
+            [&io, &backend, &scheduler, s, retry](const boost::system::error_code& ec) {
+              if (!ec) ConfigureSchedule(io, backend, scheduler, s);
+            });
+      });
+}
+
 // Waits for every connection to finish its last reply, then stops the loop.
 void StopWhenIdle(boost::asio::io_context& io, server::BeanstalkServer& srv,
                   server::HttpServer* http, std::shared_ptr<boost::asio::steady_timer> t,
@@ -486,24 +518,8 @@ int main(int argc, char** argv) {
   delivery::Scheduler scheduler(io, backend, clock, so);
   ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
   scheduler.Start();
-  for (delivery::Schedule& s : configured_schedules) {
-    const std::string name = s.name;
-    server::UpsertSchedule(
-        backend, std::move(s), backend.Now(),
-        [](const delivery::Schedule&) { return Status::Ok(); },  // the file may replace any
-        [&scheduler, name](Result<server::UpsertedSchedule> r) {
-          if (!r.ok()) {
-            spdlog::error("event=schedule_not_set schedule=\"{}\" error=\"{}\"", name,
-                          r.status().message());
-            return;
-          }
-          if (r->written) scheduler.Reload();
-          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", name,
-                       r->created   ? "new"
-                       : r->written ? "replaced"
-                                    : "unchanged");
-        });
-  }
+  for (delivery::Schedule& s : configured_schedules)
+    ConfigureSchedule(io, backend, scheduler, std::move(s));
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
