@@ -602,7 +602,7 @@ class BeanstalkClient final : public Client {
   static Failure HttpOnly(std::string_view command) {
     return Failure{Exit::kUsage, std::string(command) +
                                      " needs the HTTP API: the beanstalkd protocol has no such "
-                                     "lookup (use --server http://HOST:PORT)"};
+                                     "command (use --server http://HOST:PORT)"};
   }
 
   static Failure NotHolder(std::string_view command, JobId id) {

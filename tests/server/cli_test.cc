@@ -1377,7 +1377,7 @@ TEST_F(CliBeanstalk, ScheduleNeedsTheHttpApi) {
     EXPECT_EQ(r.exit, 2) << r;
     EXPECT_EQ(r.out, "");
     EXPECT_EQ(r.err,
-              "delayq: schedule needs the HTTP API: the beanstalkd protocol has no such lookup "
+              "delayq: schedule needs the HTTP API: the beanstalkd protocol has no such command "
               "(use --server http://HOST:PORT)\n");
   }
 }
