@@ -332,6 +332,10 @@ class LocalBackend final : public Backend {
   bool writer_failing_ = false;
   Status store_error_;
   store::Journal* journal_;
+  // The journal is synced by the writer, before it takes each group of
+  // batches (`--fsync always`): a batch's replies then wait for the
+  // writer, as without a journal; otherwise they go once it is appended.
+  const bool writer_syncs_journal_;
   std::chrono::milliseconds retry_interval_;
   // Batches not appended to the journal yet (an append failed), in order.
   std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;

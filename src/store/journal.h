@@ -45,7 +45,15 @@ class Journal {
     std::string dir;
     FsyncPolicy fsync = FsyncPolicy::kEverySec;
     uint64_t segment_bytes = uint64_t{32} << 20;
+    // Write zeros ahead of the appends (kPreallocateBytes at a time), so
+    // that the blocks an append writes are already the file's: a sync
+    // then writes the data alone, not a new file size and new blocks too
+    // (the metadata fdatasync must flush when a file grows). For
+    // `--fsync always`, whose every reply waits for a sync.
+    bool preallocate = false;
   };
+  // How far ahead of the appends zeros are written (Options::preallocate).
+  static constexpr uint64_t kPreallocateBytes = uint64_t{1} << 20;
 
   // Starts a journal in options.dir (created if missing) whose first record
   // is `next_lsn`. Segments already there must have been replayed and
@@ -73,13 +81,16 @@ class Journal {
   void ReleaseThrough(uint64_t lsn);
   // The number of the last record appended (0: none yet). Append's thread.
   uint64_t last_lsn() const { return next_lsn_ - 1; }
+  FsyncPolicy fsync() const { return options_.fsync; }
   // Bytes in the journal's files, sealed ones included.
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   // Calls `apply` for every record in `dir` numbered above `after`, in
   // order, and sets *last to the number of the last record (or `after`).
   // A record torn at the very end of the last segment (a crash in the
-  // middle of an append) ends the journal; any other damage, or a gap in
+  // middle of an append: a prefix of it written, and nothing or zeros
+  // after it) ends the journal; zeros after a segment's last record (a
+  // preallocated segment) end that segment; any other damage, or a gap in
   // the numbers, is kCorruption.
   static Status Replay(
       const std::string& dir, uint64_t after,
@@ -95,10 +106,14 @@ class Journal {
   };
   explicit Journal(const Options& options);
   Status OpenSegment(uint64_t first_lsn);  // mu_ held
+  // Writes zeros from the end of the zeroed part to past `end`
+  // (Options::preallocate); a failure leaves the appends to grow the file.
+  void ZeroAhead(uint64_t end);
 
   Options options_;
   int fd_ = -1;               // the open segment; changed under mu_ by Append only
-  uint64_t size_ = 0;         // of the open segment (Append's thread)
+  uint64_t size_ = 0;         // of the open segment's records (Append's thread)
+  uint64_t zeroed_ = 0;       // the open segment's file length (Append's thread)
   uint64_t next_lsn_ = 1;     // Append's thread
   bool cut_pending_ = false;  // a failed append is still to be cut off
   std::string buf_;

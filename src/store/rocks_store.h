@@ -1,11 +1,12 @@
 // The embedded store on RocksDB: column families `jobs`, `due` and `keys`
-// (docs/storage.md). Apply writes one atomic WriteBatch. With kAlways it goes
-// to RocksDB's write-ahead log, synced before Apply returns. With kEverySec
-// and kNo the store keeps a journal (journal()) that the caller appends
-// every batch to before it hands the batch to Apply; RocksDB then writes
-// without its log, its memtables are flushed as a checkpoint when a
+// (docs/storage.md). Apply writes one atomic WriteBatch. The store keeps a
+// journal (journal()) that the caller appends every batch to before it
+// hands the batch to ApplyThrough with the record's number; RocksDB then
+// writes without its log, its memtables are flushed as a checkpoint when a
 // journal segment is sealed, and Open applies the journal's records past
-// the last checkpoint again. Under kEverySec a background thread syncs the
+// the last checkpoint again. Under kAlways ApplyThrough syncs the journal
+// (preallocated) before it returns, and a batch without a record goes to
+// RocksDB's log, synced; under kEverySec a background thread syncs the
 // journal (and RocksDB's log) once a second.
 #ifndef DELAYQ_STORE_ROCKS_STORE_H_
 #define DELAYQ_STORE_ROCKS_STORE_H_
@@ -60,8 +61,7 @@ class RocksStore final : public Store {
   Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
                  const std::function<bool(DueMark)>& visit) override;
 
-  // The journal batches go to before Apply (kEverySec, kNo); nullptr under
-  // kAlways. Owned by the store.
+  // The journal batches go to before Apply. Owned by the store.
   Journal* journal() const { return journal_.get(); }
   // The syncs timed so far, and the size of options.dir's files.
   StoreSample Sample() const override;
@@ -98,8 +98,9 @@ class RocksStore final : public Store {
   JobId max_id_ = 0;
   bool failed_ = false;  // the last write failed: Resume before the next
   std::unique_ptr<Journal> journal_;
-  bool wal_off_ = false;      // writes skip RocksDB's log (a journal holds them)
-  uint64_t journal_lsn_ = 0;  // the last journal record written to RocksDB
+  bool wal_off_ = false;         // writes skip RocksDB's log (a journal holds them)
+  uint64_t journal_lsn_ = 0;     // the last journal record written to RocksDB
+  uint64_t journal_synced_ = 0;  // kAlways: the last journal record ApplyThrough synced
   uint64_t replayed_records_ = 0;
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
