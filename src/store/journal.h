@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "delayq/histogram.h"
 #include "delayq/status.h"
 #include "delayq/types.h"
 #include "store/store.h"
@@ -72,8 +73,13 @@ class Journal {
   Status Append(const std::vector<Mutation>& batch, uint64_t* lsn);
 
   // fdatasyncs what was appended so far, sealed segments and the directory
-  // included (everysec's timer).
+  // included (everysec's timer; under always the writer, before each write
+  // it makes to RocksDB). Any thread.
   Status Sync();
+  // The number of the last record a Sync made durable (0: none). Any thread.
+  uint64_t synced_lsn() const { return synced_lsn_.load(std::memory_order_acquire); }
+  // How long each Sync took (kAlways: the syncs replies wait for).
+  const SharedLatencyHistogram& syncs() const { return syncs_; }
   // Whether a sealed segment waits for a checkpoint to release it.
   bool HasSealed() const;
   // Deletes the sealed segments whose every record is at most `lsn` (the
@@ -118,6 +124,9 @@ class Journal {
   bool cut_pending_ = false;  // a failed append is still to be cut off
   std::string buf_;
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> appended_lsn_{0};  // the last record appended
+  std::atomic<uint64_t> synced_lsn_{0};
+  SharedLatencyHistogram syncs_;
 
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // oldest first; the last is open

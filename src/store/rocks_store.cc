@@ -301,7 +301,10 @@ RocksStore::~RocksStore() {
 
 StoreSample RocksStore::Sample() const {
   StoreSample out;
-  out.sync = syncs_.Snapshot();
+  // Under always the syncs replies wait for are the journal's.
+  out.sync = options_.fsync == FsyncPolicy::kAlways && journal_ != nullptr
+                 ? journal_->syncs().Snapshot()
+                 : syncs_.Snapshot();
   // RocksDB's files and the journal's (its subdirectory); a file that goes
   // meanwhile (a compaction, a released segment) is left out.
   std::error_code ec;
@@ -338,14 +341,10 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   // is what makes them durable (the records of every batch appended since
   // join it), and RocksDB then takes them without its own log, as under
   // everysec.
+  // (The loop thread may have synced them already: LocalBackend.)
   if (options_.fsync == FsyncPolicy::kAlways && journal_ != nullptr &&
-      journal_lsn > journal_synced_) {
-    const auto start = std::chrono::steady_clock::now();
-    if (Status st = journal_->Sync(); !st.ok()) return st;
-    syncs_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count());
-    journal_synced_ = journal_lsn;
+      journal_lsn > journal_->synced_lsn()) {
+    if (Status st = journal_->Sync(); !st.ok()) return st;  // timed by the journal
   }
   // First the net effect of the batch on each job it touches: its image
   // before (from recent_, else read) and after. A job put and deleted in

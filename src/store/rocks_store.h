@@ -98,9 +98,8 @@ class RocksStore final : public Store {
   JobId max_id_ = 0;
   bool failed_ = false;  // the last write failed: Resume before the next
   std::unique_ptr<Journal> journal_;
-  bool wal_off_ = false;         // writes skip RocksDB's log (a journal holds them)
-  uint64_t journal_lsn_ = 0;     // the last journal record written to RocksDB
-  uint64_t journal_synced_ = 0;  // kAlways: the last journal record ApplyThrough synced
+  bool wal_off_ = false;      // writes skip RocksDB's log (a journal holds them)
+  uint64_t journal_lsn_ = 0;  // the last journal record written to RocksDB
   uint64_t replayed_records_ = 0;
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
