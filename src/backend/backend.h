@@ -259,8 +259,24 @@ class Backend {
   // found by its key. Local: the cursor is an object of kind
   // kScheduleCursor, written in the put's batch; Redis: a field of the
   // job's topic's `cursors` hash, moved by the put's own function.
-  virtual void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
-                            Callback<PutResult> done) = 0;
+  //
+  // The cursor's value is "<fire_ms> <revision> <the fire time it held
+  // before>" (a bare "<fire_ms>" was written before firings were made
+  // ahead): `revision` names the schedule's version that made the firing
+  // (no spaces), so that UnfireSchedule takes back only that version's.
+  virtual void FireSchedule(std::string_view schedule, TimeMs fire_ms, std::string_view revision,
+                            const PutRequest& r, Callback<PutResult> done) = 0;
+  // Takes back a firing made ahead of its time (docs/schedules.md, "When a
+  // firing is made") when its schedule changed since: in one atomic step,
+  // if the cursor of `schedule` in `topic` says the firing at `fire_ms` was
+  // made by `revision`, that time has not come, and the job with `key` in
+  // `topic` is still delayed, deletes the job and gives the cursor back
+  // the fire time it held before. Answers whether it did; false (and no
+  // change) otherwise, which is no error: another instance took it back,
+  // or the job is due or was deleted already.
+  virtual void UnfireSchedule(std::string_view schedule, std::string_view topic, TimeMs fire_ms,
+                              std::string_view revision, std::string_view key,
+                              Callback<bool> done) = 0;
 
   // Epoch milliseconds as the backend sees them (for stats and replies).
   virtual TimeMs Now() const = 0;

@@ -114,9 +114,13 @@ class ForwardingBackend : public Backend {
   void ObjectsVersion(ObjectKind k, Callback<uint64_t> d) override {
     b_.ObjectsVersion(k, std::move(d));
   }
-  void FireSchedule(std::string_view n, TimeMs at, const PutRequest& r,
+  void FireSchedule(std::string_view n, TimeMs at, std::string_view rev, const PutRequest& r,
                     Callback<PutResult> d) override {
-    b_.FireSchedule(n, at, r, std::move(d));
+    b_.FireSchedule(n, at, rev, r, std::move(d));
+  }
+  void UnfireSchedule(std::string_view n, std::string_view topic, TimeMs at, std::string_view rev,
+                      std::string_view key, Callback<bool> d) override {
+    b_.UnfireSchedule(n, topic, at, rev, key, std::move(d));
   }
   TimeMs Now() const override { return b_.Now(); }
   bool RepliesWaitForStore() const override { return b_.RepliesWaitForStore(); }

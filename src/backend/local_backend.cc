@@ -24,6 +24,8 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       store_(options.store),
       on_store_health_(options.on_store_health),
       journal_(options.store != nullptr ? options.journal : nullptr),
+      writer_syncs_journal_(journal_ != nullptr &&
+                            journal_->fsync() == store::FsyncPolicy::kAlways),
       retry_interval_(options.store_retry_interval),
       journal_retry_timer_(io),
       max_unwritten_bytes_(options.journal_max_unwritten_bytes),
@@ -40,7 +42,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
           ++store_completions_;
           // The write that worked took every batch kept since the failure
           // (all settled ones, failed, come before this in the loop's queue).
-          if (ok && journal_ == nullptr) {
+          if (ok && (journal_ == nullptr || writer_syncs_journal_)) {
             PutsDurableThrough(settled_seq_);
             ForgetWritten(settled_seq_);
           }
@@ -48,7 +50,8 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
         });
       },
       options.store_retry_interval, std::chrono::seconds(1),
-      journal_ != nullptr ? options.journal_batch_window : std::chrono::milliseconds(0));
+      journal_ != nullptr && !writer_syncs_journal_ ? options.journal_batch_window
+                                                    : std::chrono::milliseconds(0));
   if (horizon_on()) {
     engine_.SetHorizon(Now() + horizon_ms_);
     ArmHorizonTimer(false);

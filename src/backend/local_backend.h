@@ -147,8 +147,11 @@ class LocalBackend final : public Backend {
   void DeleteObject(ObjectKind kind, std::string_view name, Done done) override;
   void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
   void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
-  void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
-                    Callback<PutResult> done) override;
+  void FireSchedule(std::string_view schedule, TimeMs fire_ms, std::string_view revision,
+                    const PutRequest& r, Callback<PutResult> done) override;
+  void UnfireSchedule(std::string_view schedule, std::string_view topic, TimeMs fire_ms,
+                      std::string_view revision, std::string_view key,
+                      Callback<bool> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
   // The engine's ticks: microseconds.
@@ -329,6 +332,10 @@ class LocalBackend final : public Backend {
   bool writer_failing_ = false;
   Status store_error_;
   store::Journal* journal_;
+  // The journal is synced by the writer, before it takes each group of
+  // batches (`--fsync always`): a batch's replies then wait for the
+  // writer, as without a journal; otherwise they go once it is appended.
+  const bool writer_syncs_journal_;
   std::chrono::milliseconds retry_interval_;
   // Batches not appended to the journal yet (an append failed), in order.
   std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;

@@ -222,7 +222,7 @@ TEST_F(LocalBackendStoreTest, AFiringPutsItsJobOnceAcrossARestart) {
     std::string key = "nightly@" + std::to_string(at);
     r.key = key;
     std::optional<Result<PutResult>> got;
-    b.FireSchedule("nightly", at, r, [&](Result<PutResult> res) { got = std::move(res); });
+    b.FireSchedule("nightly", at, "r1", r, [&](Result<PutResult> res) { got = std::move(res); });
     EXPECT_TRUE(RunUntil([&] { return got.has_value(); }));
     return got.value_or(Status::Internal("no reply"));
   };
@@ -243,6 +243,49 @@ TEST_F(LocalBackendStoreTest, AFiringPutsItsJobOnceAcrossARestart) {
   ASSERT_TRUE(next.ok());
   EXPECT_TRUE(next->created);
   EXPECT_EQ(mem.size(), 2u);
+}
+
+// A firing made ahead is taken back only by the revision that made it,
+// only before its time, in one batch with the cursor's step back, which a
+// restart keeps: the firing can then be made again.
+TEST_F(LocalBackendStoreTest, AFiringMadeAheadIsTakenBackByItsRevision) {
+  store::MemStore mem;
+  const TimeMs at = clock_.Now() + 600'000;
+  const std::string key = "nightly@" + std::to_string(at);
+  auto fire = [&](LocalBackend& b, std::string_view rev) {
+    PutRequest r = Req("tick");
+    r.topic = "reports";
+    r.key = key;
+    r.run_at = at;
+    std::optional<Result<PutResult>> got;
+    b.FireSchedule("nightly", at, rev, r, [&](Result<PutResult> res) { got = std::move(res); });
+    EXPECT_TRUE(RunUntil([&] { return got.has_value(); }));
+    return got.value_or(Status::Internal("no reply"));
+  };
+  auto unfire = [&](LocalBackend& b, TimeMs when, std::string_view rev) {
+    std::optional<Result<bool>> got;
+    b.UnfireSchedule("nightly", "reports", when, rev, key,
+                     [&](Result<bool> res) { got = std::move(res); });
+    EXPECT_TRUE(RunUntil([&] { return got.has_value(); }));
+    // 1: taken back, 0: not, -1: an error or no reply.
+    return got && got->ok() ? int{**got} : -1;
+  };
+  {
+    auto b = Make(&mem);
+    ASSERT_TRUE(fire(*b, "r1").ok());
+    EXPECT_EQ(unfire(*b, at, "r0"), 0) << "another revision's";
+    EXPECT_EQ(unfire(*b, at + 1, "r1"), 0) << "another firing";
+    uint64_t applies = mem.applies();
+    EXPECT_EQ(unfire(*b, at, "r1"), 1);
+    EXPECT_EQ(mem.applies(), applies + 1) << "the delete and the cursor in one batch";
+    EXPECT_EQ(unfire(*b, at, "r1"), 0) << "taken back twice";
+  }
+  auto b = Make(&mem);
+  ASSERT_TRUE(b->Recover(nullptr, 1).ok());
+  EXPECT_EQ(mem.size(), 0u) << "the job is gone, and no cursor is left";
+  auto again = fire(*b, "r2");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->created);
 }
 
 // While the store refuses writes, objects are refused too (nothing changes).

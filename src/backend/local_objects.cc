@@ -3,6 +3,8 @@
 // batches like the engine's mutations, so that a reply waits for the same
 // durability as a put's, and an object's change and a job's made in one
 // turn are written all or none.
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 
 #include "backend/local_backend.h"
@@ -56,13 +58,41 @@ void LocalBackend::ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) {
   done(object_versions_[static_cast<size_t>(kind)]);
 }
 
-void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+namespace {
+
+// A schedule's cursor as stored: "<fire_ms> <revision> <before>", or a
+// bare "<fire_ms>" (backend.h, FireSchedule).
+struct Cursor {
+  TimeMs at = -1;
+  std::string_view revision;
+  TimeMs before = -1;
+};
+
+Cursor ParseCursor(std::string_view v) {
+  Cursor c;
+  const char* p = v.data();
+  const char* end = p + v.size();
+  auto [a, ea] = std::from_chars(p, end, c.at);
+  if (ea != std::errc()) return Cursor{};
+  if (a == end || *a != ' ') return c;
+  const char* rev = a + 1;
+  const char* sp = std::find(rev, end, ' ');
+  c.revision = std::string_view(rev, static_cast<size_t>(sp - rev));
+  if (sp != end) std::from_chars(sp + 1, end, c.before);
+  return c;
+}
+
+}  // namespace
+
+void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms,
+                                std::string_view revision, const PutRequest& r,
                                 Callback<PutResult> done) {
   if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
   if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
+  TimeMs last = -1;
   auto cursor = objects_.find(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)});
   if (cursor != objects_.end()) {
-    TimeMs last = std::strtoll(cursor->second.c_str(), nullptr, 10);
+    last = ParseCursor(cursor->second).at;
     if (last >= fire_ms)
       return done(Status::Conflict("schedule " + std::string(schedule) + " fired at " +
                                    std::to_string(fire_ms) + " already"));
@@ -72,10 +102,46 @@ void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const
   if (res.ok()) {
     // The put's mutations are taken first: the cursor joins the same batch.
     std::string at = std::to_string(fire_ms);
+    at += ' ';
+    at += revision;
+    at += ' ';
+    at += std::to_string(last);
     objects_.insert_or_assign(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)}, at);
     RecordObject(Mutation::Kind::kPutObject, ObjectKind::kScheduleCursor, schedule, at);
   }
   FinishChange<PutResult>(Op::kPut, 0, std::move(res), std::move(done));
+}
+
+void LocalBackend::UnfireSchedule(std::string_view schedule, std::string_view topic, TimeMs fire_ms,
+                                  std::string_view revision, std::string_view key,
+                                  Callback<bool> done) {
+  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
+  if (Status w = Admit(Op::kDeleteKey); !w.ok()) return done(std::move(w));
+  auto cursor = objects_.find(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)});
+  if (cursor == objects_.end()) return done(false);
+  const Cursor c = ParseCursor(cursor->second);
+  if (c.at != fire_ms || c.revision != revision || revision.empty() || Now() >= fire_ms)
+    return done(false);
+  if (Status w = WarmKey(topic, key); !w.ok()) return done(std::move(w));
+  const TimeUs now = EngineNow();
+  auto job = engine_.PeekByKey(now, topic, key);
+  if (!job.ok() || job->state != JobState::kDelayed) return done(false);
+  Result<JobChange> gone = engine_.DeleteByKey(now, Holder(), topic, key);
+  if (!gone.ok()) return done(false);
+  // The delete's mutations are taken first: the cursor joins its batch.
+  if (c.before < 0) {
+    objects_.erase(cursor);
+    RecordObject(Mutation::Kind::kDeleteObject, ObjectKind::kScheduleCursor, schedule, {});
+  } else {
+    std::string before = std::to_string(c.before);
+    cursor->second = before;
+    RecordObject(Mutation::Kind::kPutObject, ObjectKind::kScheduleCursor, schedule, before);
+  }
+  FinishChange<JobChange>(Op::kDeleteKey, 0, std::move(gone),
+                          [done = std::move(done)](Result<JobChange> r) {
+                            if (!r.ok()) return done(r.status());
+                            done(true);
+                          });
 }
 
 }  // namespace delayq::backend

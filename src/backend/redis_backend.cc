@@ -411,19 +411,34 @@ void RedisBackend::Forget(JobId id) {
 // ---- producing -------------------------------------------------------------
 
 void RedisBackend::Put(SessionId sid, const PutRequest& r, Callback<PutResult> done) {
-  PutOrFire(sid, r, nullptr, 0, std::move(done));
+  PutOrFire(sid, r, nullptr, std::move(done));
 }
 
-void RedisBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
+void RedisBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms,
+                                std::string_view revision, const PutRequest& r,
                                 Callback<PutResult> done) {
   if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
   if (r.topic.empty()) return done(Status::InvalidArgument("a firing names its topic"));
-  std::string name(schedule);
-  PutOrFire(0, r, &name, fire_ms, std::move(done));
+  const Firing firing{std::string(schedule), fire_ms, std::string(revision)};
+  PutOrFire(0, r, &firing, std::move(done));
 }
 
-void RedisBackend::PutOrFire(SessionId sid, const PutRequest& r, const std::string* schedule,
-                             TimeMs fire_ms, Callback<PutResult> done) {
+void RedisBackend::UnfireSchedule(std::string_view schedule, std::string_view topic, TimeMs fire_ms,
+                                  std::string_view revision, std::string_view key,
+                                  Callback<bool> done) {
+  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
+  // (A name the functions cannot take names no topic: nothing to take back.)
+  if (key.empty() || revision.empty() || !IsValidTopicName(topic)) return done(false);
+  Run(Script::kUnfire, GetTopic(std::string(topic)),
+      {schedule, std::to_string(fire_ms), revision, key},
+      [done = std::move(done)](Status st, const redisReply* r) {
+        if (!st.ok()) return done(st);
+        done(Int(r) == 1);
+      });
+}
+
+void RedisBackend::PutOrFire(SessionId sid, const PutRequest& r, const Firing* firing,
+                             Callback<PutResult> done) {
   done = Guard(sid, std::move(done));
   if (r.body.size() > options_.max_job_size)
     return done(Status::JobTooBig("job body exceeds the maximum size"));
@@ -467,9 +482,10 @@ void RedisBackend::PutOrFire(SessionId sid, const PutRequest& r, const std::stri
               ttr = std::to_string(r.ttr_ms);
   std::string run_at = r.run_at ? std::to_string(*r.run_at) : std::string();
   std::string max_tries = std::to_string(r.max_tries);
-  std::string fire_at = std::to_string(fire_ms);
-  const std::string_view all[] = {schedule != nullptr ? std::string_view(*schedule) : "",
+  std::string fire_at = firing != nullptr ? std::to_string(firing->at) : std::string();
+  const std::string_view all[] = {firing != nullptr ? std::string_view(firing->schedule) : "",
                                   fire_at,
+                                  firing != nullptr ? std::string_view(firing->revision) : "",
                                   r.body,
                                   pri,
                                   delay,
@@ -479,12 +495,12 @@ void RedisBackend::PutOrFire(SessionId sid, const PutRequest& r, const std::stri
                                   max_tries,
                                   backoff,
                                   "1"};
-  // A firing (dq_fire) takes the schedule and the fire time before the
-  // put's arguments.
+  // A firing (dq_fire) takes the schedule, the fire time and the
+  // revision before the put's arguments.
   std::span<const std::string_view> args =
-      schedule != nullptr ? std::span<const std::string_view>(all, 6 + optional)
-                          : std::span<const std::string_view>(all + 2, 4 + optional);
-  Topic::Call call{schedule != nullptr ? Script::kFire : Script::kPut, args.size(), RespArgs(args),
+      firing != nullptr ? std::span<const std::string_view>(all, 7 + optional)
+                        : std::span<const std::string_view>(all + 3, 4 + optional);
+  Topic::Call call{firing != nullptr ? Script::kFire : Script::kPut, args.size(), RespArgs(args),
                    nullptr};
   Topic& t = GetTopic(name);
   Topic* tp = &t;

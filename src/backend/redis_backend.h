@@ -162,8 +162,11 @@ class RedisBackend final : public Backend {
   void ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) override;
   void ObjectsVersion(ObjectKind kind, Callback<uint64_t> done) override;
   // One dq_fire: the cursor lives in the job's topic's slot (dq:{T}:cursors).
-  void FireSchedule(std::string_view schedule, TimeMs fire_ms, const PutRequest& r,
-                    Callback<PutResult> done) override;
+  void FireSchedule(std::string_view schedule, TimeMs fire_ms, std::string_view revision,
+                    const PutRequest& r, Callback<PutResult> done) override;
+  void UnfireSchedule(std::string_view schedule, std::string_view topic, TimeMs fire_ms,
+                      std::string_view revision, std::string_view key,
+                      Callback<bool> done) override;
 
   TimeMs Now() const override { return clock_.Now(); }
 
@@ -238,8 +241,14 @@ class RedisBackend final : public Backend {
   };
   using ReplyFn = std::function<void(Status, const redisReply*)>;
 
-  // Put, or with a schedule FireSchedule's dq_fire of that firing.
-  void PutOrFire(SessionId sid, const PutRequest& r, const std::string* schedule, TimeMs fire_ms,
+  // A schedule's firing (FireSchedule).
+  struct Firing {
+    std::string schedule;
+    TimeMs at;
+    std::string revision;
+  };
+  // Put, or with a firing FireSchedule's dq_fire of it.
+  void PutOrFire(SessionId sid, const PutRequest& r, const Firing* firing,
                  Callback<PutResult> done);
   Topic& GetTopic(const std::string& name);
   // kResourceExhausted when `name` would be one topic more than

@@ -24,7 +24,7 @@ constexpr ScriptInfo kScripts[] = {
     {"dq_stats_job", 's'}, {"dq_stats_topic", 'S'}, {"dq_pause", 'z'},  {"dq_clear", 'c'},
     {"dq_tick", 'i'},      {"dq_retire", 'q'},      {"dq_batch", '\0'}, {"dq_register", '\0'},
     {"dq_finish", 'f'},    {"dq_named", '\0'},      {"dq_list", 'L'},   {"dq_fire", 'F'},
-    {"dq_object", '\0'},
+    {"dq_object", '\0'},   {"dq_unfire", 'U'},
 };
 static_assert(std::size(kScripts) == kScriptCount, "one entry per Script");
 

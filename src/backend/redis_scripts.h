@@ -60,10 +60,13 @@ enum class Script : size_t {
                 //     {more 0|1, job...}, each job as kPeek answers it (docs/redis-backend.md,
                 //     "Browsing jobs"); a member of another incarnation (args[2]) starts at
                 //     the beginning or answers none, as the order puts it
-  kFire,        // schedule, fire_ms, then kPut's arguments -> kPut's answer | '!f': that firing,
+  kFire,        // schedule, fire_ms, revision, then kPut's arguments -> kPut's answer | '!f': that
+                // firing,
                 //     or a later one, was made (the cursor, dq:{T}:cursors, moves with the put)
   kObject,      // (keys: the kind's hash, the versions hash) 's'|'d', kind, name[, value] -> 1 |
                 //     0: a named object set or deleted (0: a delete found none)
+  kUnfire,      // schedule, fire_ms, revision, key -> 1|0: a firing made ahead taken back
+                //     (Backend::UnfireSchedule)
   kCount
 };
 

@@ -127,17 +127,7 @@ struct PushClient::Callbacks {
   }
 
   static int OnTimer(CURLM*, long timeout_ms, void* self) {
-    auto* c = static_cast<PushClient*>(self);
-    if (timeout_ms < 0) {
-      c->timer_.cancel();
-      return 0;
-    }
-    c->timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-    std::weak_ptr<bool> alive = c->alive_;
-    c->timer_.async_wait([c, alive](const boost::system::error_code& ec) {
-      if (ec || alive.expired()) return;
-      c->Action(CURL_SOCKET_TIMEOUT, 0);
-    });
+    static_cast<PushClient*>(self)->SetTimer(timeout_ms);
     return 0;
   }
 
@@ -237,6 +227,7 @@ PushClient::~PushClient() {
   for (auto& [easy, call] : calls_) curl_multi_remove_handle(multi_, easy);
   calls_.clear();
   timer_.cancel();
+  for (CURL* e : spare_) curl_easy_cleanup(e);
   curl_multi_cleanup(multi_);       // closes the cached connections (CloseSocket)
   for (auto& [fd, s] : sockets_) {  // any left: not ours to close
     boost::system::error_code ignored;
@@ -251,7 +242,13 @@ void PushClient::Send(PushRequest request, std::function<void(PushResponse)> don
   call->request = std::move(request);
   call->done = std::move(done);
   call->start = std::chrono::steady_clock::now();
-  CURL* e = curl_easy_init();
+  CURL* e = nullptr;
+  if (!spare_.empty()) {
+    e = spare_.back();
+    spare_.pop_back();
+  } else {
+    e = curl_easy_init();
+  }
   if (e == nullptr) return FailLater(std::move(call->done), "curl_easy_init failed");
   call->easy = e;
   const PushRequest& r = call->request;
@@ -314,6 +311,37 @@ void PushClient::FailLater(std::function<void(PushResponse)> done, std::string w
     r.failure = PushFailure::kProtocol;
     r.error = why;
     done(std::move(r));
+  });
+}
+
+// curl names its next timeout with nearly every step of a transfer, and
+// each move of an Asio timer is a timerfd_settime system call (9% of
+// delayqd's time pushing to one keep-alive receiver). So "now" (0) is a
+// post to the loop, "none" (-1) leaves the timer as it is, and a timeout
+// only moves the timer earlier. A wake-up before curl's time is harmless:
+// told of it, curl finds nothing due and names its next timeout, for which
+// the timer is armed again.
+void PushClient::SetTimer(long timeout_ms) {
+  if (timeout_ms < 0) return;
+  std::weak_ptr<bool> alive = alive_;
+  if (timeout_ms == 0) {
+    if (timeout_posted_) return;
+    timeout_posted_ = true;
+    boost::asio::post(io_, [this, alive] {
+      if (alive.expired()) return;
+      timeout_posted_ = false;
+      Action(CURL_SOCKET_TIMEOUT, 0);
+    });
+    return;
+  }
+  const auto at = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (timer_at_ && *timer_at_ <= at) return;
+  timer_at_ = at;
+  timer_.expires_at(at);  // a wait pending ends as aborted
+  timer_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    timer_at_.reset();
+    Action(CURL_SOCKET_TIMEOUT, 0);
   });
 }
 
@@ -418,6 +446,11 @@ void PushClient::Finish() {
     }
     std::function<void(PushResponse)> done = std::move(call->done);
     PushResponse out = std::move(r);
+    if (spare_.size() < kSpareHandles) {
+      curl_easy_reset(e);  // every option goes; connections stay in the multi's cache
+      spare_.push_back(e);
+      call->easy = nullptr;
+    }
     call.reset();
     done(std::move(out));  // may Send again
   }

@@ -93,11 +93,21 @@ class PushClient {
   void Action(int fd, int events);
   void FailLater(std::function<void(PushResponse)> done, std::string why);
   void Finish();
+  // curl's timer (CURLMOPT_TIMERFUNCTION): due in `timeout_ms`.
+  void SetTimer(long timeout_ms);
+
+  // Easy handles of finished requests, reset, for the next ones (each
+  // curl_easy_init allocates and sets up several kilobytes).
+  static constexpr size_t kSpareHandles = 256;
 
   boost::asio::io_context& io_;
   Options options_;
   CURLM* multi_ = nullptr;
   boost::asio::steady_timer timer_;
+  // When timer_ is armed to end (only ever moved earlier: SetTimer).
+  std::optional<std::chrono::steady_clock::time_point> timer_at_;
+  bool timeout_posted_ = false;                   // a "time out now" is posted to the loop
+  std::vector<void*> spare_;                      // CURL*
   std::map<void*, std::unique_ptr<Call>> calls_;  // by easy handle
   std::map<int, std::shared_ptr<Socket>> sockets_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

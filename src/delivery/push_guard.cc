@@ -36,6 +36,19 @@ void PushGuard::Put(SessionId s, const PutRequest& r, backend::Callback<PutResul
   inner_.Put(s, longer, std::move(done));
 }
 
+void PushGuard::ReserveJob(SessionId s, JobId id, backend::JobsDone done) {
+  if (targets_.all().empty()) return inner_.ReserveJob(s, id, std::move(done));
+  std::weak_ptr<bool> alive = alive_;
+  inner_.StatsJob(id, [this, alive, s, id, done = std::move(done)](Result<JobStats> st) mutable {
+    if (alive.expired()) return;
+    if (st.ok() && targets_.IsPushTopic(st->topic))
+      return done(Status::NotFound("job " + std::to_string(id) + " is in push topic '" + st->topic +
+                                   "': its target alone takes it"),
+                  {});
+    inner_.ReserveJob(s, id, std::move(done));
+  });
+}
+
 void PushGuard::Reserve(const ReserveRequest& r, backend::JobsDone done) {
   held_.erase(r.session);
   // No push topic: nothing to look at (a reserve's cost stays as it was).

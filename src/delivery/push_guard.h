@@ -14,6 +14,10 @@
 //   cancelled; if the last of those topics stops being a push topic, the
 //   reserve goes on as asked. (HTTP reserves of a push topic are refused
 //   before they come here: server/http_api.cc.)
+// - A reserve of one job by its id (beanstalkd's `reserve-job`) of a push
+//   topic is answered as if there were no such job: the job's topic is
+//   looked up first (one more backend call, made only while some topic
+//   pushes).
 // - A put to a push topic gets a TTR of at least the target's timeout plus
 //   kPushTtrMarginMs, so a reservation outlives its request.
 //
@@ -44,6 +48,7 @@ class PushGuard : public backend::ForwardingBackend {
   void CloseSession(SessionId s) override;
   void Put(SessionId s, const PutRequest& r, backend::Callback<PutResult> done) override;
   void Reserve(const ReserveRequest& r, backend::JobsDone done) override;
+  void ReserveJob(SessionId s, JobId id, backend::JobsDone done) override;
   void CancelReserve(SessionId s) override;
 
  private:

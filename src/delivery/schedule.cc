@@ -7,6 +7,8 @@
 #include <rapidjson/writer.h>
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <exception>
 
 #include "delayq/duration.h"
@@ -76,6 +78,17 @@ std::string FiringKey(std::string_view schedule, TimeMs fire_ms) {
   key += '@';
   key += std::to_string(fire_ms);
   return key;
+}
+
+std::string ScheduleRevision(std::string_view stored) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : stored) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016" PRIx64, h);
+  return std::string(out, 16);
 }
 
 std::string ScheduleToJson(const Schedule& s) {

@@ -69,6 +69,12 @@ delayq::Status CheckScheduleName(std::string_view name);
 // found and cancelled by key, and one firing never puts two jobs.
 std::string FiringKey(std::string_view schedule, TimeMs fire_ms);
 
+// A schedule's revision: 16 hex digits of a 64-bit FNV-1a hash of its
+// stored value, the same in every instance and version, that names the
+// version of a schedule that made a firing (Backend::FireSchedule), so
+// that a firing made ahead by a version since changed is taken back.
+std::string ScheduleRevision(std::string_view stored);
+
 // The stored value (and the API's view): a JSON object with name, cron, tz,
 // topic, job {body | body_base64, priority, ttr_ms, delay_ms, max_tries,
 // backoff}, start_ms, end_ms, missed, paused, anchor_ms.

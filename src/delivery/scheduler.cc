@@ -83,6 +83,7 @@ void Scheduler::Apply(std::vector<StoredObject> objects) {
     auto old = entries_.find(o.name);
     if (old != entries_.end() && old->second.value == o.value) {
       next.emplace(o.name, std::move(old->second));  // unchanged: keeps its plan
+      entries_.erase(old);
       continue;
     }
     auto s = ScheduleFromJson(o.value);
@@ -94,6 +95,7 @@ void Scheduler::Apply(std::vector<StoredObject> objects) {
     Entry e;
     s->name = o.name;
     e.schedule = std::make_shared<const Schedule>(std::move(s).value());
+    e.revision = ScheduleRevision(o.value);
     e.value = std::move(o.value);
     e.times = std::make_shared<const FireTimes>(std::move(times).value());
     TimeMs after = now - 1;  // a fire time of this very millisecond is due
@@ -105,22 +107,37 @@ void Scheduler::Apply(std::vector<StoredObject> objects) {
     }
     auto [it, fresh] = next.emplace(o.name, std::move(e));
     (void)fresh;
-    Plan(it->second, after);
+    Plan(it->second, after, kNever);
   }
+  // What is left of the old entries changed, was paused or is gone: the
+  // firing each made ahead is taken back, before the new version makes
+  // its own (the same backend, in this order).
+  for (auto& [name, old] : entries_) Unfire(name, old);
   entries_ = std::move(next);
   loaded_ = true;
   stats_.schedules = entries_.size();
   ArmTimer();
 }
 
-void Scheduler::Plan(Entry& e, TimeMs after) {
+void Scheduler::Plan(Entry& e, TimeMs after, TimeMs previous) {
   e.gen = next_gen_++;
   e.next = kNever;
   if (e.schedule->paused) return;
   std::optional<TimeMs> t = e.times->Next(after);
   if (!t) return;
   e.next = *t;
-  heap_.push(Due{*t, e.gen, e.schedule->name});
+  // Made `lead_ms` ahead, or half the interval since the previous firing
+  // when that is less: the previous firing's time has come before the
+  // next is made, so one firing at a time is ahead of its time.
+  TimeMs lead = options_.lead_ms;
+  if (lead > 0) {
+    if (previous == kNever) {
+      auto last = e.times->LastAtOrBefore(*t - 1, *t - 2 * lead);
+      previous = last ? *last : *t - 2 * lead;
+    }
+    lead = std::min(lead, (*t - previous) / 2);
+  }
+  heap_.push(Due{*t - std::max<TimeMs>(lead, 0), *t, e.gen, e.schedule->name});
 }
 
 void Scheduler::ArmTimer() {
@@ -150,18 +167,33 @@ void Scheduler::ArmTimer() {
 
 void Scheduler::OnTimer() {
   const TimeMs now = clock_.Now();
-  // Every firing due by now, soonest first; never one whose time has not
-  // come (the timer may wake a moment early by the epoch clock).
+  // Every firing to be made by now, soonest first (the timer may wake a
+  // moment early by the epoch clock: none is made before its make time).
   while (!heap_.empty() && heap_.top().at <= now) {
     Due d = heap_.top();
     heap_.pop();
     auto it = entries_.find(d.name);
     if (it == entries_.end() || it->second.gen != d.gen) continue;
     Entry& e = it->second;
-    Fire(d.name, d.at, e.gen);
-    Plan(e, d.at);
+    Fire(d.name, d.fire, e.gen);
+    e.ahead = d.fire;
+    Plan(e, d.fire, d.fire);
   }
   ArmTimer();
+}
+
+void Scheduler::Unfire(const std::string& name, const Entry& old) {
+  if (old.ahead == kNever || old.ahead <= clock_.Now()) return;
+  std::weak_ptr<bool> alive = alive_;
+  backend_.UnfireSchedule(name, old.schedule->topic, old.ahead, old.revision,
+                          FiringKey(name, old.ahead), [this, alive, name](Result<bool> r) {
+                            if (alive.expired()) return;
+                            if (!r.ok()) {
+                              if (options_.on_error) options_.on_error(name, r.status());
+                              return;
+                            }
+                            if (*r) stats_.unfired++;
+                          });
 }
 
 void Scheduler::Fire(const std::string& name, TimeMs at, uint64_t gen) {
@@ -174,7 +206,8 @@ void Scheduler::Fire(const std::string& name, TimeMs at, uint64_t gen) {
   PutRequest r = FiringRequest(*schedule, at, *key);
   std::weak_ptr<bool> alive = alive_;
   backend_.FireSchedule(
-      name, at, r, [this, alive, schedule, key, name, at, gen](Result<PutResult> res) {
+      name, at, it->second.revision, r,
+      [this, alive, schedule, key, name, at, gen](Result<PutResult> res) {
         if (alive.expired()) return;
         if (res.ok()) {
           stats_.made++;

@@ -3,9 +3,19 @@
 // each firing's job through Backend::FireSchedule, which makes a firing
 // once however many instances run it and however often they restart.
 //
-// A heap of next fire times and one Asio timer armed at its top: a firing
-// is made when the clock reaches its time (never before), the next fire
-// time of its schedule pushed. Every instance runs every schedule; the
+// A firing is made ahead of its time (docs/schedules.md, "When a firing is
+// made"): its job is put `lead_ms` before the fire time (at most half the
+// interval since the schedule's previous firing, so that one firing is
+// ahead at a time), delayed until the fire time, when the backend's timer
+// makes it ready as it does any delayed job. So 10,000 schedules that fire
+// at the same second put their jobs before it, and the jobs become ready
+// at it, not one put after another from it. When a schedule changes, is
+// paused or deleted, the firing its old version made ahead is taken back
+// (Backend::UnfireSchedule) if its time has not come.
+//
+// A heap of the times firings are to be made and one Asio timer armed at
+// its top: a firing is made when the clock reaches its make time, the next
+// firing of its schedule pushed. Every instance runs every schedule; the
 // schedules are listed again when their kind's version moves (polled every
 // `poll_ms`, and at once after Reload, as after a change made through this
 // instance).
@@ -42,7 +52,10 @@ struct SchedulerStats {
   uint64_t made = 0;       // firings whose job this instance put
   uint64_t elsewhere = 0;  // firings another instance (or a past run) made
   uint64_t failed = 0;     // puts that failed (retried a second later)
-  // Microseconds from each made firing's fire time to its put's reply.
+  uint64_t unfired = 0;    // firings made ahead taken back by this instance
+  // Microseconds from each made firing's fire time to its put's reply
+  // (0 when the reply came before the fire time, as it does when made
+  // ahead).
   LatencyHistogram lateness;
 };
 
@@ -50,6 +63,9 @@ class Scheduler {
  public:
   struct Options {
     TimeMs poll_ms = 1000;
+    // How long before its fire time a firing's job is put (at most half
+    // the interval since the previous firing); 0: at the fire time.
+    TimeMs lead_ms = 1000;
     // How far back `missed: one` looks for a firing missed while no
     // instance ran.
     TimeMs missed_lookback_ms = TimeMs{366} * 24 * 3600 * 1000;
@@ -59,7 +75,8 @@ class Scheduler {
     // schedule that cannot be read), for the log; the scheduler goes on.
     std::function<void(std::string_view schedule, const delayq::Status& error)> on_error;
     // Told of every firing this instance made: its fire time and how late
-    // (µs) its put was acknowledged (bench/schedule_bench.cc).
+    // (µs) after it its put was acknowledged, 0 if before
+    // (bench/schedule_bench.cc).
     std::function<void(TimeMs fire_ms, int64_t late_us)> on_made;
   };
   // `backend` and `clock` must outlive the scheduler.
@@ -87,13 +104,16 @@ class Scheduler {
   struct Entry {
     // Shared with the firings in flight: a firing copies no schedule.
     std::shared_ptr<const Schedule> schedule;
-    std::string value;  // as stored: a change is a different value
+    std::string value;     // as stored: a change is a different value
+    std::string revision;  // ScheduleRevision(value)
     std::shared_ptr<const FireTimes> times;
-    TimeMs next = kNever;
-    uint64_t gen = 0;  // heap entries of older generations are stale
+    TimeMs next = kNever;   // the next firing to make
+    TimeMs ahead = kNever;  // the last firing made (its time may be to come)
+    uint64_t gen = 0;       // heap entries of older generations are stale
   };
   struct Due {
-    TimeMs at;
+    TimeMs at;    // when the firing is made (its job put)
+    TimeMs fire;  // its fire time
     uint64_t gen;
     std::string name;
     bool operator>(const Due& o) const { return at > o.at; }
@@ -101,11 +121,15 @@ class Scheduler {
   void Poll();
   void List();
   void Apply(std::vector<StoredObject> objects);
-  // Sets the entry's next fire time after `after` and pushes it.
-  void Plan(Entry& e, TimeMs after);
+  // Sets the entry's next fire time after `after` and pushes it, to be
+  // made ahead of it; `previous`: the firing before it (kNever: unknown).
+  void Plan(Entry& e, TimeMs after, TimeMs previous);
   void ArmTimer();
   void OnTimer();
   void Fire(const std::string& name, TimeMs at, uint64_t gen);
+  // Takes back the firing an old version of a schedule made ahead, if its
+  // time has not come.
+  void Unfire(const std::string& name, const Entry& old);
 
   boost::asio::io_context& io_;
   backend::Backend& backend_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -103,17 +104,25 @@ Status Errno(const std::string& what) {
   return Status::Unavailable(msg);
 }
 
-Status WriteAll(int fd, const char* data, size_t n) {
+Status WriteAll(int fd, const char* data, size_t n, uint64_t at) {
   while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
+    ssize_t w = ::pwrite(fd, data, n, static_cast<off_t>(at));
     if (w < 0) {
       if (errno == EINTR) continue;
       return Errno("appending to the journal");
     }
     data += w;
+    at += static_cast<uint64_t>(w);
     n -= static_cast<size_t>(w);
   }
   return Status::Ok();
+}
+
+// Whether every byte of `s` from `from` on is zero (none: true).
+bool ZerosFrom(std::string_view s, size_t from) {
+  if (from >= s.size()) return true;
+  return std::all_of(s.begin() + static_cast<ptrdiff_t>(from), s.end(),
+                     [](char c) { return c == '\0'; });
 }
 
 Status SyncDir(const std::string& dir) {
@@ -209,11 +218,13 @@ Journal::~Journal() {
 
 Status Journal::OpenSegment(uint64_t first_lsn) {
   std::string path = options_.dir + "/" + SegmentName(first_lsn);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  // (Written at explicit offsets: a preallocated file is longer than its
+  // records.)
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("creating " + path);
   std::string header(kMagic, sizeof kMagic);
   header.push_back(static_cast<char>(kJournalVersion));
-  if (Status st = WriteAll(fd, header.data(), header.size()); !st.ok()) {
+  if (Status st = WriteAll(fd, header.data(), header.size(), 0); !st.ok()) {
     ::close(fd);
     ::unlink(path.c_str());
     return st;
@@ -226,17 +237,34 @@ Status Journal::OpenSegment(uint64_t first_lsn) {
     }
   }
   fd_ = fd;
-  size_ = kHeaderBytes;
+  size_ = zeroed_ = kHeaderBytes;
   bytes_.fetch_add(kHeaderBytes, std::memory_order_relaxed);
   segments_.push_back(Segment{first_lsn, path});
   dir_dirty_ = true;
   return Status::Ok();
 }
 
+void Journal::ZeroAhead(uint64_t end) {
+  static const std::string zeros(64 << 10, '\0');
+  const uint64_t until = end + kPreallocateBytes;
+  uint64_t at = std::max(zeroed_, size_);
+  while (at < until) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), until - at));
+    if (!WriteAll(fd_, zeros.data(), n, at).ok()) break;
+    at += n;
+  }
+  if (at > zeroed_) {
+    bytes_.fetch_add(at - std::max(zeroed_, size_), std::memory_order_relaxed);
+    zeroed_ = at;
+  }
+}
+
 Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
   if (cut_pending_) {
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cutting the journal back");
     cut_pending_ = false;
+    bytes_.fetch_sub(zeroed_ - size_, std::memory_order_relaxed);
+    zeroed_ = size_;
   }
   size_t count = 0;
   for (const Mutation& m : batch) count += m.deferrable ? 0 : 1;
@@ -268,18 +296,31 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
     std::lock_guard<std::mutex> lock(mu_);
     if (Status st = OpenSegment(next_lsn_); !st.ok()) return st;
   }
-  if (Status st = WriteAll(fd_, buf_.data(), buf_.size()); !st.ok()) {
+  if (options_.preallocate && size_ + buf_.size() > zeroed_) ZeroAhead(size_ + buf_.size());
+  if (Status st = WriteAll(fd_, buf_.data(), buf_.size(), size_); !st.ok()) {
     // Never a record after a torn one: cut back now, or before the next.
-    cut_pending_ = ::ftruncate(fd_, static_cast<off_t>(size_)) != 0;
+    cut_pending_ = true;
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
+      cut_pending_ = false;
+      bytes_.fetch_sub(std::max(zeroed_, size_) - size_, std::memory_order_relaxed);
+      zeroed_ = size_;
+    }
     return st;
   }
+  // Past the zeroed part the record made the file longer.
+  if (size_ + buf_.size() > zeroed_)
+    bytes_.fetch_add(size_ + buf_.size() - std::max(zeroed_, size_), std::memory_order_relaxed);
   size_ += buf_.size();
-  bytes_.fetch_add(buf_.size(), std::memory_order_relaxed);
+  zeroed_ = std::max(zeroed_, size_);
+  appended_lsn_.store(next_lsn_, std::memory_order_release);
   *lsn = next_lsn_++;
   return Status::Ok();
 }
 
 Status Journal::Sync() {
+  const auto start = std::chrono::steady_clock::now();
+  // Appended before the sync starts: made durable by it.
+  const uint64_t through = appended_lsn_.load(std::memory_order_acquire);
   std::vector<int> sealed;
   bool dir_dirty;
   int fd;
@@ -306,6 +347,16 @@ Status Journal::Sync() {
       if (result.ok()) result = st;
     }
   }
+  if (result.ok()) {
+    // Two threads may sync at once: the number only grows.
+    uint64_t was = synced_lsn_.load(std::memory_order_relaxed);
+    while (was < through &&
+           !synced_lsn_.compare_exchange_weak(was, through, std::memory_order_release)) {
+    }
+  }
+  syncs_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
   return result;
 }
 
@@ -370,21 +421,23 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
     size_t at = kHeaderBytes;
     while (at < data.size()) {
       std::string_view rest(data.data() + at, data.size() - at);
+      // Zeros after a segment's last record: the part of a preallocated
+      // segment no record reached (a gap before the next segment shows as
+      // missing numbers there).
+      if (ZerosFrom(rest, 0)) break;
       // Torn: the append a crash cut short, the last one written. Its bytes
-      // are a prefix of what was written, or zeros where a power cut left
-      // the file longer than its data; anything else is damage.
-      auto torn = [&] {
-        return last_segment &&
-               (rest.size() < kRecordHeaderBytes ||
-                std::all_of(rest.begin(), rest.end(), [](char c) { return c == '\0'; }));
-      };
+      // are a prefix of what was written, then nothing, or zeros (where a
+      // power cut left the file longer than its data, or it was
+      // preallocated), past the `extent` the record takes; anything else is
+      // damage.
+      auto torn = [&](size_t extent) { return last_segment && ZerosFrom(rest, extent); };
       if (rest.size() < kRecordHeaderBytes) {
-        if (torn()) break;
+        if (torn(kRecordHeaderBytes)) break;
         return damaged(at, "a record header cut short");
       }
       uint32_t len = static_cast<uint32_t>(GetFixed(rest, 4));
       if (JournalCrc32c(rest.substr(0, 4)) != static_cast<uint32_t>(GetFixed(rest.substr(4), 4))) {
-        if (torn()) break;
+        if (torn(kRecordHeaderBytes)) break;
         return damaged(at, "checksum mismatch in a record header");
       }
       if (len > kMaxRecordBytes)
@@ -393,10 +446,9 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
         if (last_segment) break;  // the payload was not all written
         return damaged(at, "a record runs past the end of its segment");
       }
-      bool at_end = len == rest.size() - kRecordHeaderBytes;
       std::string_view payload = rest.substr(kRecordHeaderBytes, len);
       if (JournalCrc32c(payload) != static_cast<uint32_t>(GetFixed(rest.substr(8), 4))) {
-        if (last_segment && at_end) break;  // its data blocks never written
+        if (torn(kRecordHeaderBytes + len)) break;  // its data blocks not all written
         return damaged(at, "checksum mismatch");
       }
       uint64_t lsn = 0;

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "delayq/histogram.h"
 #include "delayq/status.h"
 #include "delayq/types.h"
 #include "store/store.h"
@@ -45,7 +46,15 @@ class Journal {
     std::string dir;
     FsyncPolicy fsync = FsyncPolicy::kEverySec;
     uint64_t segment_bytes = uint64_t{32} << 20;
+    // Write zeros ahead of the appends (kPreallocateBytes at a time), so
+    // that the blocks an append writes are already the file's: a sync
+    // then writes the data alone, not a new file size and new blocks too
+    // (the metadata fdatasync must flush when a file grows). For
+    // `--fsync always`, whose every reply waits for a sync.
+    bool preallocate = false;
   };
+  // How far ahead of the appends zeros are written (Options::preallocate).
+  static constexpr uint64_t kPreallocateBytes = uint64_t{1} << 20;
 
   // Starts a journal in options.dir (created if missing) whose first record
   // is `next_lsn`. Segments already there must have been replayed and
@@ -64,8 +73,13 @@ class Journal {
   Status Append(const std::vector<Mutation>& batch, uint64_t* lsn);
 
   // fdatasyncs what was appended so far, sealed segments and the directory
-  // included (everysec's timer).
+  // included (everysec's timer; under always the writer, before each write
+  // it makes to RocksDB). Any thread.
   Status Sync();
+  // The number of the last record a Sync made durable (0: none). Any thread.
+  uint64_t synced_lsn() const { return synced_lsn_.load(std::memory_order_acquire); }
+  // How long each Sync took (kAlways: the syncs replies wait for).
+  const SharedLatencyHistogram& syncs() const { return syncs_; }
   // Whether a sealed segment waits for a checkpoint to release it.
   bool HasSealed() const;
   // Deletes the sealed segments whose every record is at most `lsn` (the
@@ -73,13 +87,16 @@ class Journal {
   void ReleaseThrough(uint64_t lsn);
   // The number of the last record appended (0: none yet). Append's thread.
   uint64_t last_lsn() const { return next_lsn_ - 1; }
+  FsyncPolicy fsync() const { return options_.fsync; }
   // Bytes in the journal's files, sealed ones included.
   uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   // Calls `apply` for every record in `dir` numbered above `after`, in
   // order, and sets *last to the number of the last record (or `after`).
   // A record torn at the very end of the last segment (a crash in the
-  // middle of an append) ends the journal; any other damage, or a gap in
+  // middle of an append: a prefix of it written, and nothing or zeros
+  // after it) ends the journal; zeros after a segment's last record (a
+  // preallocated segment) end that segment; any other damage, or a gap in
   // the numbers, is kCorruption.
   static Status Replay(
       const std::string& dir, uint64_t after,
@@ -95,14 +112,21 @@ class Journal {
   };
   explicit Journal(const Options& options);
   Status OpenSegment(uint64_t first_lsn);  // mu_ held
+  // Writes zeros from the end of the zeroed part to past `end`
+  // (Options::preallocate); a failure leaves the appends to grow the file.
+  void ZeroAhead(uint64_t end);
 
   Options options_;
   int fd_ = -1;               // the open segment; changed under mu_ by Append only
-  uint64_t size_ = 0;         // of the open segment (Append's thread)
+  uint64_t size_ = 0;         // of the open segment's records (Append's thread)
+  uint64_t zeroed_ = 0;       // the open segment's file length (Append's thread)
   uint64_t next_lsn_ = 1;     // Append's thread
   bool cut_pending_ = false;  // a failed append is still to be cut off
   std::string buf_;
   std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> appended_lsn_{0};  // the last record appended
+  std::atomic<uint64_t> synced_lsn_{0};
+  SharedLatencyHistogram syncs_;
 
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // oldest first; the last is open

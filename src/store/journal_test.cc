@@ -27,11 +27,13 @@ class JournalTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp failed"; }
 
-  std::unique_ptr<Journal> Create(uint64_t next_lsn = 1, uint64_t segment_bytes = 1 << 20) {
+  std::unique_ptr<Journal> Create(uint64_t next_lsn = 1, uint64_t segment_bytes = 1 << 20,
+                                  bool preallocate = false) {
     Journal::Options o;
     o.dir = dir_ + "/journal";
-    o.fsync = FsyncPolicy::kEverySec;
+    o.fsync = preallocate ? FsyncPolicy::kAlways : FsyncPolicy::kEverySec;
     o.segment_bytes = segment_bytes;
+    o.preallocate = preallocate;
     auto j = Journal::Create(o, next_lsn);
     EXPECT_TRUE(j.ok()) << j.status().ToString();
     return j.ok() ? std::move(j).value() : nullptr;
@@ -183,6 +185,75 @@ TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
   std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
   ASSERT_TRUE(ReplayAll(0, &got).ok());
   EXPECT_EQ(got.size(), 3u);
+}
+
+// Preallocated (`--fsync always`): zeros ahead of the records, which end
+// each segment's records, the last one's too; a record torn there (some of
+// it written, zeros after) ends the journal at every cut; damage before
+// it is still damage; a missing segment still shows.
+TEST_F(JournalTest, PreallocatedSegmentsReadBackAndATornRecordEndsThem) {
+  {
+    auto j = Create(1, 1 << 20, /*preallocate=*/true);
+    ASSERT_NE(j, nullptr);
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 3; ++id) ASSERT_TRUE(j->Append({Put(id, "body")}, &lsn).ok());
+    EXPECT_GE(j->bytes(), Journal::kPreallocateBytes);
+    ASSERT_TRUE(j->Sync().ok());
+  }
+  fs::path seg = Segments().at(0);
+  std::string whole = ReadFile(seg);
+  ASSERT_GE(whole.size(), Journal::kPreallocateBytes);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> all;
+  ASSERT_TRUE(ReplayAll(0, &all).ok());
+  ASSERT_EQ(all.size(), 3u);
+  // Every record is as long as the first: its header's length (4 bytes,
+  // little endian, after the segment's 8) and the header's 12.
+  size_t record = 12;
+  for (int i = 0; i < 4; ++i)
+    record += static_cast<size_t>(static_cast<uint8_t>(whole[8 + i])) << (8 * i);
+  const size_t end = 8 + 3 * record, third = end - record;
+  ASSERT_TRUE(std::all_of(whole.begin() + static_cast<ptrdiff_t>(end), whole.end(),
+                          [](char c) { return c == '\0'; }));
+  for (size_t cut = third; cut < end; ++cut) {
+    std::string torn = whole;
+    std::fill(torn.begin() + static_cast<ptrdiff_t>(cut), torn.end(), '\0');
+    WriteFile(seg, torn);
+    std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+    Status st = ReplayAll(0, &got);
+    ASSERT_TRUE(st.ok()) << "cut at " << cut << ": " << st.ToString();
+    EXPECT_EQ(got.size(), 2u) << "cut at " << cut;
+  }
+  // A flip in the second record, zeros after the third: damage.
+  std::string bad = whole;
+  bad[third - 3] = static_cast<char>(bad[third - 3] ^ 0x40);
+  WriteFile(seg, bad);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  EXPECT_EQ(ReplayAll(0, &got).code(), Code::kCorruption);
+  WriteFile(seg, whole);
+
+  // Sealed segments, each with its zeros: every record, in order; one
+  // gone: missing.
+  fs::remove_all(dir_ + "/journal");
+  {
+    auto j = Create(1, 256, /*preallocate=*/true);
+    ASSERT_NE(j, nullptr);
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 20; ++id)
+      ASSERT_TRUE(j->Append({Put(id, std::string(100, 'b'))}, &lsn).ok());
+  }
+  std::vector<fs::path> segs = Segments();
+  ASSERT_GE(segs.size(), 3u);
+  EXPECT_GE(fs::file_size(segs[0]), Journal::kPreallocateBytes);
+  got.clear();
+  uint64_t last = 0;
+  ASSERT_TRUE(ReplayAll(0, &got, &last).ok());
+  EXPECT_EQ(got.size(), 20u);
+  EXPECT_EQ(last, 20u);
+  fs::remove(segs[1]);
+  got.clear();
+  Status st = ReplayAll(0, &got);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("missing"), std::string::npos) << st.ToString();
 }
 
 TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {

@@ -213,10 +213,14 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
     return FromRocks(s, "reading the highest id");
   }
   if (Status st = store->ReplayJournal(); !st.ok()) return st;
-  if (options.fsync != FsyncPolicy::kAlways) {
+  {
     Journal::Options jo;
     jo.dir = JournalDir(options.dir);
     jo.fsync = options.fsync;
+    // Under always every reply waits for a sync of the journal: its
+    // segments are written full of zeros ahead, so that a sync writes the
+    // records alone (docs/storage.md, "The journal").
+    jo.preallocate = options.fsync == FsyncPolicy::kAlways;
     if (options.journal_segment_bytes != 0) jo.segment_bytes = options.journal_segment_bytes;
     auto journal = Journal::Create(jo, store->journal_lsn_ + 1);
     if (!journal.ok()) return journal.status();
@@ -297,7 +301,10 @@ RocksStore::~RocksStore() {
 
 StoreSample RocksStore::Sample() const {
   StoreSample out;
-  out.sync = syncs_.Snapshot();
+  // Under always the syncs replies wait for are the journal's.
+  out.sync = options_.fsync == FsyncPolicy::kAlways && journal_ != nullptr
+                 ? journal_->syncs().Snapshot()
+                 : syncs_.Snapshot();
   // RocksDB's files and the journal's (its subdirectory); a file that goes
   // meanwhile (a compaction, a released segment) is left out.
   std::error_code ec;
@@ -330,6 +337,15 @@ void RocksStore::SyncLoop() {
 }
 
 Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) {
+  // Under always the batch's journal records are synced first: that sync
+  // is what makes them durable (the records of every batch appended since
+  // join it), and RocksDB then takes them without its own log, as under
+  // everysec.
+  // (The loop thread may have synced them already: LocalBackend.)
+  if (options_.fsync == FsyncPolicy::kAlways && journal_ != nullptr &&
+      journal_lsn > journal_->synced_lsn()) {
+    if (Status st = journal_->Sync(); !st.ok()) return st;  // timed by the journal
+  }
   // First the net effect of the batch on each job it touches: its image
   // before (from recent_, else read) and after. A job put and deleted in
   // the same batch then writes nothing, and an update that leaves the due
@@ -449,9 +465,12 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     if (!r.ok()) return FromRocks(r, "resuming after a failed write");
     failed_ = false;
   }
+  // A batch no journal record holds (journal_lsn 0: the last changes at
+  // close, tests) goes through RocksDB's log under always, synced.
+  const bool logged = !wal_off_ || (options_.fsync == FsyncPolicy::kAlways && journal_lsn == 0);
   rocksdb::WriteOptions wo;
-  wo.sync = options_.fsync == FsyncPolicy::kAlways && !wal_off_;
-  wo.disableWAL = wal_off_;
+  wo.sync = options_.fsync == FsyncPolicy::kAlways && logged;
+  wo.disableWAL = !logged;
   const auto start = std::chrono::steady_clock::now();
   rocksdb::Status s = db_->Write(wo, &wb);
   if (wo.sync)

@@ -1,11 +1,12 @@
 // The embedded store on RocksDB: column families `jobs`, `due` and `keys`
-// (docs/storage.md). Apply writes one atomic WriteBatch. With kAlways it goes
-// to RocksDB's write-ahead log, synced before Apply returns. With kEverySec
-// and kNo the store keeps a journal (journal()) that the caller appends
-// every batch to before it hands the batch to Apply; RocksDB then writes
-// without its log, its memtables are flushed as a checkpoint when a
+// (docs/storage.md). Apply writes one atomic WriteBatch. The store keeps a
+// journal (journal()) that the caller appends every batch to before it
+// hands the batch to ApplyThrough with the record's number; RocksDB then
+// writes without its log, its memtables are flushed as a checkpoint when a
 // journal segment is sealed, and Open applies the journal's records past
-// the last checkpoint again. Under kEverySec a background thread syncs the
+// the last checkpoint again. Under kAlways ApplyThrough syncs the journal
+// (preallocated) before it returns, and a batch without a record goes to
+// RocksDB's log, synced; under kEverySec a background thread syncs the
 // journal (and RocksDB's log) once a second.
 #ifndef DELAYQ_STORE_ROCKS_STORE_H_
 #define DELAYQ_STORE_ROCKS_STORE_H_
@@ -60,8 +61,7 @@ class RocksStore final : public Store {
   Status ScanDue(std::string_view topic, DueMark after, TimeMs through,
                  const std::function<bool(DueMark)>& visit) override;
 
-  // The journal batches go to before Apply (kEverySec, kNo); nullptr under
-  // kAlways. Owned by the store.
+  // The journal batches go to before Apply. Owned by the store.
   Journal* journal() const { return journal_.get(); }
   // The syncs timed so far, and the size of options.dir's files.
   StoreSample Sample() const override;

@@ -312,6 +312,10 @@ TEST_F(Push, WorkersDoNotReserveThePushTopicsJobs) {
   Put("pushed", R"({"body":"c"})");
   EXPECT_EQ(mixed.Call("reserve-with-timeout 1\r\n").rfind("RESERVED", 0), 0u);
   EXPECT_EQ(rx.WaitFor(2, 5s), 2u);
+  // Nor by its id: a push topic's job is no worker's to reserve.
+  const uint64_t later = Put("pushed", R"({"body":"d","delay_ms":60000})");
+  EXPECT_EQ(mixed.Call("reserve-job " + std::to_string(later) + "\r\n"), "NOT_FOUND\r\n");
+  EXPECT_EQ(WaitState(later, "delayed"), "delayed");
 }
 
 TEST_F(Push, TheTargetIsShownWithoutItsSecretAndDeletedToEndPushing) {

@@ -159,6 +159,26 @@ class RedisBackendTest : public ::testing::Test {
     EXPECT_TRUE(RunUntil([&] { return out.has_value(); }));
     return out ? *out : Result<T>(Status::Internal("no reply"));
   }
+  // The firing of `schedule` at `at` by revision `rev`: a job "tick" into
+  // "reports", due at `at`, its key "<schedule>@<at>".
+  Result<PutResult> Fire(Backend& x, const std::string& schedule, TimeMs at, std::string_view rev) {
+    const std::string key = schedule + "@" + std::to_string(at);
+    PutRequest r;
+    r.topic = "reports";
+    r.body = "tick";
+    r.key = key;
+    r.run_at = at;
+    r.ttr_ms = 60'000;
+    return Get<PutResult>(
+        [&](Callback<PutResult> cb) { x.FireSchedule(schedule, at, rev, r, cb); });
+  }
+  // UnfireSchedule of that firing: 1 taken back, 0 not, -1 an error.
+  int Unfire(Backend& x, const std::string& schedule, TimeMs at, std::string_view rev) {
+    auto r = Get<bool>([&](Callback<bool> cb) {
+      x.UnfireSchedule(schedule, "reports", at, rev, schedule + "@" + std::to_string(at), cb);
+    });
+    return r.ok() ? int{*r} : -1;
+  }
   ReplyJobs Peek(Backend& b, Backend::PeekKind kind, JobId id, std::string_view topic = "default",
                  std::string_view key = "") {
     std::optional<ReplyJobs> out;
@@ -334,36 +354,57 @@ TEST_F(RedisBackendTest, NamedObjectsAreSharedByInstances) {
 TEST_F(RedisBackendTest, AFiringIsMadeOnceByTwoInstances) {
   auto a = Make();
   auto b = Make();
-  auto fire = [&](Backend& x, TimeMs at) {
-    PutRequest r;
-    r.topic = "reports";
-    r.body = "tick";
-    std::string key = "nightly@" + std::to_string(at);
-    r.key = key;
-    r.ttr_ms = 60'000;
-    return Get<PutResult>([&](Callback<PutResult> cb) { x.FireSchedule("nightly", at, r, cb); });
-  };
   std::optional<Result<PutResult>> ra, rb;
   PutRequest r;
   r.topic = "reports";
   r.body = "tick";
   r.key = "nightly@1000";
   r.ttr_ms = 60'000;
-  a->FireSchedule("nightly", 1000, r, [&](Result<PutResult> x) { ra = std::move(x); });
-  b->FireSchedule("nightly", 1000, r, [&](Result<PutResult> x) { rb = std::move(x); });
+  a->FireSchedule("nightly", 1000, "r1", r, [&](Result<PutResult> x) { ra = std::move(x); });
+  b->FireSchedule("nightly", 1000, "r1", r, [&](Result<PutResult> x) { rb = std::move(x); });
   ASSERT_TRUE(RunUntil([&] { return ra.has_value() && rb.has_value(); }));
   EXPECT_NE(ra->ok(), rb->ok()) << "exactly one instance makes the firing";
   const Result<PutResult>& made = ra->ok() ? *ra : *rb;
   const Result<PutResult>& refused = ra->ok() ? *rb : *ra;
   EXPECT_TRUE(made->created);
   EXPECT_EQ(refused.status().code(), Code::kConflict);
-  EXPECT_EQ(fire(*a, 999).status().code(), Code::kConflict);
-  auto later = fire(*b, 2000);
+  EXPECT_EQ(Fire(*a, "nightly", 999, "r1").status().code(), Code::kConflict);
+  auto later = Fire(*b, "nightly", 2000, "r1");
   ASSERT_TRUE(later.ok()) << later.status().ToString();
   EXPECT_TRUE(later->created);
   auto stats = Get<TopicStats>([&](Callback<TopicStats> cb) { a->StatsTopic("reports", cb); });
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->ready, 2u);
+}
+
+// A firing made ahead by one instance is taken back by another only with
+// the revision that made it and only before its time (dq_unfire); the
+// cursor steps back, so the firing can be made again; a firing whose time
+// came is not taken back.
+TEST_F(RedisBackendTest, AFiringMadeAheadIsTakenBackByItsRevision) {
+  auto a = Make();
+  auto b = Make();
+  const TimeMs at = (a->Now() / 1000 + 600) * 1000;
+  auto delayed = [&] {
+    auto st = Get<TopicStats>([&](Callback<TopicStats> cb) { a->StatsTopic("reports", cb); });
+    EXPECT_TRUE(st.ok() || st.status().code() == Code::kNotFound) << st.status().ToString();
+    return st.ok() ? st->delayed : 0;
+  };
+  ASSERT_TRUE(Fire(*a, "nightly", at, "r1").ok());
+  EXPECT_EQ(delayed(), 1u);
+  EXPECT_EQ(Unfire(*b, "nightly", at, "r0"), 0) << "another revision's";
+  EXPECT_EQ(Unfire(*b, "nightly", at, "r1"), 1);
+  EXPECT_EQ(delayed(), 0u);
+  EXPECT_EQ(Unfire(*a, "nightly", at, "r1"), 0) << "taken back twice";
+  auto again = Fire(*b, "nightly", at, "r2");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->created);
+  EXPECT_EQ(Unfire(*a, "nightly", at, "r1"), 0) << "a stale revision takes back the new";
+  EXPECT_EQ(delayed(), 1u);
+  // A firing whose time has come stays.
+  const TimeMs past = a->Now() - 1000;
+  ASSERT_TRUE(Fire(*a, "later", past, "r1").ok());
+  EXPECT_EQ(Unfire(*b, "later", past, "r1"), 0);
 }
 
 TEST_F(RedisBackendTest, ReadyOrderIsPriorityThenId) {

@@ -1188,24 +1188,58 @@ topic_function('dq_retire', 'q', function(c, args, o, n)
   return 1
 end)
 
+-- A schedule's cursor's fire time: the value is "<fire_ms> <revision>
+-- <the fire time before>", or a bare "<fire_ms>" (written before firings
+-- were made ahead); -1 when there is none.
+local function cursor_at(v)
+  if not v then return -1 end
+  return tonumber(string.match(v, '^%-?%d+')) or -1
+end
+
 -- A schedule's firing (docs/schedules.md, "Exactly once"): args = the
--- schedule's name, the fire time (epoch ms), then dq_put's arguments. The
--- cursor, field <name> of the hash dq:{T}:cursors in the job's topic's own
--- slot, holds the last fire time made; it is checked and moved in the same
+-- schedule's name, the fire time (epoch ms), the schedule's revision, then
+-- dq_put's arguments. The cursor, field <name> of the hash dq:{T}:cursors
+-- in the job's topic's own slot, holds the last fire time made, the
+-- revision that made it and the fire time before (cursor_at); it is
+-- checked and moved in the same
 -- call as the put, so two instances firing the same time put one job, and
 -- a firing made before a restart is not made again. Answers '!f' when that
 -- firing (or a later one) was made; else dq_put's answer, the cursor moved
 -- only when the put answered a job (made, or found by its key).
 topic_function('dq_fire', 'F', function(c, args, o, n)
-  local ck, name, fire = c.P .. 'cursors', args[o + 2], tonumber(args[o + 3])
-  local last = tonumber(redis.call('HGET', ck, name) or '-1')
-  if last >= fire then return '!f' end
-  local out = codes.p(c, args, o + 2, n - 2)
+  local ck, name, fire = c.P .. 'cursors', args[o + 2], args[o + 3]
+  local was = cursor_at(redis.call('HGET', ck, name))
+  if was >= tonumber(fire) then return '!f' end
+  local out = codes.p(c, args, o + 3, n - 3)
   local t, b = type(out), type(out) == 'string' and string.byte(out)
   if (t == 'table' and out.err == nil) or b == 114 or b == 100 then
-    redis.call('HSET', ck, name, args[o + 3])
+    redis.call('HSET', ck, name, fire .. ' ' .. args[o + 4] .. ' ' .. s(was))
   end
   return out
+end)
+
+-- Arguments: schedule, fire_ms, revision, key. Takes back a firing made
+-- ahead of its time whose schedule changed since (Backend::UnfireSchedule):
+-- when the cursor says that revision made that firing, its time has not
+-- come and its job is still delayed, deletes the job and gives the cursor
+-- back the fire time it held before. Answers 1 when it did, else 0.
+topic_function('dq_unfire', 'U', function(c, args, o, n)
+  local ck, name, fire, rev = c.P .. 'cursors', args[o + 2], args[o + 3], args[o + 4]
+  local v = redis.call('HGET', ck, name)
+  if not v or rev == '' or c.now >= tonumber(fire) then return 0 end
+  local at, r, before = string.match(v, '^(%-?%d+) (%S+) (%-?%d+)$')
+  if at ~= fire or r ~= rev then return 0 end
+  local m = redis.call('HGET', c.K, args[o + 5])
+  if not m then return 0 end
+  local st, _, key, named = head_of(c, m)
+  if st ~= 'd' then return 0 end
+  destroy(c, m, key, st, named)
+  if tonumber(before) < 0 then
+    redis.call('HDEL', ck, name)
+  else
+    redis.call('HSET', ck, name, before)
+  end
+  return 1
 end)
 
 -- Several operations on one topic in one call: args = prefix, number, then for
