@@ -144,34 +144,44 @@ void LogScheduleFailure(std::string_view schedule, const Status& error) {
                CodeName(error.code()), error.message());
 }
 
-// Stores the config file's schedule `s` as a PUT of it would
-// (server::UpsertSchedule) and tells the scheduler when it was written.
-// While the backend cannot answer (Redis away at start), it is tried again
-// every second, the failure logged as a firing's is.
-void ConfigureSchedule(boost::asio::io_context& io, backend::Backend& backend,
-                       delivery::Scheduler& scheduler, delivery::Schedule s) {
-  server::UpsertSchedule(
-      backend, s, backend.Now(),
-      [](const delivery::Schedule&) { return Status::Ok(); },  // the file may replace any
-      [&io, &backend, &scheduler, s](Result<server::UpsertedSchedule> r) {
+// Stores the config file's schedules as PUTs of each would
+// (server::UpsertSchedules) and tells the scheduler once if any was
+// written. Those the backend could not take for being unavailable (Redis
+// away just after start) are tried again a second later, the failure
+// logged as a firing's is.
+void ConfigureSchedules(boost::asio::io_context& io, backend::Backend& backend,
+                        delivery::Scheduler& scheduler, std::vector<delivery::Schedule> schedules) {
+  struct Outcome {
+    bool written = false;
+    std::vector<delivery::Schedule> again;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  auto by_name = std::make_shared<std::map<std::string, delivery::Schedule>>();
+  for (const delivery::Schedule& s : schedules) by_name->emplace(s.name, s);
+  server::UpsertSchedules(
+      backend, std::move(schedules), backend.Now(),
+      [outcome, by_name](const std::string& name, Result<server::UpsertedSchedule> r) {
         if (r.ok()) {
-          if (r->written) scheduler.Reload();
-          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", s.name,
+          outcome->written |= r->written;
+          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", name,
                        r->created   ? "new"
                        : r->written ? "replaced"
                                     : "unchanged");
-          return;
-        }
-        if (r.status().code() != Code::kUnavailable) {
-          spdlog::error("event=schedule_not_set schedule=\"{}\" code={} error=\"{}\"", s.name,
+        } else if (r.status().code() == Code::kUnavailable) {
+          LogScheduleFailure(name, r.status());
+          outcome->again.push_back(by_name->at(name));
+        } else {
+          spdlog::error("event=schedule_not_set schedule=\"{}\" code={} error=\"{}\"", name,
                         CodeName(r.status().code()), r.status().message());
-          return;
         }
-        LogScheduleFailure(s.name, r.status());
+      },
+      [&io, &backend, &scheduler, outcome] {
+        if (outcome->written) scheduler.Reload();
+        if (outcome->again.empty()) return;
         auto retry = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(1));
         retry->async_wait(
-            [&io, &backend, &scheduler, s, retry](const boost::system::error_code& ec) {
-              if (!ec) ConfigureSchedule(io, backend, scheduler, s);
+            [&io, &backend, &scheduler, outcome, retry](const boost::system::error_code& ec) {
+              if (!ec) ConfigureSchedules(io, backend, scheduler, std::move(outcome->again));
             });
       });
 }
@@ -518,8 +528,8 @@ int main(int argc, char** argv) {
   delivery::Scheduler scheduler(io, backend, clock, so);
   ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
   scheduler.Start();
-  for (delivery::Schedule& s : configured_schedules)
-    ConfigureSchedule(io, backend, scheduler, std::move(s));
+  if (!configured_schedules.empty())
+    ConfigureSchedules(io, backend, scheduler, std::move(configured_schedules));
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {

@@ -6,6 +6,8 @@
 // calls, then tells this instance's scheduler (ServerContext::
 // schedules_changed), which the other instances learn of by polling.
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -149,39 +151,103 @@ Result<Schedule> ParseSchedule(std::string_view name, std::string_view json, siz
   return s;
 }
 
+namespace {
+
+// What a PUT of `s` stores, given `old`, the schedule of its name stored now
+// (nullptr: none, or one too damaged to read), and how many schedules are
+// stored: `s` with its anchor, whether it is new, and whether it must be
+// written (written false: stored already, exactly so). kResourceExhausted
+// for a new one past kMaxSchedules.
+Result<UpsertedSchedule> PlanUpsert(Schedule s, const Schedule* old, size_t stored, TimeMs now) {
+  if (old == nullptr && stored >= delivery::kMaxSchedules)
+    return Status::ResourceExhausted("there are " + std::to_string(delivery::kMaxSchedules) +
+                                     " schedules already");
+  // @every counts from the start, else from when the schedule was first
+  // put: an upsert keeps the fire times it had.
+  s.anchor_ms = s.start_ms ? *s.start_ms : old != nullptr ? old->anchor_ms : now;
+  // The same schedule again (delayqd restarted with the same config file,
+  // a PUT retried) writes nothing: no store write, and on Redis no version
+  // moved for every instance to list the schedules again.
+  const bool same = old != nullptr && *old == s;
+  return UpsertedSchedule{std::move(s), /*created=*/old == nullptr, /*written=*/!same};
+}
+
+// Writes the plan's schedule if it must be, then tells `done`.
+void StorePlanned(backend::Backend& backend, UpsertedSchedule plan,
+                  std::function<void(Result<UpsertedSchedule>)> done) {
+  if (!plan.written) return done(std::move(plan));
+  std::string value = delivery::ScheduleToJson(plan.schedule);
+  const std::string name = plan.schedule.name;  // `plan` moves into the completion
+  backend.PutObject(ObjectKind::kSchedule, name, value,
+                    [plan = std::move(plan), done = std::move(done)](Status st) mutable {
+                      if (!st.ok()) return done(st);
+                      done(std::move(plan));
+                    });
+}
+
+}  // namespace
+
 void UpsertSchedule(backend::Backend& backend, Schedule s, TimeMs now,
                     std::function<Status(const Schedule& old)> may_replace,
                     std::function<void(Result<UpsertedSchedule>)> done) {
-  backend.ListObjects(
-      ObjectKind::kSchedule,
-      [&backend, s = std::move(s), now, may_replace = std::move(may_replace),
-       done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
-        if (!all.ok()) return done(all.status());
-        // A damaged one of the same name is replaced as if there were none.
-        auto old = FindSchedule(*all, s.name);
-        const bool existed = old.ok() && old->has_value();
-        if (existed) {
-          if (Status st = may_replace(**old); !st.ok()) return done(st);
-        } else if (all->size() >= delivery::kMaxSchedules) {
-          return done(Status::ResourceExhausted(
-              "there are " + std::to_string(delivery::kMaxSchedules) + " schedules already"));
-        }
-        // @every counts from the start, else from when the schedule was
-        // first put: an upsert keeps the fire times it had.
-        s.anchor_ms = s.start_ms ? *s.start_ms : existed ? (*old)->anchor_ms : now;
-        // The same schedule again (delayqd restarted with the same config
-        // file, a PUT retried) writes nothing: no store write, and on Redis
-        // no version moved for every instance to list the schedules again.
-        if (existed && **old == s)
-          return done(UpsertedSchedule{std::move(s), /*created=*/false, /*written=*/false});
-        std::string value = delivery::ScheduleToJson(s);
-        const std::string name = s.name;  // `s` moves into the completion
-        backend.PutObject(ObjectKind::kSchedule, name, value,
-                          [s = std::move(s), existed, done = std::move(done)](Status st) mutable {
-                            if (!st.ok()) return done(st);
-                            done(UpsertedSchedule{std::move(s), !existed, /*written=*/true});
-                          });
-      });
+  backend.ListObjects(ObjectKind::kSchedule,
+                      [&backend, s = std::move(s), now, may_replace = std::move(may_replace),
+                       done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
+                        if (!all.ok()) return done(all.status());
+                        // A damaged one of the same name is replaced as if there were none.
+                        auto old = FindSchedule(*all, s.name);
+                        const Schedule* was = old.ok() && old->has_value() ? &**old : nullptr;
+                        if (was != nullptr) {
+                          if (Status st = may_replace(*was); !st.ok()) return done(st);
+                        }
+                        auto plan = PlanUpsert(std::move(s), was, all->size(), now);
+                        if (!plan.ok()) return done(plan.status());
+                        StorePlanned(backend, *std::move(plan), std::move(done));
+                      });
+}
+
+void UpsertSchedules(backend::Backend& backend, std::vector<Schedule> schedules, TimeMs now,
+                     std::function<void(const std::string& name, Result<UpsertedSchedule>)> each,
+                     std::function<void()> done) {
+  backend.ListObjects(ObjectKind::kSchedule, [&backend, schedules = std::move(schedules), now,
+                                              each = std::move(each), done = std::move(done)](
+                                                 Result<std::vector<StoredObject>> all) mutable {
+    if (!all.ok()) {
+      for (const Schedule& s : schedules) each(s.name, all.status());
+      return done();
+    }
+    // By name, read once: a file of many schedules costs one list, not one
+    // a schedule.
+    std::map<std::string, Schedule, std::less<>> stored;
+    for (const StoredObject& o : *all) {
+      auto s = delivery::ScheduleFromJson(o.value);
+      if (!s.ok()) continue;  // damaged: replaced as if there were none
+      s->name = o.name;
+      stored.emplace(o.name, *std::move(s));
+    }
+    size_t count = all->size();
+    auto left = std::make_shared<size_t>(schedules.size() + 1);
+    auto one_done = [left, done] {
+      if (--*left == 0) done();
+    };
+    for (Schedule& s : schedules) {
+      const std::string name = s.name;
+      auto it = stored.find(name);
+      auto plan = PlanUpsert(std::move(s), it == stored.end() ? nullptr : &it->second, count, now);
+      if (!plan.ok()) {
+        each(name, plan.status());
+        one_done();
+        continue;
+      }
+      count += plan->created ? 1 : 0;
+      StorePlanned(backend, *std::move(plan),
+                   [name, each, one_done](Result<UpsertedSchedule> r) mutable {
+                     each(name, std::move(r));
+                     one_done();
+                   });
+    }
+    one_done();
+  });
 }
 
 void HttpApiRoutes::PutSchedule(HttpApi& api, const HttpRequest& req, const Params& p,

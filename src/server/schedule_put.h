@@ -3,7 +3,7 @@
 // (the @every anchor kept by a replacement, the limit on how many there
 // are, nothing written when nothing changed). The route
 // (http_schedules.cc) and delayqd's [schedule."name"] tables of the config
-// file (docs/configuration.md) both go through these two functions, so
+// file (docs/configuration.md) both go through these functions, so
 // that a schedule given in the file is stored exactly as a PUT of it
 // would be.
 //
@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 #include "delayq/status.h"
@@ -51,6 +53,17 @@ struct UpsertedSchedule {
 void UpsertSchedule(backend::Backend& backend, delivery::Schedule s, TimeMs now,
                     std::function<Status(const delivery::Schedule& old)> may_replace,
                     std::function<void(Result<UpsertedSchedule>)> done);
+
+// Stores each of `schedules` (from ParseSchedule; distinct names) as
+// UpsertSchedule would with nothing refused by `may_replace`, listing the
+// stored schedules once for them all (delayqd's config file at start: a
+// list each would make a file of thousands of schedules quadratic).
+// `each` gets each one's outcome (every one gets the list's failure when it
+// fails), then `done` is called once.
+void UpsertSchedules(backend::Backend& backend, std::vector<delivery::Schedule> schedules,
+                     TimeMs now,
+                     std::function<void(const std::string& name, Result<UpsertedSchedule>)> each,
+                     std::function<void()> done);
 
 }  // namespace delayq::server
 
