@@ -179,21 +179,25 @@ Status FromToml(const Setting& s, const toml::node& node, const std::string& pat
   }
 }
 
-// The [push."topic"] tables: each topic's target as JSON text (toml++'s
-// JSON form of the table); delayqd checks the targets themselves.
-Status PushTables(const toml::node& node, const std::string& path, Config* c) {
-  const toml::table* push = node.as_table();
-  if (push == nullptr)
-    return Status::InvalidArgument("config file " + path +
-                                   ": 'push' must hold tables, [push.\"topic\"]");
-  for (const auto& [topic, target] : *push) {
-    const toml::table* t = target.as_table();
+// The [push."topic"] and [schedule."name"] tables (`table` names them):
+// each one's name and its body as JSON text (toml++'s JSON form of the
+// table, dates and times as RFC 3339 strings), into *out; delayqd checks
+// the bodies themselves, as their PUTs would.
+Status NamedTables(const toml::node& node, std::string_view table, std::string_view what,
+                   const std::string& path, std::vector<std::pair<std::string, std::string>>* out) {
+  const toml::table* tables = node.as_table();
+  if (tables == nullptr)
+    return Status::InvalidArgument("config file " + path + ": '" + std::string(table) +
+                                   "' must hold tables, [" + std::string(table) + ".\"" +
+                                   std::string(what) + "\"]");
+  for (const auto& [name, body] : *tables) {
+    const toml::table* t = body.as_table();
     if (t == nullptr)
-      return Status::InvalidArgument("config file " + path + ": push." + std::string(topic.str()) +
-                                     " must be a table");
+      return Status::InvalidArgument("config file " + path + ": " + std::string(table) + "." +
+                                     std::string(name.str()) + " must be a table");
     std::ostringstream json;
     json << toml::json_formatter{*t};
-    c->push_targets.emplace_back(std::string(topic.str()), json.str());
+    out->emplace_back(std::string(name.str()), json.str());
   }
   return Status::Ok();
 }
@@ -217,7 +221,13 @@ Status LoadToml(const std::string& path, Config* c) {
   }
   for (const auto& [key, node] : t) {
     if (key.str() == "push") {
-      if (Status st = PushTables(node, path, c); !st.ok()) return st;
+      if (Status st = NamedTables(node, "push", "topic", path, &c->push_targets); !st.ok())
+        return st;
+      continue;
+    }
+    if (key.str() == "schedule") {
+      if (Status st = NamedTables(node, "schedule", "name", path, &c->schedules); !st.ok())
+        return st;
       continue;
     }
     const Setting* s = FindSettingByToml(key.str());

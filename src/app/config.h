@@ -96,6 +96,10 @@ struct Config {
   // its target as JSON, as PUT /topics/{topic}/push takes it; delayqd sets
   // them at start. Not a row of the settings table: no flag or variable.
   std::vector<std::pair<std::string, std::string>> push_targets;
+  // The config file's [schedule."name"] tables (docs/schedules.md): each
+  // schedule's name and its JSON, as PUT /schedules/{name} takes it;
+  // delayqd checks them at start and stores them as PUTs would.
+  std::vector<std::pair<std::string, std::string>> schedules;
 };
 
 // What to do after parsing: run, or exit with `exit_code` having printed

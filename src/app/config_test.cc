@@ -1,10 +1,12 @@
 #include "app/config.h"
 
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,44 @@ TEST(Config, ErrorsExitTwoWithAMessage) {
   EXPECT_EQ(o.exit_code, 2);
   o = Parse({"--log-level", "loud"}, {}, &c);
   EXPECT_EQ(o.exit_code, 2);
+}
+
+// [schedule."name"] tables become each schedule's JSON body, its job a
+// nested object and a TOML date-time an RFC 3339 string (delayqd checks
+// the bodies); a 'schedule' that holds no tables is refused.
+TEST(Config, ScheduleTables) {
+  Config c;
+  ASSERT_TRUE(Parse({"-c", WriteToml("[schedule.\"nightly-report\"]\n"
+                                     "cron = \"30 2 * * *\"\n"
+                                     "tz = \"Europe/Berlin\"\n"
+                                     "topic = \"reports\"\n"
+                                     "start = 2030-03-29T00:00:00Z\n"
+                                     "[schedule.\"nightly-report\".job]\n"
+                                     "body = \"build the report\"\n"
+                                     "ttr_ms = 600000\n"
+                                     "[schedule.heartbeat]\n"
+                                     "cron = \"@every 30s\"\n"
+                                     "topic = \"health\"\n"
+                                     "job = { body = \"ping\" }\n")},
+                    {}, &c)
+                  .run);
+  ASSERT_EQ(c.schedules.size(), 2u);
+  std::map<std::string, rapidjson::Document> by_name;
+  for (const auto& [name, json] : c.schedules) by_name[name].Parse(json.c_str());
+  ASSERT_TRUE(by_name.contains("nightly-report") && by_name.contains("heartbeat"));
+  const rapidjson::Document& n = by_name["nightly-report"];
+  ASSERT_TRUE(n.IsObject());
+  EXPECT_STREQ(n["cron"].GetString(), "30 2 * * *");
+  EXPECT_STREQ(n["start"].GetString(), "2030-03-29T00:00:00Z");
+  EXPECT_STREQ(n["job"]["body"].GetString(), "build the report");
+  EXPECT_EQ(n["job"]["ttr_ms"].GetInt64(), 600000);
+  EXPECT_STREQ(by_name["heartbeat"]["job"]["body"].GetString(), "ping");
+
+  Config bad;
+  ParseOutcome o = Parse({"-c", WriteToml("schedule = 5\n")}, {}, &bad);
+  EXPECT_FALSE(o.run);
+  EXPECT_NE(o.text.find("'schedule' must hold tables, [schedule.\"name\"]"), std::string::npos)
+      << o.text;
 }
 
 TEST(Config, HorizonFromEverySource) {

@@ -37,6 +37,7 @@
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
+#include "server/schedule_put.h"
 #include "server/server_context.h"
 #include "server/tls.h"
 #include "store/rocks_store.h"
@@ -141,6 +142,48 @@ void LogScheduleFailure(std::string_view schedule, const Status& error) {
   at = now;
   spdlog::warn("event=schedule_failed schedule=\"{}\" code={} error=\"{}\"", schedule,
                CodeName(error.code()), error.message());
+}
+
+// Stores the config file's schedules as PUTs of each would
+// (server::UpsertSchedules) and tells the scheduler once if any was
+// written. Those the backend could not take for being unavailable (Redis
+// away just after start) are tried again a second later, the failure
+// logged as a firing's is.
+void ConfigureSchedules(boost::asio::io_context& io, backend::Backend& backend,
+                        delivery::Scheduler& scheduler, std::vector<delivery::Schedule> schedules) {
+  struct Outcome {
+    bool written = false;
+    std::vector<delivery::Schedule> again;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  auto by_name = std::make_shared<std::map<std::string, delivery::Schedule>>();
+  for (const delivery::Schedule& s : schedules) by_name->emplace(s.name, s);
+  server::UpsertSchedules(
+      backend, std::move(schedules), backend.Now(),
+      [outcome, by_name](const std::string& name, Result<server::UpsertedSchedule> r) {
+        if (r.ok()) {
+          outcome->written |= r->written;
+          spdlog::info("event=schedule_configured schedule=\"{}\" stored={}", name,
+                       r->created   ? "new"
+                       : r->written ? "replaced"
+                                    : "unchanged");
+        } else if (r.status().code() == Code::kUnavailable) {
+          LogScheduleFailure(name, r.status());
+          outcome->again.push_back(by_name->at(name));
+        } else {
+          spdlog::error("event=schedule_not_set schedule=\"{}\" code={} error=\"{}\"", name,
+                        CodeName(r.status().code()), r.status().message());
+        }
+      },
+      [&io, &backend, &scheduler, outcome] {
+        if (outcome->written) scheduler.Reload();
+        if (outcome->again.empty()) return;
+        auto retry = std::make_shared<boost::asio::steady_timer>(io, std::chrono::seconds(1));
+        retry->async_wait(
+            [&io, &backend, &scheduler, outcome, retry](const boost::system::error_code& ec) {
+              if (!ec) ConfigureSchedules(io, backend, scheduler, std::move(outcome->again));
+            });
+      });
 }
 
 // Waits for every connection to finish its last reply, then stops the loop.
@@ -394,6 +437,18 @@ int main(int argc, char** argv) {
       });
     }
   });
+  // The config file's schedules (docs/schedules.md, "From the CLI and the
+  // config file"), checked now as PUT /schedules/{name} checks a body, and
+  // stored once the scheduler runs, as a PUT of each would.
+  std::vector<delivery::Schedule> configured_schedules;
+  for (const auto& [name, json] : config.schedules) {
+    auto s = server::ParseSchedule(name, json, config.max_job_size, clock.Now());
+    if (!s.ok()) {
+      spdlog::error("event=bad_schedule schedule=\"{}\" error=\"{}\"", name, s.status().message());
+      return 1;
+    }
+    configured_schedules.push_back(*std::move(s));
+  }
   delivery::PushGuard guarded(io, backend, push_targets);
   server::ServerContext ctx(guarded);
   ctx.push_targets = &push_targets;
@@ -473,6 +528,8 @@ int main(int argc, char** argv) {
   delivery::Scheduler scheduler(io, backend, clock, so);
   ctx.schedules_changed = [&scheduler] { scheduler.Reload(); };
   scheduler.Start();
+  if (!configured_schedules.empty())
+    ConfigureSchedules(io, backend, scheduler, std::move(configured_schedules));
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {

@@ -132,13 +132,7 @@ rapidjson::Document JobDoc(const YamlMap& s, std::string_view key, std::string_v
   Num(w, s, "delay_s", "delay");
   for (const char* counter : {"reserves", "timeouts", "releases", "buries", "kicks"})
     Num(w, s, counter, counter);
-  if (IsText(body)) {
-    w.Key("body");
-    Str(w, body);
-  } else {
-    w.Key("body_base64");
-    Str(w, Base64Encode(body));
-  }
+  BodyMember(w, body);
   w.EndObject();
   return Parsed(sb);
 }
@@ -481,6 +475,13 @@ class BeanstalkClient final : public Client {
   Reply SetPush(const std::string&, const std::string&) override { return HttpOnly("push"); }
   Reply GetPush(const std::string&) override { return HttpOnly("push"); }
   Reply DeletePush(const std::string&) override { return HttpOnly("push"); }
+  Reply SetSchedule(const std::string&, const std::string&) override {
+    return HttpOnly("schedule");
+  }
+  Reply GetSchedule(const std::string&) override { return HttpOnly("schedule"); }
+  Reply ListSchedules() override { return HttpOnly("schedule"); }
+  Reply PauseSchedule(const std::string&, bool) override { return HttpOnly("schedule"); }
+  Reply DeleteSchedule(const std::string&) override { return HttpOnly("schedule"); }
 
   Reply Topics() override {
     auto reply = Command("list-tubes");
@@ -596,11 +597,12 @@ class BeanstalkClient final : public Client {
                                   std::string(command) + ": '" + word + "'"};
   }
 
-  // A command the beanstalkd protocol has no way to ask (list, find).
+  // A command the beanstalkd protocol has no way to ask (list, find, push,
+  // schedule).
   static Failure HttpOnly(std::string_view command) {
     return Failure{Exit::kUsage, std::string(command) +
                                      " needs the HTTP API: the beanstalkd protocol has no such "
-                                     "lookup (use --server http://HOST:PORT)"};
+                                     "command (use --server http://HOST:PORT)"};
   }
 
   static Failure NotHolder(std::string_view command, JobId id) {

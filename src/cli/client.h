@@ -140,6 +140,15 @@ class Client {
   virtual Reply SetPush(const std::string& topic, const std::string& target_json) = 0;
   virtual Reply GetPush(const std::string& topic) = 0;
   virtual Reply DeletePush(const std::string& topic) = 0;
+  // Schedules (docs/schedules.md): one set from its JSON (as PUT
+  // /schedules/{name} takes it), shown with its next fire times, all of
+  // them listed ({"schedules":[...]}), paused or resumed ({...,"paused"}),
+  // deleted ({"deleted":name}). The HTTP API only.
+  virtual Reply SetSchedule(const std::string& name, const std::string& schedule_json) = 0;
+  virtual Reply GetSchedule(const std::string& name) = 0;
+  virtual Reply ListSchedules() = 0;
+  virtual Reply PauseSchedule(const std::string& name, bool pause) = 0;
+  virtual Reply DeleteSchedule(const std::string& name) = 0;
 };
 
 // A client of the server at `address`. `io_timeout` bounds connecting and

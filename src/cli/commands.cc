@@ -169,6 +169,50 @@ std::string ReadAll(std::FILE* f) {
   return out;
 }
 
+// The contents of `file` ("-": standard input) into *out.
+Check ReadBodyFile(const std::string& file, std::string* out) {
+  if (file == "-") {
+    *out = ReadAll(stdin);
+    if (std::ferror(stdin)) return Failure{Exit::kIo, "cannot read standard input"};
+    return std::nullopt;
+  }
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (f == nullptr)
+    return Failure{Exit::kUsage, "cannot open " + file + ": " + std::strerror(errno)};
+  *out = ReadAll(f);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return Failure{Exit::kIo, "cannot read " + file};
+  return std::nullopt;
+}
+
+// A time given for `option`: epoch milliseconds or RFC 3339.
+Check TimeArg(const Context& c, const std::string& text, const char* option, TimeMs* out) {
+  auto t = ParseTimeArg(text);
+  if (!t)
+    return Usage(c, "bad time '" + text + "' for " + option +
+                        " (epoch milliseconds, or RFC 3339 like 2026-05-01T09:00:00Z)");
+  *out = *t;
+  return std::nullopt;
+}
+
+// A back-off spec as the server takes it (checked here, so that a typo is
+// a usage error).
+Check BackoffArg(const Context& c, const std::string& text) {
+  auto b = ParseBackoff(text);
+  if (!b.ok() || text.find(' ') != std::string::npos)
+    return Usage(c, "bad back-off '" + text +
+                        "' (a list like 4m,10m,1h; exp:<base>:<cap> like exp:1s:1h; or none)");
+  return std::nullopt;
+}
+
+// A time to run of at least a millisecond, given for `option`.
+Check TtrArg(const Context& c, const std::string& text, const char* option, TimeMs* out) {
+  if (auto f = Duration(c, text, option, out)) return f;
+  if (*out < 1) return Usage(c, std::string(option) + " must be at least 1ms");
+  return std::nullopt;
+}
+
 }  // namespace
 
 // ---- the subcommands -------------------------------------------------------------
@@ -185,17 +229,13 @@ int RunPut(Context& c) {
     p.delay_ms = d;
   }
   if (Given(c, "--at")) {
-    auto t = ParseTimeArg(a.at);
-    if (!t)
-      return Report(Usage(c, "bad time '" + a.at +
-                                 "' for --at (epoch milliseconds, or RFC 3339 like "
-                                 "2026-05-01T09:00:00Z)"));
-    p.run_at = *t;
+    TimeMs t = 0;
+    if (auto f = TimeArg(c, a.at, "--at", &t)) return Report(*f);
+    p.run_at = t;
   }
   if (Given(c, "--ttr")) {
     TimeMs t = 0;
-    if (auto f = Duration(c, a.ttr, "--ttr", &t)) return Report(*f);
-    if (t < 1) return Report(Usage(c, "--ttr must be at least 1ms"));
+    if (auto f = TtrArg(c, a.ttr, "--ttr", &t)) return Report(*f);
     p.ttr_ms = t;
   }
   if (auto f = Uint32(c, "--priority", a.priority, "priority", &p.priority)) return Report(*f);
@@ -206,11 +246,7 @@ int RunPut(Context& c) {
     p.key = a.key;
   }
   if (Given(c, "--backoff")) {
-    auto b = ParseBackoff(a.backoff);
-    if (!b.ok() || a.backoff.find(' ') != std::string::npos)
-      return Report(Usage(c, "bad back-off '" + a.backoff +
-                                 "' (a list like 4m,10m,1h; exp:<base>:<cap> like exp:1s:1h; "
-                                 "or none)"));
+    if (auto f = BackoffArg(c, a.backoff)) return Report(*f);
     p.backoff = a.backoff;
   }
   // The body last: nothing is read before the options are known good.
@@ -219,16 +255,9 @@ int RunPut(Context& c) {
   if (has_body) {
     p.body = a.body;
   } else if (a.file == "-" || (!Given(c, "--file") && !isatty(STDIN_FILENO))) {
-    p.body = ReadAll(stdin);
-    if (std::ferror(stdin)) return Report(Failure{Exit::kIo, "cannot read standard input"});
+    if (auto f = ReadBodyFile("-", &p.body)) return Report(*f);
   } else if (Given(c, "--file")) {
-    std::FILE* f = std::fopen(a.file.c_str(), "rb");
-    if (f == nullptr)
-      return Report(Failure{Exit::kUsage, "cannot open " + a.file + ": " + std::strerror(errno)});
-    p.body = ReadAll(f);
-    const bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed) return Report(Failure{Exit::kIo, "cannot read " + a.file});
+    if (auto f = ReadBodyFile(a.file, &p.body)) return Report(*f);
   } else {
     return Report(Usage(c,
                         "no body: give it as an argument, with --file, or on standard input "
@@ -663,6 +692,215 @@ int RunPush(Context& c) {
   Show(c, *r, [&a](const rapidjson::Value& v) {
     return a.push_action == "delete" ? "topic " + a.topic + " no longer pushes\n"
                                      : PushTargetText(v);
+  });
+  return 0;
+}
+
+// The options of `schedule set` that give one field each (--from-json
+// gives them all).
+constexpr const char* kScheduleFieldOptions[] = {
+    "--cron",  "--tz",        "--topic",   "--body",  "--body-file", "--priority", "--ttr",
+    "--delay", "--max-tries", "--backoff", "--start", "--end",       "--missed",   "--paused"};
+
+// The schedule `schedule set` asks for, as PUT /schedules/{name} takes it.
+// The server checks the expression, the zone and the ranges: its words
+// are the ones shown.
+Check ScheduleJson(const Context& c, std::string* out) {
+  const Args& a = c.args;
+  if (Given(c, "--from-json")) {
+    for (const char* option : kScheduleFieldOptions)
+      if (Given(c, option))
+        return Usage(
+            c, "--from-json gives the whole schedule: it goes with no " + std::string(option));
+    if (a.from_json != "-") {
+      *out = a.from_json;
+      return std::nullopt;
+    }
+    return ReadBodyFile("-", out);
+  }
+  if (!Given(c, "--cron")) return Usage(c, "schedule set needs --cron (or --from-json)");
+  if (!Given(c, "--topic")) return Usage(c, "schedule set needs --topic");
+  if (auto f = Topic(c, a.topic)) return f;
+  if (Given(c, "--body") && Given(c, "--body-file"))
+    return Usage(c, "give --body or --body-file, not both");
+  if (Given(c, "--missed") && a.missed != "skip" && a.missed != "one")
+    return Usage(c, "bad --missed '" + a.missed + "' (skip or one)");
+  std::optional<uint32_t> priority, max_tries;
+  if (auto f = Uint32(c, "--priority", a.priority, "priority", &priority)) return f;
+  if (auto f = Uint32(c, "--max-tries", a.max_tries, "--max-tries", &max_tries)) return f;
+  if (Given(c, "--backoff")) {
+    if (auto f = BackoffArg(c, a.backoff)) return f;
+  }
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("cron");
+  Str(w, a.cron);
+  if (Given(c, "--tz")) {
+    w.Key("tz");
+    Str(w, a.tz);
+  }
+  w.Key("topic");
+  Str(w, a.topic);
+  for (const auto& [option, text, key] :
+       {std::tuple{"--start", &a.start, "start"}, std::tuple{"--end", &a.end, "end"}}) {
+    if (!Given(c, option)) continue;
+    TimeMs t = 0;
+    if (auto f = TimeArg(c, *text, option, &t)) return f;
+    w.Key(key);
+    w.Int64(t);
+  }
+  if (Given(c, "--missed")) {
+    w.Key("missed");
+    Str(w, a.missed);
+  }
+  if (a.paused) {
+    w.Key("paused");
+    w.Bool(true);
+  }
+  w.Key("job");
+  w.StartObject();
+  if (Given(c, "--ttr")) {
+    TimeMs t = 0;
+    if (auto f = TtrArg(c, a.ttr, "--ttr", &t)) return f;
+    w.Key("ttr_ms");
+    w.Int64(t);
+  }
+  if (Given(c, "--delay")) {
+    TimeMs d = 0;
+    if (auto f = Duration(c, a.delay, "--delay", &d)) return f;
+    w.Key("delay_ms");
+    w.Int64(d);
+  }
+  if (priority) {
+    w.Key("priority");
+    w.Uint(*priority);
+  }
+  if (max_tries) {
+    w.Key("max_tries");
+    w.Uint(*max_tries);
+  }
+  if (Given(c, "--backoff")) {
+    w.Key("backoff");
+    Str(w, a.backoff);
+  }
+  // The body last: nothing is read before the options are known good. A
+  // schedule's job may have an empty body (a tick).
+  std::string body;
+  if (Given(c, "--body")) {
+    body = a.body;
+  } else if (Given(c, "--body-file")) {
+    if (auto f = ReadBodyFile(a.file, &body)) return f;
+  } else if (!isatty(STDIN_FILENO)) {
+    if (auto f = ReadBodyFile("-", &body)) return f;
+  }
+  BodyMember(w, body);
+  w.EndObject();
+  w.EndObject();
+  *out = std::string(sb.GetString(), sb.GetSize());
+  return std::nullopt;
+}
+
+// A schedule's first line: "nightly: 30 2 * * * in Europe/Berlin, into
+// reports (paused)".
+std::string ScheduleLine(const rapidjson::Value& v) {
+  std::string line = StringField(v, "name") + ": " + StringField(v, "cron");
+  if (!StringField(v, "tz").empty()) line += " in " + StringField(v, "tz");
+  line += ", into " + StringField(v, "topic");
+  const auto paused = v.FindMember("paused");
+  if (paused != v.MemberEnd() && paused->value.IsBool() && paused->value.GetBool())
+    line += " (paused)";
+  return line;
+}
+
+// The fire times of a schedule's "next" (as its zone reads them).
+std::vector<std::string> NextTimes(const rapidjson::Value& v) {
+  std::vector<std::string> out;
+  const auto next = v.FindMember("next");
+  if (next == v.MemberEnd() || !next->value.IsArray()) return out;
+  for (const auto& n : next->value.GetArray())
+    if (n.IsObject()) out.push_back(StringField(n, "at"));
+  return out;
+}
+
+// A schedule in the text format: its line, its job, its bounds and its
+// next fire times.
+std::string ScheduleText(const rapidjson::Value& v) {
+  std::string text = "schedule " + ScheduleLine(v) + "\n";
+  if (const auto job = v.FindMember("job"); job != v.MemberEnd() && job->value.IsObject()) {
+    const rapidjson::Value& j = job->value;
+    text += "job:     priority " + std::to_string(UintField(j, "priority")) + ", ttr " +
+            HumanDuration(static_cast<TimeMs>(UintField(j, "ttr_ms"))) + ", delay " +
+            HumanDuration(static_cast<TimeMs>(UintField(j, "delay_ms"))) + ", max tries " +
+            std::to_string(UintField(j, "max_tries")) + ", back-off " + StringField(j, "backoff") +
+            "\n";
+    const std::string body = JobBody(j);
+    text += "body:    " + Plural(body.size(), "byte") + "\n";
+    if (!body.empty() && IsText(body)) text += body + (body.back() == '\n' ? "" : "\n");
+  }
+  for (const auto& [member, label] :
+       {std::pair{"start_ms", "start:   "}, std::pair{"end_ms", "end:     "}}) {
+    const auto t = v.FindMember(member);
+    if (t != v.MemberEnd() && t->value.IsInt64())
+      text += label + FormatRfc3339(t->value.GetInt64()) + "\n";
+  }
+  text += "missed:  " + StringField(v, "missed") + "\n";
+  const std::vector<std::string> next = NextTimes(v);
+  if (next.empty()) text += "next:    none\n";
+  for (const std::string& at : next) text += "next:    " + at + "\n";
+  return text;
+}
+
+// The schedules, one line each with its next fire time.
+std::string SchedulesText(const rapidjson::Value& v) {
+  const auto all = v.FindMember("schedules");
+  if (all == v.MemberEnd() || !all->value.IsArray() || all->value.Empty()) return "no schedules\n";
+  std::string text;
+  for (const auto& s : all->value.GetArray()) {
+    if (!s.IsObject()) continue;
+    const std::vector<std::string> next = NextTimes(s);
+    text += ScheduleLine(s) + "; next " + (next.empty() ? "none" : next.front()) + "\n";
+  }
+  return text;
+}
+
+int RunSchedule(Context& c) {
+  Args& a = c.args;
+  const std::string& action = a.schedule_action;
+  if (auto f = NoBodyFormat(c)) return Report(*f);
+  if (action != "set" && action != "get" && action != "list" && action != "pause" &&
+      action != "resume" && action != "delete")
+    return Report(
+        Usage(c, "bad action '" + action + "' (set, get, list, pause, resume or delete)"));
+  if (action == "list" && Given(c, "NAME")) return Report(Usage(c, "schedule list takes no NAME"));
+  if (action != "list" && !Given(c, "NAME"))
+    return Report(Usage(c, "schedule " + action + " needs the schedule's NAME"));
+  if (action != "set") {
+    for (const char* option : kScheduleFieldOptions)
+      if (Given(c, option))
+        return Report(Usage(c, std::string(option) + " goes with 'schedule set'"));
+    if (Given(c, "--from-json")) return Report(Usage(c, "--from-json goes with 'schedule set'"));
+  }
+  const std::string& name = a.schedule_name;
+  Reply r = Failure{Exit::kUsage, ""};
+  if (action == "set") {
+    std::string json;
+    if (auto f = ScheduleJson(c, &json)) return Report(*f);
+    r = c.client->SetSchedule(name, json);
+  } else if (action == "get") {
+    r = c.client->GetSchedule(name);
+  } else if (action == "list") {
+    r = c.client->ListSchedules();
+  } else if (action == "pause" || action == "resume") {
+    r = c.client->PauseSchedule(name, action == "pause");
+  } else {
+    r = c.client->DeleteSchedule(name);
+  }
+  if (!r.ok()) return Report(r.failure());
+  Show(c, *r, [&](const rapidjson::Value& v) {
+    if (action == "list") return SchedulesText(v);
+    if (action == "delete") return "schedule " + name + " deleted\n";
+    return ScheduleText(v);
   });
   return 0;
 }

@@ -54,6 +54,9 @@ struct Args {
   std::string push_action, url, secret, method, concurrency;
   std::vector<std::string> headers;
   bool follow_redirects = false;
+  // schedule (the job's fields are put's: body, file, priority, ttr, ...)
+  std::string schedule_action, schedule_name, cron, tz, start, end, missed, from_json;
+  bool paused = false;
   // Global: the file whose first line is the secret to present.
   std::string token_file;
 };
@@ -110,6 +113,9 @@ int RunList(Context& c);
 int RunFind(Context& c);
 // A topic's push target: `push set|get|delete TOPIC` (docs/push.md).
 int RunPush(Context& c);
+// Schedules: `schedule set|get|list|pause|resume|delete [NAME]`
+// (docs/schedules.md).
+int RunSchedule(Context& c);
 // Makes a token (no server needed): its secret, digest and token-file entry.
 int RunToken(Context& c);
 

@@ -297,6 +297,60 @@ const std::vector<Command>& Commands() {
          s->add_flag("--follow-redirects", a.follow_redirects, "set: follow 3xx answers");
        },
        RunPush},
+      {"schedule", "Make, show, list, pause, resume or delete recurring schedules (HTTP)",
+       "ACTION is set, get, list, pause, resume or delete. 'set' makes the schedule or\n"
+       "replaces it whole (a replacement keeps the times '@every' counts from); each\n"
+       "firing puts one job into --topic. The job's body is --body, the contents of\n"
+       "--body-file, or standard input; --from-json gives the whole schedule as\n"
+       "PUT /schedules/{name} takes it ('-': from standard input). 'get' shows the\n"
+       "schedule and its next five fire times (docs/schedules.md).\n"
+       "Examples:\n"
+       "  delayq schedule set nightly-report --cron '30 2 * * *' --tz Europe/Berlin -t reports\n"
+       "      --body 'build the report' --ttr 10m --max-tries 3\n"
+       "  delayq schedule set heartbeat --cron '@every 30s' -t health --body ping --missed one\n"
+       "  delayq schedule set digest --from-json - < digest.json\n"
+       "  delayq schedule get nightly-report\n"
+       "  delayq schedule list\n"
+       "  delayq schedule pause heartbeat\n"
+       "  delayq schedule delete heartbeat",
+       [](CLI::App* s, Args& a) {
+         s->add_option("ACTION", a.schedule_action, "set, get, list, pause, resume or delete")
+             ->type_name("")
+             ->required();
+         s->add_option("NAME", a.schedule_name, "The schedule (1-150 of A-Za-z0-9._-)")
+             ->type_name("");
+         s->add_option("--cron", a.cron,
+                       "set: when it fires: 5 fields, 6 with seconds first, @daily, @every 30s")
+             ->option_text("EXPR");
+         s->add_option("--tz", a.tz, "set: the IANA zone the fields are read in (default UTC)")
+             ->option_text("ZONE");
+         s->add_option("-t,--topic", a.topic, "set: the topic each firing puts its job into")
+             ->option_text("TOPIC");
+         s->add_option("--body", a.body, "set: the job's body")->option_text("TEXT");
+         s->add_option("--body-file", a.file, "set: the job's body from FILE ('-': standard input)")
+             ->option_text("FILE");
+         s->add_option("-p,--priority", a.priority, "set: the job's priority (default 1024)")
+             ->option_text("N");
+         s->add_option("--ttr", a.ttr, "set: the job's time to run (default 60s)")
+             ->option_text("DURATION");
+         s->add_option("-d,--delay", a.delay, "set: the job is ready DURATION after the fire time")
+             ->option_text("DURATION");
+         s->add_option("--max-tries", a.max_tries, "set: the job's tries before it is buried")
+             ->option_text("N");
+         s->add_option("--backoff", a.backoff, "set: the job's delays between tries (4m,10m,1h)")
+             ->option_text("SPEC");
+         s->add_option("--start", a.start, "set: no firing before TIME (RFC 3339 or epoch ms)")
+             ->option_text("TIME");
+         s->add_option("--end", a.end, "set: no firing after TIME")->option_text("TIME");
+         s->add_option("--missed", a.missed,
+                       "set: firings missed while no delayqd ran: skip (default) or one")
+             ->option_text("POLICY");
+         s->add_flag("--paused", a.paused, "set: make it paused (no firing until resumed)");
+         s->add_option("--from-json", a.from_json,
+                       "set: the whole schedule as JSON ('-': standard input)")
+             ->option_text("JSON");
+       },
+       RunSchedule},
   };
   return table;
 }

@@ -24,6 +24,7 @@ constexpr uint64_t kMaxReplyBytes = uint64_t{1} << 32;
 
 std::string JobPath(JobId id) { return "/jobs/" + std::to_string(id); }
 std::string TopicPath(const std::string& topic) { return "/topics/" + PercentEncode(topic); }
+std::string SchedulePath(const std::string& name) { return "/schedules/" + PercentEncode(name); }
 
 std::string Text(rapidjson::StringBuffer& sb) { return std::string(sb.GetString(), sb.GetSize()); }
 
@@ -73,13 +74,7 @@ class HttpClient final : public Client {
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     w.StartObject();
-    if (IsText(a.body)) {
-      w.Key("body");
-      Str(w, a.body);
-    } else {
-      w.Key("body_base64");
-      Str(w, Base64Encode(a.body));
-    }
+    BodyMember(w, a.body);
     if (a.priority) {
       w.Key("priority");
       w.Uint(*a.priority);
@@ -193,6 +188,19 @@ class HttpClient final : public Client {
   }
   Reply DeletePush(const std::string& topic) override {
     return Call(http::verb::delete_, TopicPath(topic) + "/push", "");
+  }
+  Reply SetSchedule(const std::string& name, const std::string& schedule_json) override {
+    return Call(http::verb::put, SchedulePath(name), schedule_json);
+  }
+  Reply GetSchedule(const std::string& name) override {
+    return Call(http::verb::get, SchedulePath(name), "");
+  }
+  Reply ListSchedules() override { return Call(http::verb::get, "/schedules", ""); }
+  Reply PauseSchedule(const std::string& name, bool pause) override {
+    return Call(http::verb::post, SchedulePath(name) + (pause ? "/pause" : "/resume"), "");
+  }
+  Reply DeleteSchedule(const std::string& name) override {
+    return Call(http::verb::delete_, SchedulePath(name), "");
   }
 
   Reply Clear(const std::string& topic, const std::vector<std::string>& states) override {

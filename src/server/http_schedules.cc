@@ -5,6 +5,9 @@
 // caller: on Redis the list comes after the connection may be gone); each route makes its backend
 // calls, then tells this instance's scheduler (ServerContext::
 // schedules_changed), which the other instances learn of by polling.
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +15,7 @@
 #include "delivery/schedule.h"
 #include "server/http_api_internal.h"
 #include "server/json_input.h"
+#include "server/schedule_put.h"
 
 namespace delayq::server {
 
@@ -55,27 +59,29 @@ std::string ScheduleView(const Schedule& s, TimeMs now) {
   return out;
 }
 
-// A time of the body: epoch milliseconds or an RFC 3339 string.
+// A time of the body: epoch milliseconds or an RFC 3339 string, at most
+// kMaxDelayMs (2^47 ms, in the year 6429: as far as a job's due time may
+// lie). A start near the end of int64 sent the fire times' search past
+// what the calendar can hold: the PUT's reply never came, and the loop
+// thread spun.
 Status TimeField(Fields& f, const char* name, std::optional<TimeMs>* out) {
   const rapidjson::Value* v = f.Get(name);
   if (v == nullptr) return Status::Ok();
-  if (v->IsInt64() && v->GetInt64() >= 0) {
-    *out = v->GetInt64();
+  std::optional<TimeMs> t;
+  if (v->IsInt64()) t = v->GetInt64();
+  if (v->IsString()) t = ParseRfc3339(std::string_view(v->GetString(), v->GetStringLength()));
+  if (t && *t >= 0 && *t <= kMaxDelayMs) {
+    *out = *t;
     return Status::Ok();
   }
-  if (v->IsString()) {
-    if (auto t = ParseRfc3339(std::string_view(v->GetString(), v->GetStringLength()))) {
-      *out = *t;
-      return Status::Ok();
-    }
-  }
-  return f.Bad(name, "epoch milliseconds or an RFC 3339 time");
+  return f.Bad(name, "epoch milliseconds or an RFC 3339 time, from 1970 to the year 6429");
 }
 
-// Reads the body of PUT /schedules/{name} into `s` (all but its anchor).
-Status ParseScheduleBody(const HttpRequest& req, TimeMs now, size_t max_job_size, Schedule* s) {
+// Reads the body of PUT /schedules/{name} into `s` (all but its name and
+// its anchor).
+Status ParseScheduleBody(std::string_view body, TimeMs now, size_t max_job_size, Schedule* s) {
   rapidjson::Document doc;
-  if (Status st = ParseJsonObject(req.body, &doc, false); !st.ok()) return st;
+  if (Status st = ParseJsonObject(body, &doc, false); !st.ok()) return st;
   Fields f(doc, "");
   std::string_view cron, tz, topic, missed = "skip";
   if (Status st = f.String("cron", &cron); !st.ok()) return st;
@@ -136,34 +142,131 @@ void StoreSchedule(backend::Backend& backend, ServerContext& ctx, Schedule s, in
 
 }  // namespace
 
+Result<Schedule> ParseSchedule(std::string_view name, std::string_view json, size_t max_job_size,
+                               TimeMs now) {
+  if (Status st = delivery::CheckScheduleName(name); !st.ok()) return st;
+  Schedule s;
+  s.name = name;
+  if (Status st = ParseScheduleBody(json, now, max_job_size, &s); !st.ok()) return st;
+  return s;
+}
+
+namespace {
+
+// What a PUT of `s` stores, given `old`, the schedule of its name stored now
+// (nullptr: none, or one too damaged to read), and how many schedules are
+// stored: `s` with its anchor, whether it is new, and whether it must be
+// written (written false: stored already, exactly so). kResourceExhausted
+// for a new one past kMaxSchedules.
+Result<UpsertedSchedule> PlanUpsert(Schedule s, const Schedule* old, size_t stored, TimeMs now) {
+  if (old == nullptr && stored >= delivery::kMaxSchedules)
+    return Status::ResourceExhausted("there are " + std::to_string(delivery::kMaxSchedules) +
+                                     " schedules already");
+  // @every counts from the start, else from when the schedule was first
+  // put: an upsert keeps the fire times it had.
+  s.anchor_ms = s.start_ms ? *s.start_ms : old != nullptr ? old->anchor_ms : now;
+  // The same schedule again (delayqd restarted with the same config file,
+  // a PUT retried) writes nothing: no store write, and on Redis no version
+  // moved for every instance to list the schedules again.
+  const bool same = old != nullptr && *old == s;
+  return UpsertedSchedule{std::move(s), /*created=*/old == nullptr, /*written=*/!same};
+}
+
+// Writes the plan's schedule if it must be, then tells `done`.
+void StorePlanned(backend::Backend& backend, UpsertedSchedule plan,
+                  std::function<void(Result<UpsertedSchedule>)> done) {
+  if (!plan.written) return done(std::move(plan));
+  std::string value = delivery::ScheduleToJson(plan.schedule);
+  const std::string name = plan.schedule.name;  // `plan` moves into the completion
+  backend.PutObject(ObjectKind::kSchedule, name, value,
+                    [plan = std::move(plan), done = std::move(done)](Status st) mutable {
+                      if (!st.ok()) return done(st);
+                      done(std::move(plan));
+                    });
+}
+
+}  // namespace
+
+void UpsertSchedule(backend::Backend& backend, Schedule s, TimeMs now,
+                    std::function<Status(const Schedule& old)> may_replace,
+                    std::function<void(Result<UpsertedSchedule>)> done) {
+  backend.ListObjects(ObjectKind::kSchedule,
+                      [&backend, s = std::move(s), now, may_replace = std::move(may_replace),
+                       done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
+                        if (!all.ok()) return done(all.status());
+                        // A damaged one of the same name is replaced as if there were none.
+                        auto old = FindSchedule(*all, s.name);
+                        const Schedule* was = old.ok() && old->has_value() ? &**old : nullptr;
+                        if (was != nullptr) {
+                          if (Status st = may_replace(*was); !st.ok()) return done(st);
+                        }
+                        auto plan = PlanUpsert(std::move(s), was, all->size(), now);
+                        if (!plan.ok()) return done(plan.status());
+                        StorePlanned(backend, *std::move(plan), std::move(done));
+                      });
+}
+
+void UpsertSchedules(backend::Backend& backend, std::vector<Schedule> schedules, TimeMs now,
+                     std::function<void(const std::string& name, Result<UpsertedSchedule>)> each,
+                     std::function<void()> done) {
+  backend.ListObjects(ObjectKind::kSchedule, [&backend, schedules = std::move(schedules), now,
+                                              each = std::move(each), done = std::move(done)](
+                                                 Result<std::vector<StoredObject>> all) mutable {
+    if (!all.ok()) {
+      for (const Schedule& s : schedules) each(s.name, all.status());
+      return done();
+    }
+    // By name, read once: a file of many schedules costs one list, not one
+    // a schedule.
+    std::map<std::string, Schedule, std::less<>> stored;
+    for (const StoredObject& o : *all) {
+      auto s = delivery::ScheduleFromJson(o.value);
+      if (!s.ok()) continue;  // damaged: replaced as if there were none
+      s->name = o.name;
+      stored.emplace(o.name, *std::move(s));
+    }
+    size_t count = all->size();
+    auto left = std::make_shared<size_t>(schedules.size() + 1);
+    auto one_done = [left, done] {
+      if (--*left == 0) done();
+    };
+    for (Schedule& s : schedules) {
+      const std::string name = s.name;
+      auto it = stored.find(name);
+      auto plan = PlanUpsert(std::move(s), it == stored.end() ? nullptr : &it->second, count, now);
+      if (!plan.ok()) {
+        each(name, plan.status());
+        one_done();
+        continue;
+      }
+      count += plan->created ? 1 : 0;
+      StorePlanned(backend, *std::move(plan),
+                   [name, each, one_done](Result<UpsertedSchedule> r) mutable {
+                     each(name, std::move(r));
+                     one_done();
+                   });
+    }
+    one_done();
+  });
+}
+
 void HttpApiRoutes::PutSchedule(HttpApi& api, const HttpRequest& req, const Params& p,
                                 HttpApi::Reply&& done, HttpApi::CallId*) {
-  if (Status st = delivery::CheckScheduleName(p[0]); !st.ok()) return done(StatusReply(st));
   const TimeMs now = api.backend_.Now();
-  Schedule s;
-  s.name = p[0];
-  if (Status st = ParseScheduleBody(req, now, api.ctx_.max_job_size, &s); !st.ok())
-    return done(BadInput(st));
-  if (Status st = req.caller->Check(Scope::kAdmin, s.topic); !st.ok()) return done(StatusReply(st));
-  api.backend_.ListObjects(
-      ObjectKind::kSchedule,
-      [&api, s = std::move(s), now, caller = *req.caller,
-       done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
-        if (!all.ok()) return done(StatusReply(all.status()));
-        auto old = FindSchedule(*all, s.name);
-        if (old.ok() && *old) {
-          // Replacing it needs the right on the topic it had too.
-          if (Status st = caller.Check(Scope::kAdmin, (*old)->topic); !st.ok())
-            return done(StatusReply(st));
-        } else if (all->size() >= delivery::kMaxSchedules) {
-          return done(StatusReply(Status::ResourceExhausted(
-              "there are " + std::to_string(delivery::kMaxSchedules) + " schedules already")));
-        }
-        // @every counts from the start, else from when the schedule was
-        // first put: an upsert keeps the fire times it had.
-        const bool existed = old.ok() && old->has_value();
-        s.anchor_ms = s.start_ms ? *s.start_ms : existed ? (*old)->anchor_ms : now;
-        StoreSchedule(api.backend_, api.ctx_, std::move(s), existed ? 200 : 201, std::move(done));
+  auto s = ParseSchedule(p[0], req.body, api.ctx_.max_job_size, now);
+  if (!s.ok()) return done(BadInput(s.status()));
+  if (Status st = req.caller->Check(Scope::kAdmin, s->topic); !st.ok())
+    return done(StatusReply(st));
+  UpsertSchedule(
+      api.backend_, *std::move(s), now,
+      // Replacing it needs the right on the topic it had too.
+      [caller = *req.caller](const Schedule& old) {
+        return caller.Check(Scope::kAdmin, old.topic);
+      },
+      [&api, done = std::move(done)](Result<UpsertedSchedule> r) {
+        if (!r.ok()) return done(StatusReply(r.status()));
+        if (r->written && api.ctx_.schedules_changed) api.ctx_.schedules_changed();
+        done(HttpReply{r->created ? 201 : 200, ScheduleView(r->schedule, api.backend_.Now()), {}});
       });
 }
 

@@ -199,9 +199,9 @@ std::string RandomBytes(size_t n, unsigned seed) {
   return s;
 }
 
-const std::vector<std::string> kCommands = {"put",    "reserve", "finish", "delete", "release",
-                                            "bury",   "touch",   "peek",   "kick",   "stats",
-                                            "topics", "clear",   "pause",  "list",   "find"};
+const std::vector<std::string> kCommands = {
+    "put",  "reserve", "finish", "delete", "release", "bury", "touch", "peek",
+    "kick", "stats",   "topics", "clear",  "pause",   "list", "find",  "schedule"};
 
 // ---- a server for the tests --------------------------------------------------------
 
@@ -1021,6 +1021,230 @@ TEST_F(CliHttp, FinishReleaseBuryTouchKickCarryTheLease) {
   }
 }
 
+// schedule: every action, in text and as JSON (the reply of the HTTP API,
+// as docs/schedules.md shows it); the body from --body, --body-file and
+// standard input, the whole schedule from --from-json; a replacement keeps
+// its anchor.
+TEST_F(CliHttp, ScheduleEveryAction) {
+  const std::vector<std::string> heartbeat = {"schedule",
+                                              "set",
+                                              "heartbeat",
+                                              "--cron",
+                                              "@every 30s",
+                                              "-t",
+                                              "health",
+                                              "--body",
+                                              "ping",
+                                              "-p",
+                                              "10",
+                                              "--start",
+                                              "2030-01-01T00:00:00Z",
+                                              "--missed",
+                                              "one"};
+  const std::string heartbeat_json =
+      R"({"name":"heartbeat","cron":"@every 30s","tz":"","topic":"health","job":{"body":"ping","priority":10,"ttr_ms":60000,"delay_ms":0,"max_tries":0,"backoff":"none"},"start_ms":1893456000000,"end_ms":null,"missed":"one","paused":false,"anchor_ms":1893456000000,"next":[{"at_ms":1893456000000,"at":"2030-01-01T00:00:00Z"},{"at_ms":1893456030000,"at":"2030-01-01T00:00:30Z"},{"at_ms":1893456060000,"at":"2030-01-01T00:01:00Z"},{"at_ms":1893456090000,"at":"2030-01-01T00:01:30Z"},{"at_ms":1893456120000,"at":"2030-01-01T00:02:00Z"}]})";
+  const std::string heartbeat_text =
+      "schedule heartbeat: @every 30s, into health\n"
+      "job:     priority 10, ttr 1m, delay 0ms, max tries 0, back-off none\n"
+      "body:    4 bytes\n"
+      "ping\n"
+      "start:   2030-01-01T00:00:00.000Z\n"
+      "missed:  one\n"
+      "next:    2030-01-01T00:00:00Z\n"
+      "next:    2030-01-01T00:00:30Z\n"
+      "next:    2030-01-01T00:01:00Z\n"
+      "next:    2030-01-01T00:01:30Z\n"
+      "next:    2030-01-01T00:02:00Z\n";
+  std::vector<std::string> json_set = heartbeat;
+  json_set.insert(json_set.begin(), "--json");
+  CliRun r = Http(json_set);
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, heartbeat_json + "\n");
+  r = Http(heartbeat);  // the same again: stored as it was
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, heartbeat_text);
+  r = Http({"schedule", "get", "heartbeat"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, heartbeat_text);
+  r = Http({"--json", "schedule", "get", "heartbeat"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, heartbeat_json + "\n");
+
+  // A zone, an end, a delay, a back-off; the body from a file.
+  TempDir dir;
+  const std::string file = dir.path() + "/report.txt";
+  std::ofstream(file) << "build the report";
+  r = Http({"schedule",      "set",          "nightly-report",
+            "--cron",        "30 2 * * *",   "--tz",
+            "Europe/Berlin", "-t",           "reports",
+            "--body-file",   file,           "--ttr",
+            "10m",           "--max-tries",  "3",
+            "--delay",       "5s",           "--backoff",
+            "1m,5m",         "--start",      "2030-03-29T00:00:00Z",
+            "--end",         "1901149200000"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out,
+            "schedule nightly-report: 30 2 * * * in Europe/Berlin, into reports\n"
+            "job:     priority 1024, ttr 10m, delay 5s, max tries 3, back-off 1m,5m\n"
+            "body:    16 bytes\n"
+            "build the report\n"
+            "start:   2030-03-29T00:00:00.000Z\n"
+            "end:     2030-03-31T01:00:00.000Z\n"
+            "missed:  skip\n"
+            "next:    2030-03-29T02:30:00+01:00\n"
+            "next:    2030-03-30T02:30:00+01:00\n"
+            "next:    2030-03-31T03:00:00+02:00\n");
+
+  r = Http({"schedule", "list"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out,
+            "heartbeat: @every 30s, into health; next 2030-01-01T00:00:00Z\n"
+            "nightly-report: 30 2 * * * in Europe/Berlin, into reports; next "
+            "2030-03-29T02:30:00+01:00\n");
+  r = Http({"--json", "schedule", "list"});
+  ASSERT_EQ(r.exit, 0) << r;
+  auto list = Json(r.out);
+  ASSERT_TRUE(list.IsObject()) << r.out;
+  EXPECT_EQ(list["schedules"].Size(), 2u);
+
+  r = Http({"schedule", "pause", "heartbeat"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_TRUE(r.out.starts_with("schedule heartbeat: @every 30s, into health (paused)\n")) << r;
+  r = Http({"--json", "schedule", "get", "heartbeat"});
+  EXPECT_TRUE(Json(r.out)["paused"].GetBool()) << r;
+  r = Http({"--json", "schedule", "resume", "heartbeat"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, heartbeat_json + "\n");
+
+  r = Http({"schedule", "delete", "heartbeat"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "schedule heartbeat deleted\n");
+  r = Http({"schedule", "get", "heartbeat"});
+  EXPECT_EQ(r.exit, 3) << r;
+  EXPECT_EQ(r.err, "delayq: no schedule 'heartbeat' (not_found)\n");
+  r = Http({"schedule", "delete", "heartbeat"});
+  EXPECT_EQ(r.exit, 3) << r;
+  r = Http({"--json", "schedule", "delete", "nightly-report"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "{\"deleted\":\"nightly-report\"}\n");
+  r = Http({"schedule", "list"});
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_EQ(r.out, "no schedules\n");
+
+  // The body from standard input (bytes that are not text go as base64),
+  // and the whole schedule from --from-json, given or on standard input.
+  const std::string bytes("\x00\xff\x01", 3);
+  r = Http({"--json", "schedule", "set", "bin", "--cron", "@daily", "-t", "t"}, Input(bytes));
+  ASSERT_EQ(r.exit, 0) << r;
+  EXPECT_STREQ(Json(r.out)["job"]["body_base64"].GetString(), "AP8B") << r.out;
+  const std::string whole = R"({"cron":"@every 1m","topic":"t","job":{"body":"from json"}})";
+  r = Http({"--json", "schedule", "set", "whole", "--from-json", whole});
+  ASSERT_EQ(r.exit, 0) << r;
+  auto first = Json(r.out);
+  ASSERT_TRUE(first.IsObject()) << r.out;
+  EXPECT_STREQ(first["job"]["body"].GetString(), "from json");
+  // A replacement from standard input keeps the anchor @every counts from.
+  std::this_thread::sleep_for(20ms);
+  r = Http({"--json", "schedule", "set", "whole", "--from-json", "-"},
+           Input(R"({"cron":"@every 1m","topic":"t","job":{"body":"again"}})"));
+  ASSERT_EQ(r.exit, 0) << r;
+  auto second = Json(r.out);
+  ASSERT_TRUE(second.IsObject()) << r.out;
+  EXPECT_STREQ(second["job"]["body"].GetString(), "again");
+  EXPECT_EQ(second["anchor_ms"].GetInt64(), first["anchor_ms"].GetInt64());
+}
+
+// schedule: what the command line gets wrong is a usage error (exit 2,
+// nothing sent); what the server refuses is shown in its words (exit 1).
+TEST_F(CliHttp, ScheduleBadInput) {
+  struct Case {
+    std::vector<std::string> args;
+    int exit;
+    std::string err;
+  };
+  const std::string help = "\nRun 'delayq schedule --help' for help.\n";
+  const std::vector<Case> cases = {
+      {{"schedule", "set", "x", "-t", "t", "--body", "b"},
+       2,
+       "delayq: schedule set needs --cron (or --from-json)" + help},
+      {{"schedule", "set", "x", "--cron", "@daily", "--body", "b"},
+       2,
+       "delayq: schedule set needs --topic" + help},
+      {{"schedule", "frobnicate", "x"},
+       2,
+       "delayq: bad action 'frobnicate' (set, get, list, pause, resume or delete)" + help},
+      {{"schedule", "get"}, 2, "delayq: schedule get needs the schedule's NAME" + help},
+      {{"schedule", "list", "x"}, 2, "delayq: schedule list takes no NAME" + help},
+      {{"schedule", "get", "x", "--cron", "@daily"},
+       2,
+       "delayq: --cron goes with 'schedule set'" + help},
+      {{"schedule", "delete", "x", "--from-json", "{}"},
+       2,
+       "delayq: --from-json goes with 'schedule set'" + help},
+      {{"schedule", "set", "x", "--from-json", "{}", "--cron", "@daily"},
+       2,
+       "delayq: --from-json gives the whole schedule: it goes with no --cron" + help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--missed", "all"},
+       2,
+       "delayq: bad --missed 'all' (skip or one)" + help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--start", "tomorrow"},
+       2,
+       "delayq: bad time 'tomorrow' for --start (epoch milliseconds, or RFC 3339 like "
+       "2026-05-01T09:00:00Z)" +
+           help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--ttr", "0"},
+       2,
+       "delayq: --ttr must be at least 1ms" + help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--delay", "5x"},
+       2,
+       "delayq: bad duration '5x' for --delay (milliseconds, or a number with ms, s, m, h or d: "
+       "250ms, 30s, 5m)" +
+           help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "-bad"},
+       2,
+       "delayq: bad topic name '-bad' (1-200 bytes of A-Za-z0-9-+/;.$_() not starting with '-')" +
+           help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--body", "b", "--body-file", "f"},
+       2,
+       "delayq: give --body or --body-file, not both" + help},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--backoff", "zzz"},
+       2,
+       "delayq: bad back-off 'zzz' (a list like 4m,10m,1h; exp:<base>:<cap> like exp:1s:1h; or "
+       "none)" +
+           help},
+      {{"-o", "body", "schedule", "list"},
+       2,
+       "delayq: -o body shows a job's body: it applies to reserve and peek only" + help},
+      // The server's words.
+      {{"schedule", "set", "x", "--cron", "0 25 * * *", "-t", "t", "--body", "b"},
+       1,
+       "delayq: hour: 25 is out of range 0..23 (invalid_argument)\n"},
+      {{"schedule", "set", "x", "--cron", "@every 1ms", "-t", "t", "--body", "b"},
+       1,
+       "delayq: @every: at least 100ms (invalid_argument)\n"},
+      {{"schedule", "set", "x", "--cron", "@daily", "--tz", "Mars/Olympus", "-t", "t"},
+       1,
+       "delayq: unknown time zone 'Mars/Olympus' (an IANA name such as Europe/Berlin) "
+       "(invalid_argument)\n"},
+      {{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--start", "5000", "--end", "1000"},
+       1,
+       "delayq: 'end' is before 'start' (invalid_argument)\n"},
+      {{"schedule", "set", "a b", "--cron", "@daily", "-t", "t"},
+       1,
+       "delayq: a schedule name is 1 to 150 bytes of A-Z a-z 0-9 . _ - (invalid_argument)\n"},
+      {{"schedule", "set", "x", "--from-json", "{\"cron\":"},
+       1,
+       "delayq: the body is not valid JSON: Invalid value. (at byte 8) (bad_json)\n"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = Http(c.args);
+    EXPECT_EQ(r.exit, c.exit) << r;
+    EXPECT_EQ(r.out, "") << r;
+    EXPECT_EQ(r.err, c.err) << r;
+  }
+  EXPECT_EQ(Http({"schedule", "list"}).out, "no schedules\n") << "nothing was stored";
+}
+
 using CliBeanstalk = CliFixture;
 
 TEST_F(CliHttp, PeekByStateNeedsTheBeanstalkdProtocol) {
@@ -1136,6 +1360,26 @@ TEST_F(CliHttp, MillisecondsAndReservationsThatLast) {
   EXPECT_TRUE(d.HasMember("due_ms"));
   r = Http({"pause", "-t", "t", "1500ms"});
   EXPECT_EQ(r.out, "topic t paused for 1.5s\n") << r;
+}
+
+// Schedules are the HTTP API's: every action is refused before anything is
+// sent.
+TEST_F(CliBeanstalk, ScheduleNeedsTheHttpApi) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"schedule", "set", "x", "--cron", "@daily", "-t", "t", "--body",
+                                 "b"},
+        {"schedule", "get", "x"},
+        {"schedule", "list"},
+        {"schedule", "pause", "x"},
+        {"schedule", "resume", "x"},
+        {"schedule", "delete", "x"}}) {
+    CliRun r = Bean(args);
+    EXPECT_EQ(r.exit, 2) << r;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+              "delayq: schedule needs the HTTP API: the beanstalkd protocol has no such command "
+              "(use --server http://HOST:PORT)\n");
+  }
 }
 
 TEST_F(CliBeanstalk, PeekByState) {

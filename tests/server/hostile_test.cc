@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,9 +28,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sanitized.h"
+#include "server/delayqd_fixture.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
 #include "server/server_process.h"
@@ -61,20 +64,14 @@ std::string DeepObjects(size_t depth) {
 // Jobs the fixture puts before each test and expects intact after it.
 constexpr int kKeptJobs = 20;
 
-class Hostile : public ::testing::Test {
+class Hostile : public DelayqdFixture {
  protected:
   void SetUp() override { StartServer({}); }
 
+  // The fixture's start, then the jobs every test expects intact after it.
   void StartServer(std::vector<std::string> args) {
-    std::string error;
-    if (AgainstRedis()) {
-      ASSERT_TRUE(redis_.Start(&error)) << error;
-      args.push_back("--backend");
-      args.push_back(redis_.url());
-    }
-    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
-    http_port_ = HttpPortOf(server_);
-    ASSERT_NE(http_port_, 0) << server_.Log();
+    call_timeout_ = std::chrono::milliseconds(30'000);
+    ASSERT_NO_FATAL_FAILURE(DelayqdFixture::StartServer(std::move(args)));
     // Acknowledged jobs, delayed for an hour: nothing in a test takes them.
     RawClient c(server_.port());
     ASSERT_EQ(c.Call("use kept\r\n"), "USING kept\r\n");
@@ -85,14 +82,6 @@ class Hostile : public ::testing::Test {
                 "INSERTED ");
     }
     rss_before_kb_ = RssKb(server_.pid());
-  }
-
-  void TearDown() override {
-    if (server_.Alive()) {
-      int st = server_.Stop();
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n"
-                                                         << server_.Log();
-    }
   }
 
   // The server is up on both protocols, every acknowledged job is there,
@@ -121,15 +110,6 @@ class Hostile : public ::testing::Test {
 #endif
   }
 
-  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {},
-                    std::string_view extra = {}) {
-    HttpClient c(http_port_, 30s);
-    return c.Call(method, target, body, extra);
-  }
-
-  RedisProcess redis_;  // declared first: stopped after server_
-  ServerProcess server_;
-  uint16_t http_port_ = 0;
   uint64_t rss_before_kb_ = 0;
 };
 
@@ -816,6 +796,262 @@ TEST_F(Hostile, PopOfEightyThousandTopicsIsRefused) {
   for (int i = 0; i < 2048; ++i) twice += (i ? ",q" : "q") + std::to_string(i % 1024);
   HttpResponse ok = Call("POST", "/pop", R"({"topic":")" + twice + R"(","timeout":0})");
   EXPECT_EQ(Json(ok.body)["code"].GetInt(), 0) << ok.body.substr(0, 200);
+  ExpectHealthy();
+}
+
+// ---- push targets and schedules --------------------------------------------------
+
+// 24 bytes, base64: a secret as Standard Webhooks spells it.
+constexpr const char* kHostileSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+// A target of topic x with `more` fields ("" or ",...").
+std::string TargetBody(const std::string& more = "") {
+  return R"({"url":"https://example.com/hooks","secret":")" + std::string(kHostileSecret) + "\"" +
+         more + "}";
+}
+// A schedule of topic x firing daily, with `more` fields and `job`.
+std::string ScheduleBody(const std::string& more = "", const std::string& job = R"({"body":"x"})") {
+  return R"({"cron":"@daily","topic":"x","job":)" + job + more + "}";
+}
+// A target's "headers" field (with its leading comma): `n` names X-0,
+// X-1, ..., each with `value`.
+std::string HeadersField(int n, const std::string& value) {
+  std::string out = R"(,"headers":{)";
+  for (int i = 0; i < n; ++i)
+    out += (i > 0 ? ",\"X-" : "\"X-") + std::to_string(i) + "\":\"" + value + "\"";
+  return out + "}";
+}
+// `json` (an object) followed by spaces to be `size` bytes in all.
+std::string PaddedTo(std::string json, size_t size) {
+  json.resize(std::max(size, json.size()), ' ');
+  return json;
+}
+
+class HostileObjects : public Hostile {
+ protected:
+  // PUT `body` at `target` is refused with `status` and an error of `code`,
+  // and the next request is served.
+  void ExpectRefused(const std::string& target, const std::string& body, int status,
+                     const std::string& code) {
+    SCOPED_TRACE(target.substr(0, 60) + " " + body.substr(0, 80));
+    HttpResponse r = Call("PUT", target, body);
+    ASSERT_TRUE(r.ok) << r.error << "\n" << server_.Log();
+    EXPECT_EQ(r.status, status) << r.body.substr(0, 300);
+    EXPECT_EQ(ErrorCode(r), code) << r.body.substr(0, 300);
+    EXPECT_EQ(Call("GET", "/healthz").status, 200) << server_.Log();
+  }
+  // Nothing was stored: no schedule, no push target of x.
+  void ExpectNothingStored() {
+    HttpResponse all = Call("GET", "/schedules");
+    EXPECT_EQ(all.body, "{\"schedules\":[]}\n") << all.body.substr(0, 300);
+    EXPECT_EQ(Call("GET", "/topics/x/push").status, 404);
+  }
+};
+
+// Bodies at the HTTP body limit (8 MiB) are read (the object stored, then
+// deleted); one byte past it, 413 and the connection closes.
+TEST_F(HostileObjects, BodiesAtAndPastTheBodyLimit) {
+  constexpr size_t kLimit = 8 * 1024 * 1024;
+  for (const auto& [target, body, gone] :
+       {std::tuple{std::string("/schedules/s"), ScheduleBody(), std::string("/schedules/s")},
+        std::tuple{std::string("/topics/x/push"), TargetBody(), std::string("/topics/x/push")}}) {
+    SCOPED_TRACE(target);
+    HttpResponse at = Call("PUT", target, PaddedTo(body, kLimit));
+    ASSERT_TRUE(at.ok) << at.error;
+    EXPECT_EQ(at.status, 201) << at.body;
+    EXPECT_EQ(Call("DELETE", gone).status, 200);
+    // One byte more: refused on its Content-Length, before the body is
+    // read (the client sends none; a client that sent it all would find
+    // the connection reset under its feet).
+    HttpClient c(http_port_, 30s);
+    ASSERT_TRUE(c.Send("PUT " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                       std::to_string(kLimit + 1) + "\r\n\r\n" + body));
+    HttpResponse past = c.Read();
+    ASSERT_TRUE(past.ok) << past.error;
+    EXPECT_EQ(past.status, 413) << past.body;
+    EXPECT_EQ(ErrorCode(past), "payload_too_large");
+    EXPECT_TRUE(c.WaitClosed(5s));
+  }
+  ExpectNothingStored();
+  ExpectHealthy();
+}
+
+// What the job routes are fed, on both routes: JSON nested 300,000 deep
+// (arrays and objects), bytes that are not UTF-8, a member named twice,
+// bytes after a NUL. PUT /topics/{t}/push crashed on the first (SIGSEGV)
+// and stored the others.
+TEST_F(HostileObjects, JsonTheOtherRoutesRefuse) {
+  for (const std::string target : {"/schedules/s", "/topics/x/push"}) {
+    const bool push = target == "/topics/x/push";
+    ExpectRefused(target, DeepArrays(300'000), 400, "invalid_argument");
+    ExpectRefused(target, DeepObjects(300'000), 400, "invalid_argument");
+    ExpectRefused(target,
+                  push ? "{\"url\":\"https://e.com/\xff\xfe\",\"secret\":\"" +
+                             std::string(kHostileSecret) + "\"}"
+                       : "{\"cron\":\"\xc0\xaf\",\"topic\":\"x\",\"job\":{\"body\":\"x\"}}",
+                  400, "bad_json");
+    ExpectRefused(
+        target,
+        push ? TargetBody(R"(,"url":"https://f.com/")") : ScheduleBody(R"(,"cron":"@hourly")"), 400,
+        "invalid_argument");
+    ExpectRefused(target, (push ? TargetBody() : ScheduleBody()) + Bytes("\0junk"), 400,
+                  "bad_json");
+    ExpectRefused(target, "[]", 400, "invalid_argument");
+  }
+  ExpectNothingStored();
+  ExpectHealthy();
+}
+
+// A value of the wrong type, or out of range, for every field of a
+// schedule and of its job; names and topics at and past their lengths;
+// cron expressions of 10 KB, @every 1ms, zones that are paths, a start
+// after the end. A start near the end of int64 hung the loop (the reply
+// never came).
+TEST_F(HostileObjects, EveryFieldOfASchedule) {
+  const std::string s = "/schedules/s";
+  const std::vector<std::string> bad_fields = {
+      R"({"cron":5,"topic":"x","job":{}})",
+      R"({"cron":"@daily","tz":5,"topic":"x","job":{}})",
+      R"({"cron":"@daily","topic":5,"job":{}})",
+      R"({"cron":"@daily","topic":"x","job":5})",
+      R"({"cron":"@daily","topic":"x","job":[]})",
+      R"({"cron":"@daily","topic":"x"})",
+      R"({"cron":"@daily","job":{}})",
+      R"({"topic":"x","job":{}})",
+      ScheduleBody(R"(,"missed":5)"),
+      ScheduleBody(R"(,"missed":"all")"),
+      ScheduleBody(R"(,"paused":"yes")"),
+      ScheduleBody(R"(,"start":true)"),
+      ScheduleBody(R"(,"start":1.5)"),
+      ScheduleBody(R"(,"start":-1)"),
+      ScheduleBody(R"(,"start":"tomorrow")"),
+      ScheduleBody(R"(,"end":{})"),
+      ScheduleBody(R"(,"start":9223372036854775807)"),
+      R"({"cron":"* * * * *","topic":"x","job":{},"start":9223372036854775807})",
+      ScheduleBody(R"(,"end":9223372036854775807)"),
+      ScheduleBody(R"(,"start":140737488355329)"),
+      ScheduleBody(R"(,"start":5000,"end":1000)"),
+      ScheduleBody(R"(,"start":"2030-01-02T00:00:00Z","end":"2030-01-01T00:00:00Z")"),
+      ScheduleBody(R"(,"colour":"red")"),
+      ScheduleBody("", R"({"body":5})"),
+      ScheduleBody("", R"({"body":"x","body_base64":"eA=="})"),
+      ScheduleBody("", R"({"body_base64":"===="})"),
+      ScheduleBody("", R"({"priority":-1})"),
+      ScheduleBody("", R"({"priority":"1"})"),
+      ScheduleBody("", R"({"priority":4294967296})"),
+      ScheduleBody("", R"({"ttr_ms":0})"),
+      ScheduleBody("", R"({"ttr_ms":"x"})"),
+      ScheduleBody("", R"({"delay_ms":-1})"),
+      ScheduleBody("", R"({"delay_ms":9223372036854775807})"),
+      ScheduleBody("", R"({"max_tries":"x"})"),
+      ScheduleBody("", R"({"backoff":5})"),
+      ScheduleBody("", R"({"backoff":"zzz"})"),
+      ScheduleBody("", R"({"key":"k"})"),
+      ScheduleBody("", R"({"run_at":0})"),
+      ScheduleBody("", R"({"colour":1})"),
+      R"({"cron":")" + std::string(10 * 1024, '*') + R"(","topic":"x","job":{}})",
+      R"({"cron":"0 0 * * * )" + std::string(10 * 1024, '1') + R"(","topic":"x","job":{}})",
+      R"({"cron":"@every 1ms","topic":"x","job":{}})",
+      R"({"cron":"@every 99ms","topic":"x","job":{}})",
+      R"({"cron":"@every -1s","topic":"x","job":{}})",
+      R"({"cron":"@every 4000000000000d","topic":"x","job":{}})",
+      R"({"cron":"@daily","tz":"../../etc/passwd","topic":"x","job":{}})",
+      R"({"cron":"@daily","tz":"/etc/passwd","topic":"x","job":{}})",
+      R"({"cron":"0 9 * * *","tz":"Europe/../../../etc/passwd","topic":"x","job":{}})",
+      R"({"cron":"CRON_TZ=../../etc/passwd 0 9 * * *","topic":"x","job":{}})",
+      R"({"cron":"@daily","tz":")" + std::string(10 * 1024, 'z') + R"(","topic":"x","job":{}})",
+      R"({"cron":"@daily","topic":")" + std::string(201, 't') + R"(","job":{}})",
+      R"({"cron":"@daily","topic":"-x","job":{}})",
+  };
+  for (const std::string& body : bad_fields) ExpectRefused(s, body, 400, "invalid_argument");
+  ExpectRefused(s, ScheduleBody("", R"({"body":")" + std::string(70'000, 'b') + "\"}"), 413,
+                "job_too_big");
+  // Names: 150 bytes at most (a firing's key holds the name and the time).
+  for (size_t n : {151u, 200u, 201u})
+    ExpectRefused("/schedules/" + std::string(n, 'n'), ScheduleBody(), 400, "invalid_argument");
+  ExpectRefused("/schedules/a%2Fb", ScheduleBody(), 400, "invalid_argument");
+  ExpectRefused("/schedules/a%00b", ScheduleBody(), 400, "invalid_argument");
+  ExpectNothingStored();
+  // At the limits: stored.
+  const std::string n150(150, 'n');
+  HttpResponse r = Call("PUT", "/schedules/" + n150,
+                        R"({"cron":"@daily","topic":")" + std::string(200, 't') + R"(","job":{}})");
+  EXPECT_EQ(r.status, 201) << r.body;
+  r = Call("PUT", s, ScheduleBody(R"(,"start":140737488355328)"));
+  EXPECT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(Call("DELETE", "/schedules/" + n150).status, 200);
+  EXPECT_EQ(Call("DELETE", s).status, 200);
+  ExpectNothingStored();
+  ExpectHealthy();
+}
+
+// A value of the wrong type, or out of range, for every field of a push
+// target; header lists and values at and past their limits; topics at and
+// past 200 bytes.
+TEST_F(HostileObjects, EveryFieldOfAPushTarget) {
+  const std::string t = "/topics/x/push";
+  const std::string many_headers = HeadersField(100'000, "v");
+  const std::string headers33 = HeadersField(33, "v");
+  const std::vector<std::string> bad = {
+      R"({"url":5,"secret":")" + std::string(kHostileSecret) + "\"}",
+      R"({"secret":")" + std::string(kHostileSecret) + "\"}",
+      R"({"url":"https://example.com/","secret":5})",
+      R"({"url":"https://example.com/","secret":"whsec_short"})",
+      R"({"url":"file:///etc/passwd","secret":")" + std::string(kHostileSecret) + "\"}",
+      R"({"url":"https://example.com/)" + std::string(10'000, 'a') + R"(","secret":")" +
+          std::string(kHostileSecret) + "\"}",
+      TargetBody(R"(,"method":5)"),
+      TargetBody(R"(,"method":"TRACE")"),
+      TargetBody(R"(,"headers":[])"),
+      TargetBody(R"(,"headers":"X-A: b")"),
+      TargetBody(R"(,"headers":{"X-A":5})"),
+      TargetBody(R"(,"headers":{"X-A":"a\r\nX-B: b"})"),
+      TargetBody(R"(,"headers":{"X-A":"a\u0000b"})"),
+      TargetBody(R"(,"headers":{"X A":"b"})"),
+      TargetBody(R"(,"headers":{"":"b"})"),
+      TargetBody(R"(,"headers":{"Host":"evil.example"})"),
+      TargetBody(R"(,"headers":{"webhook-signature":"v1,forged"})"),
+      TargetBody(R"(,"headers":{")" + std::string(257, 'H') + R"(":"b"})"),
+      TargetBody(R"(,"headers":{"X-A":")" + std::string(8193, 'v') + "\"}"),
+      TargetBody(R"(,"headers":{"X-A":")" + std::string(7 * 1024 * 1024, 'v') + "\"}"),
+      TargetBody(headers33),
+      TargetBody(many_headers),
+      TargetBody(R"(,"timeout_ms":"x")"),
+      TargetBody(R"(,"timeout_ms":-1)"),
+      TargetBody(R"(,"timeout_ms":0)"),
+      TargetBody(R"(,"timeout_ms":true)"),
+      TargetBody(R"(,"timeout_ms":9223372036854775807)"),
+      TargetBody(R"(,"concurrency":"x")"),
+      TargetBody(R"(,"concurrency":0)"),
+      TargetBody(R"(,"concurrency":1e300)"),
+      TargetBody(R"(,"rate":5)"),
+      TargetBody(R"(,"rate":{"per_second":"x"})"),
+      TargetBody(R"(,"rate":{"per_second":-1})"),
+      TargetBody(R"(,"rate":{"colour":1})"),
+      TargetBody(R"(,"follow_redirects":"x")"),
+      TargetBody(R"(,"backoff":5)"),
+      TargetBody(R"(,"backoff":"zzz")"),
+      TargetBody(R"(,"max_tries":"x")"),
+      TargetBody(R"(,"max_tries":-1)"),
+      TargetBody(R"(,"topic":5)"),
+      TargetBody(R"(,"topic":"y")"),
+      TargetBody(R"(,"colour":"red")"),
+  };
+  for (const std::string& body : bad) ExpectRefused(t, body, 400, "invalid_argument");
+  ExpectRefused("/topics/" + std::string(201, 't') + "/push", TargetBody(), 400,
+                "invalid_argument");
+  ExpectRefused("/topics/-x/push", TargetBody(), 400, "invalid_argument");
+  ExpectNothingStored();
+  // At the limits: 32 headers of 8192 bytes, a 200-byte topic.
+  const std::string headers32 = HeadersField(32, std::string(8192, 'v'));
+  HttpResponse r = Call("PUT", t, TargetBody(headers32));
+  EXPECT_EQ(r.status, 201) << r.body.substr(0, 300);
+  const std::string t200 = "/topics/" + std::string(200, 't') + "/push";
+  r = Call("PUT", t200, TargetBody());
+  EXPECT_EQ(r.status, 201) << r.body.substr(0, 300);
+  EXPECT_EQ(Call("DELETE", t).status, 200);
+  EXPECT_EQ(Call("DELETE", t200).status, 200);
+  ExpectNothingStored();
   ExpectHealthy();
 }
 

@@ -116,11 +116,11 @@ bool HttpClient::WaitClosed(milliseconds timeout) {
   }
 }
 
-uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout) {
+uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout, size_t from) {
   auto deadline = Clock::now() + timeout;
   while (true) {
     std::string log = server.Log();
-    size_t at = log.find("event=started");
+    size_t at = log.find("event=started", from);
     if (at != std::string::npos) {
       size_t h = log.find(" http=", at);
       if (h != std::string::npos) {

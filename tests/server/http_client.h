@@ -12,6 +12,7 @@
 #include <rapidjson/document.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -80,8 +81,11 @@ class HttpClient {
 };
 
 // The HTTP port delayqd logged in its `event=started` line (`http=ADDR:PORT`),
-// waiting up to `timeout` for it; 0 when it does not appear.
-uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout = milliseconds(10000));
+// waiting up to `timeout` for it; 0 when it does not appear. `from`: the
+// first such line at or past this byte of the log (a ServerProcess started
+// again appends to the log of its earlier runs).
+uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout = milliseconds(10000),
+                    size_t from = 0);
 
 }  // namespace delayq::testing
 

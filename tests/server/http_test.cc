@@ -32,6 +32,7 @@
 
 #include "delayq/token.h"
 #include "sanitized.h"
+#include "server/delayqd_fixture.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
 #include "server/server_process.h"
@@ -41,52 +42,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// DELAYQ_TEST_AGAINST=redis: the fixture's delayqd runs on the Redis
-// backend, with a redis-server of its own for each test (=rediss: the same
-// over TLS). DELAYQ_TEST_TLS=1: delayqd serves TLS and the clients speak
-// HTTPS (and beanstalkd over TLS).
-class HttpFixture : public ::testing::Test {
+// The fixture's delayqd is in memory unless a test starts its own.
+class HttpFixture : public DelayqdFixture {
  protected:
-  void StartServer(std::vector<std::string> args = {"--in-memory"}) {
-    std::string error;
-    if (AgainstRedis() || AgainstRedisTls())
-      ASSERT_TRUE(redis_.StartForDelayqd(&error, &args)) << error;
-    if (OverTls()) {
-      std::vector<std::string> tls = TlsServerArgs(&error);
-      ASSERT_FALSE(tls.empty()) << error;
-      args.insert(args.end(), tls.begin(), tls.end());
-    }
-    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
-    http_port_ = HttpPortOf(server_);
-    ASSERT_NE(http_port_, 0) << server_.Log();
-  }
-  void SetUp() override { StartServer(); }
-  void TearDown() override {
-    if (server_.Alive()) {
-      int st = server_.Stop();
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n"
-                                                         << server_.Log();
-    }
-  }
-
-  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {}) {
-    HttpClient c(http_port_);
-    return c.Call(method, target, body);
-  }
-  // Puts a job; returns its id (0 on failure).
-  uint64_t Put(std::string_view topic, std::string_view json) {
-    auto r = Call("POST", "/topics/" + std::string(topic) + "/jobs", json);
-    auto d = Json(r.body);
-    if (!r.ok || d.HasParseError() || !d.HasMember("id")) {
-      ADD_FAILURE() << "put failed: " << r.status << " " << r.body << r.error;
-      return 0;
-    }
-    return d["id"].GetUint64();
-  }
-
-  RedisProcess redis_;  // declared first: stopped after server_
-  ServerProcess server_;
-  uint16_t http_port_ = 0;
+  void SetUp() override { StartServer({"--in-memory"}); }
 };
 
 using Http = HttpFixture;

@@ -30,6 +30,7 @@
 
 #include "delivery/webhook.h"
 #include "sanitized.h"
+#include "server/delayqd_fixture.h"
 #include "server/http_client.h"
 #include "server/http_receiver.h"
 #include "server/redis_process.h"
@@ -115,39 +116,13 @@ void ExpectTriesSpacedBy(const std::vector<Request>& reqs, const std::vector<dou
   (void)held;  // (unused under the sanitizers)
 }
 
-class PushFixture : public ::testing::Test {
+class PushFixture : public DelayqdFixture {
  protected:
-  void StartServer(std::vector<std::string> args) {
-    std::string error;
-    ASSERT_TRUE(server_.Start(DelayqdPath(), args, &error)) << error;
-    http_port_ = HttpPortOf(server_);
-    ASSERT_NE(http_port_, 0) << server_.Log();
-  }
-  void TearDown() override {
-    if (server_.Alive()) {
-      int st = server_.Stop();
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n"
-                                                         << server_.Log();
-    }
-  }
-  HttpResponse Call(std::string_view method, std::string_view target, std::string_view body = {}) {
-    HttpClient c(http_port_);
-    return c.Call(method, target, body);
-  }
   // Sets the topic's target: `url` and `more` JSON fields ("" or ",...").
   void Target(const std::string& topic, const std::string& url, const std::string& more = "") {
     auto r = Call("PUT", "/topics/" + topic + "/push",
                   R"({"url":")" + url + R"(","secret":")" + kPushSecret + "\"" + more + "}");
     ASSERT_TRUE(r.status == 200 || r.status == 201) << r.status << " " << r.body;
-  }
-  uint64_t Put(const std::string& topic, const std::string& json) {
-    auto r = Call("POST", "/topics/" + topic + "/jobs", json);
-    auto d = Json(r.body);
-    if (r.status != 201 || d.HasParseError() || !d.HasMember("id")) {
-      ADD_FAILURE() << r.status << " " << r.body;
-      return 0;
-    }
-    return d["id"].GetUint64();
   }
   // The job's state ("ready", "buried", ...), or "gone" once it is finished.
   std::string StateOf(uint64_t id) {
@@ -164,9 +139,6 @@ class PushFixture : public ::testing::Test {
       if ((seen = StateOf(id)) == state) break;
     return seen;
   }
-
-  ServerProcess server_;
-  uint16_t http_port_ = 0;
 };
 
 class Push : public PushFixture {

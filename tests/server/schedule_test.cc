@@ -19,40 +19,13 @@
 #include "delayq/types.h"
 #include "server/http_client.h"
 #include "server/redis_process.h"
+#include "server/schedule_jobs.h"
 #include "server/server_process.h"
 
 namespace delayq::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A job a schedule put, as GET /topics/{topic}/jobs lists it.
-struct Fired {
-  std::string key;
-  TimeMs fire_ms = 0;     // from its key: <schedule>@<fire ms>
-  TimeMs created_ms = 0;  // when the put was made
-};
-
-std::vector<Fired> JobsOf(uint16_t port, const std::string& topic) {
-  HttpClient c(port);
-  std::vector<Fired> out;
-  for (const char* state : {"ready", "delayed"}) {
-    HttpResponse r =
-        c.Call("GET", "/topics/" + topic + "/jobs?state=" + std::string(state) + "&limit=1000");
-    if (r.status != 200) continue;
-    rapidjson::Document d = Json(r.body);
-    for (const auto& j : d["jobs"].GetArray()) {
-      Fired f;
-      f.key = j["key"].GetString();
-      f.fire_ms = std::stoll(f.key.substr(f.key.rfind('@') + 1));
-      f.created_ms = j["created_ms"].GetInt64();
-      out.push_back(f);
-    }
-  }
-  std::sort(out.begin(), out.end(),
-            [](const Fired& a, const Fired& b) { return a.fire_ms < b.fire_ms; });
-  return out;
-}
 
 HttpResponse PutSchedule(uint16_t port, const std::string& name, const std::string& body) {
   HttpClient c(port);
