@@ -18,6 +18,22 @@ bool IsText(std::string_view bytes);
 
 // Standard alphabet, padded.
 std::string Base64Encode(std::string_view bytes);
+// A job's body as a member of a JSON object, as the HTTP API takes and
+// shows it: "body" when it is text, else "body_base64". Writer: a
+// rapidjson writer (the server's replies, the command-line client's
+// requests).
+template <typename Writer>
+void WriteJsonBody(Writer& w, std::string_view body) {
+  if (IsText(body)) {
+    w.Key("body");
+    w.String(body.data(), static_cast<unsigned>(body.size()));
+  } else {
+    const std::string encoded = Base64Encode(body);
+    w.Key("body_base64");
+    w.String(encoded.data(), static_cast<unsigned>(encoded.size()));
+  }
+}
+
 // Standard alphabet, padded, canonical (RFC 4648, section 4). False on
 // anything else: other characters (white space too), a length that is not
 // a multiple of 4, missing or misplaced padding, non-zero bits left over.

@@ -132,7 +132,7 @@ rapidjson::Document JobDoc(const YamlMap& s, std::string_view key, std::string_v
   Num(w, s, "delay_s", "delay");
   for (const char* counter : {"reserves", "timeouts", "releases", "buries", "kicks"})
     Num(w, s, counter, counter);
-  BodyMember(w, body);
+  WriteJsonBody(w, body);
   w.EndObject();
   return Parsed(sb);
 }

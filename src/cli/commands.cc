@@ -794,7 +794,7 @@ Check ScheduleJson(const Context& c, std::string* out) {
   } else if (!isatty(STDIN_FILENO)) {
     if (auto f = ReadBodyFile("-", &body)) return f;
   }
-  BodyMember(w, body);
+  WriteJsonBody(w, body);
   w.EndObject();
   w.EndObject();
   *out = std::string(sb.GetString(), sb.GetSize());

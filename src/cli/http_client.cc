@@ -74,7 +74,7 @@ class HttpClient final : public Client {
     rapidjson::StringBuffer sb;
     JsonWriter w(sb);
     w.StartObject();
-    BodyMember(w, a.body);
+    WriteJsonBody(w, a.body);
     if (a.priority) {
       w.Key("priority");
       w.Uint(*a.priority);

@@ -19,18 +19,6 @@ inline void Str(JsonWriter& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-// A job's body as the HTTP API takes and shows it: "body" when it is text,
-// else "body_base64".
-inline void BodyMember(JsonWriter& w, std::string_view body) {
-  if (IsText(body)) {
-    w.Key("body");
-    Str(w, body);
-  } else {
-    w.Key("body_base64");
-    Str(w, Base64Encode(body));
-  }
-}
-
 }  // namespace delayq::cli
 
 #endif  // DELAYQ_CLI_JSON_WRITER_H_

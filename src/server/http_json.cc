@@ -169,16 +169,6 @@ void Str(JsonWriter& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
-void Body(JsonWriter& w, std::string_view body) {
-  if (IsText(body)) {
-    w.Key("body");
-    Str(w, body);
-  } else {
-    w.Key("body_base64");
-    Str(w, Base64Encode(body));
-  }
-}
-
 OwnedJob Own(const JobView& v, bool with_body) {
   OwnedJob o{v.id,
              std::string(v.topic),
@@ -253,7 +243,7 @@ void JobObject(JsonWriter& w, const OwnedJob& j, bool with_body) {
     w.EndObject();
   }
   if (with_body) {
-    Body(w, j.body);
+    WriteJsonBody(w, j.body);
   } else {
     w.Key("body_bytes");
     w.Uint64(j.body_bytes);

@@ -45,9 +45,6 @@ HttpReply BadInput(const Status& st);
 // Writes `s` as a JSON string.
 void Str(JsonWriter& w, std::string_view s);
 
-// A job's body as the member "body" when it is text, else "body_base64".
-void Body(JsonWriter& w, std::string_view body);
-
 // A job that was handed out (reserve, peek): owned copies of its view.
 // A job's view with its strings owned: `fig` holds the state and figures
 // (its own string views are left empty).

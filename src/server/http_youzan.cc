@@ -184,7 +184,7 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
                                     Str(w, YouzanId(j));
                                     w.Key("topic");
                                     Str(w, j.topic);
-                                    Body(w, j.body);
+                                    WriteJsonBody(w, j.body);
                                     w.EndObject();
                                   }),
                        {}});
@@ -268,7 +268,7 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
                                             : 0);
                                 w.Key("ttr");
                                 w.Int64(s.ttr_ms / 1000);
-                                Body(w, j.body);
+                                WriteJsonBody(w, j.body);
                                 w.Key("state");
                                 Str(w, JobStateName(s.state));
                                 w.EndObject();
