@@ -247,16 +247,14 @@ Status Journal::OpenSegment(uint64_t first_lsn) {
 void Journal::ZeroAhead(uint64_t end) {
   static const std::string zeros(64 << 10, '\0');
   const uint64_t until = end + kPreallocateBytes;
-  uint64_t at = std::max(zeroed_, size_);
+  uint64_t at = zeroed_;
   while (at < until) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(zeros.size(), until - at));
     if (!WriteAll(fd_, zeros.data(), n, at).ok()) break;
     at += n;
   }
-  if (at > zeroed_) {
-    bytes_.fetch_add(at - std::max(zeroed_, size_), std::memory_order_relaxed);
-    zeroed_ = at;
-  }
+  bytes_.fetch_add(at - zeroed_, std::memory_order_relaxed);
+  zeroed_ = at;
 }
 
 Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
@@ -302,14 +300,14 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
     cut_pending_ = true;
     if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {
       cut_pending_ = false;
-      bytes_.fetch_sub(std::max(zeroed_, size_) - size_, std::memory_order_relaxed);
+      bytes_.fetch_sub(zeroed_ - size_, std::memory_order_relaxed);
       zeroed_ = size_;
     }
     return st;
   }
   // Past the zeroed part the record made the file longer.
   if (size_ + buf_.size() > zeroed_)
-    bytes_.fetch_add(size_ + buf_.size() - std::max(zeroed_, size_), std::memory_order_relaxed);
+    bytes_.fetch_add(size_ + buf_.size() - zeroed_, std::memory_order_relaxed);
   size_ += buf_.size();
   zeroed_ = std::max(zeroed_, size_);
   appended_lsn_.store(next_lsn_, std::memory_order_release);

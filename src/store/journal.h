@@ -117,9 +117,10 @@ class Journal {
   void ZeroAhead(uint64_t end);
 
   Options options_;
-  int fd_ = -1;               // the open segment; changed under mu_ by Append only
-  uint64_t size_ = 0;         // of the open segment's records (Append's thread)
-  uint64_t zeroed_ = 0;       // the open segment's file length (Append's thread)
+  int fd_ = -1;        // the open segment; changed under mu_ by Append only
+  uint64_t size_ = 0;  // of the open segment's records (Append's thread)
+  // The open segment's file length, never below size_ (Append's thread).
+  uint64_t zeroed_ = 0;
   uint64_t next_lsn_ = 1;     // Append's thread
   bool cut_pending_ = false;  // a failed append is still to be cut off
   std::string buf_;
