@@ -135,6 +135,44 @@ int ConnectOnce(uint16_t port) {
   return fd;
 }
 
+// The inodes of the sockets listening on 127.0.0.1:port, from the kernel's
+// table (/proc/net/tcp: local address as hex "0100007F:PORT", state 0A is
+// LISTEN, the inode is the tenth field).
+std::vector<unsigned long> ListenerInodes(uint16_t port) {
+  std::vector<unsigned long> inodes;
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // the header
+  char want[16];
+  std::snprintf(want, sizeof want, "0100007F:%04X", port);
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string slot, local, remote, state, queues, timer, retrans, uid, timeout;
+    unsigned long inode = 0;
+    if (!(f >> slot >> local >> remote >> state >> queues >> timer >> retrans >> uid >> timeout >>
+          inode))
+      continue;
+    if (local == want && state == "0A") inodes.push_back(inode);
+  }
+  return inodes;
+}
+
+// Whether process `pid` holds one of the sockets `inodes` (its fd links
+// read "socket:[inode]").
+bool HoldsSocket(pid_t pid, const std::vector<unsigned long>& inodes) {
+  std::error_code ec;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code lec;
+    const std::string target = std::filesystem::read_symlink(e.path(), lec).string();
+    if (lec || target.rfind("socket:[", 0) != 0) continue;
+    const unsigned long inode = std::strtoul(target.c_str() + 8, nullptr, 10);
+    for (unsigned long i : inodes)
+      if (i == inode) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 uint16_t FreeLoopbackPort() {
@@ -243,18 +281,37 @@ bool ServerProcess::Start(const std::string& binary, const std::vector<std::stri
       *error = std::string("cannot start a server: ") + std::strerror(errno);
       return false;
     }
+    bool taken = false;
     while (Clock::now() < deadline) {
       if (!Alive()) break;
-      int fd = ConnectOnce(port);
-      if (fd >= 0) {
-        close(fd);
-        // Our child must still be the one listening (not a server of
-        // another test that took the port before ours could bind it).
-        std::this_thread::sleep_for(milliseconds(5));
-        if (Alive()) return true;
-        break;
+      // The listener on the port must be our child's own socket: a server
+      // of another test (a redis-server, say) may have bound the port
+      // between FreeLoopbackPort() and our child's bind, and a connect
+      // alone would not tell them apart.
+      const std::vector<unsigned long> inodes = ListenerInodes(port);
+      if (!inodes.empty()) {
+        if (HoldsSocket(pid_, inodes)) {
+          int fd = ConnectOnce(port);
+          if (fd >= 0) {
+            close(fd);
+            return true;
+          }
+        } else if (Alive()) {
+          // Someone else's. Ours fails its bind and exits; if it is slow
+          // to get there, do not wait for it.
+          std::this_thread::sleep_for(milliseconds(20));
+          if (Alive() && !HoldsSocket(pid_, ListenerInodes(port))) {
+            taken = true;
+            break;
+          }
+        }
       }
       std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (taken) {
+      Stop(milliseconds(2000));
+      *error = "port " + std::to_string(port) + " was taken by another process";
+      continue;
     }
     if (Alive()) {
       Stop();
