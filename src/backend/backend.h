@@ -81,6 +81,7 @@ struct StoreMetrics {  // the Local backend's store
   uint64_t disk_bytes = 0;
   uint64_t cold_jobs = 0;     // on disk only, beyond the horizon
   uint64_t write_errors = 0;  // writes the store or the journal refused
+  uint64_t loop_syncs = 0;    // always: syncs the loop made itself (one client alone)
   bool healthy = true;        // the store takes writes
 };
 struct RedisMetrics {  // the Redis backend's connections

@@ -51,7 +51,9 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       },
       options.store_retry_interval, std::chrono::seconds(1),
       journal_ != nullptr && !writer_syncs_journal_ ? options.journal_batch_window
-                                                    : std::chrono::milliseconds(0));
+                                                    : std::chrono::milliseconds(0),
+      // Under always, batches the loop synced itself wait for company too.
+      writer_syncs_journal_ ? options.journal_batch_window : std::chrono::milliseconds(0));
   if (horizon_on()) {
     engine_.SetHorizon(Now() + horizon_ms_);
     ArmHorizonTimer(false);
@@ -524,6 +526,7 @@ BackendMetrics LocalBackend::SampleMetrics() const {
   sm.disk_bytes = s.disk_bytes;
   sm.cold_jobs = engine_.ColdJobs();
   sm.write_errors = journal_errors_ + (writer_ != nullptr ? writer_->write_errors() : 0);
+  sm.loop_syncs = syncs_here_;
   sm.healthy = !degraded_;
   return m;
 }

@@ -195,6 +195,15 @@ class LocalBackend final : public Backend {
   void Collect();
   void Flush();
   void OnSettled(uint64_t seq, Status st);
+  // Replies waiting for batches up to `seq` go, with `st`.
+  void AnswerSettled(uint64_t seq, const Status& st);
+  // Under always: whether one client alone waits (as for the last few
+  // batches), so that this thread syncs the journal itself and its replies
+  // go without the hand-overs to the writer and back (docs/decisions.md);
+  // the writer's sync of the batch then finds it done.
+  bool LoneWaiter();
+  // Whether a reply waits in deferred_ (its session still open).
+  bool RepliesWait() const;
   // Batches up to `seq` are durable: their puts may be shown.
   void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without
@@ -271,8 +280,10 @@ class LocalBackend final : public Backend {
   // before, then settles it.
   void JournalBatch(uint64_t seq, std::vector<Mutation> batch);
   // Appends the batches kept after failed appends, in order, and hands
-  // them to the writer. Returns the error of the first that fails.
-  Status AppendUnjournaled();
+  // them to the writer. Returns the error of the first that fails. With
+  // `synced_here`, syncs the journal on this thread first if the writer is
+  // not syncing, and says whether that was done.
+  Status AppendUnjournaled(bool* synced_here = nullptr);
   void ArmJournalRetry();
   // With a journal: whether the writer is more than max_unwritten_bytes_
   // behind; if so, asks it to post OnWriterProgress (true returned).
@@ -336,6 +347,11 @@ class LocalBackend final : public Backend {
   // batches (`--fsync always`): a batch's replies then wait for the
   // writer, as without a journal; otherwise they go once it is appended.
   const bool writer_syncs_journal_;
+  // LoneWaiter: batches in a row whose waiting replies were all of one
+  // session; the loop syncs from the kLoneBatches-th on.
+  static constexpr uint32_t kLoneBatches = 4;
+  uint32_t lone_batches_ = 0;
+  uint64_t syncs_here_ = 0;  // syncs the loop made itself
   std::chrono::milliseconds retry_interval_;
   // Batches not appended to the journal yet (an append failed), in order.
   std::deque<std::pair<uint64_t, std::vector<Mutation>>> unjournaled_;
@@ -351,6 +367,9 @@ class LocalBackend final : public Backend {
     std::atomic<uint64_t> seq{0};    // the last batch written
     std::atomic<uint64_t> bytes{0};  // of batches the writer is done with
     std::atomic<bool> wake{false};   // the loop waits: post OnWriterProgress
+    // Under always: batches up to this one were settled by the loop's own
+    // sync (JournalBatch), and need no post from the writer.
+    std::atomic<uint64_t> settled_here{0};
   };
   uint64_t max_unwritten_bytes_;
   std::shared_ptr<WriterProgress> progress_ = std::make_shared<WriterProgress>();

@@ -322,12 +322,15 @@ TEST_F(LocalBackendStoreTest, NamedObjectsAreRefusedWhileTheStoreFails) {
 // writer takes it into the store later, unless it falls too far behind.
 class LocalBackendJournalTest : public LocalBackendStoreTest {
  protected:
-  void SetUp() override {
+  void SetUp() override { OpenJournal(store::FsyncPolicy::kEverySec); }
+  void OpenJournal(store::FsyncPolicy fsync) {
     char tmpl[] = "/tmp/delayq-backend-journal-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
     store::Journal::Options jo;
     jo.dir = dir_;
+    jo.fsync = fsync;
+    jo.preallocate = fsync == store::FsyncPolicy::kAlways;  // as delayqd does
     auto j = store::Journal::Create(jo, 1);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
     journal_ = std::move(j).value();
@@ -397,6 +400,93 @@ TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) 
   ASSERT_TRUE(got->ok()) << got->status().ToString();
   EXPECT_EQ((*got)->id, 2u);
   EXPECT_TRUE(RunUntil([&] { return mem.size() == 2; }));
+}
+
+// Under always: a store that syncs the journal before each write, as
+// RocksStore does, and counts the writes that had to sync; its writes wait
+// at a gate while it is closed.
+class SyncingGateStore final : public store::ForwardingStore {
+ public:
+  SyncingGateStore(store::Store& inner, store::Journal& journal)
+      : ForwardingStore(inner), journal_(journal) {}
+  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override {
+    if (journal_lsn > journal_.synced_lsn()) {
+      syncing_writes_++;
+      if (Status st = journal_.SyncThrough(journal_lsn); !st.ok()) return st;
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+    return inner_.Apply(batch);
+  }
+  void Set(bool open) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+  int syncing_writes() const { return syncing_writes_.load(); }
+
+ private:
+  store::Journal& journal_;
+  std::atomic<int> syncing_writes_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+class LocalBackendAlwaysTest : public LocalBackendJournalTest {
+ protected:
+  void SetUp() override { OpenJournal(store::FsyncPolicy::kAlways); }
+  uint64_t LoopSyncs(const LocalBackend& b) { return b.SampleMetrics().store->loop_syncs; }
+};
+
+TEST_F(LocalBackendAlwaysTest, ALoneClientsChangesAreSyncedByTheLoopBeforeTheyAreReplied) {
+  store::MemStore mem;
+  SyncingGateStore st(mem, *journal_);
+  auto b = MakeJournaled(&st, uint64_t{32} << 20);
+  SessionId s = b->OpenSession();
+  // The first few batches go through the writer's sync: one client alone
+  // is told from a lull among many only after a few.
+  for (int i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(PutAndWait(*b, s, Req("warm " + std::to_string(i))).ok());
+    EXPECT_EQ(journal_->synced_lsn(), journal_->last_lsn()) << "put " << i << " replied unsynced";
+  }
+  const uint64_t loop_syncs = LoopSyncs(*b);
+  const int writer_syncs = st.syncing_writes();
+  EXPECT_GE(writer_syncs, 3);
+  // The store takes nothing now, yet the puts and deletes are answered,
+  // each once the loop synced the journal record that holds it.
+  st.Set(false);
+  for (int i = 1; i <= 5; ++i) {
+    Result<PutResult> r = PutAndWait(*b, s, Req("job " + std::to_string(i)));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(journal_->synced_lsn(), journal_->last_lsn()) << "put " << i << " replied unsynced";
+    ASSERT_TRUE(DeleteAndWait(*b, s, r->id).ok());
+    EXPECT_EQ(journal_->synced_lsn(), journal_->last_lsn())
+        << "delete " << i << " replied unsynced";
+  }
+  EXPECT_EQ(LoopSyncs(*b), loop_syncs + 10);
+  st.Set(true);
+  EXPECT_TRUE(RunUntil([&] { return mem.size() == 4; })) << mem.size();
+  EXPECT_LE(st.syncing_writes(), writer_syncs + 1) << "the writer synced again what the loop had";
+}
+
+TEST_F(LocalBackendAlwaysTest, ClientsWaitingTogetherLeaveTheSyncToTheWriter) {
+  store::MemStore mem;
+  SyncingGateStore st(mem, *journal_);
+  auto b = MakeJournaled(&st, uint64_t{32} << 20);
+  SessionId a = b->OpenSession(), c = b->OpenSession();
+  for (int i = 0; i < 10; ++i) {
+    int replies = 0;
+    for (SessionId s : {a, c})
+      b->Put(s, Req("x"), [&](Result<PutResult> r) {
+        EXPECT_TRUE(r.ok());
+        EXPECT_EQ(journal_->synced_lsn(), journal_->last_lsn()) << "replied unsynced";
+        replies++;
+      });
+    ASSERT_TRUE(RunUntil([&] { return replies == 2; }));
+  }
+  EXPECT_EQ(LoopSyncs(*b), 0u);
+  EXPECT_GE(st.syncing_writes(), 10);
 }
 
 TEST_F(LocalBackendStoreTest, ChangesOfOneLoopTurnShareOneWrite) {

@@ -8,6 +8,7 @@
 // the journal would not take are kept and appended again (ArmJournalRetry).
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <optional>
 #include <utility>
 
 #include "backend/local_backend.h"
@@ -131,13 +132,49 @@ void LocalBackend::Flush() {
 void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
   ForgetWritten(progress_->seq.load(std::memory_order_acquire));
   unjournaled_.emplace_back(seq, std::move(batch));
-  Status st = AppendUnjournaled();
-  // Under always the writer's sync settles it (AppendUnjournaled). (The
-  // loop syncing a lone command's batch itself, without the hand-overs to
-  // the writer and back, measured slower: docs/decisions.md.)
-  if (st.ok() && writer_syncs_journal_) return;
+  // Under always the writer's sync settles it, or this thread's own when
+  // one client alone waits (made before the writer is handed the batch,
+  // so that the writer does not start its own first).
+  const bool sync_here = writer_syncs_journal_ && LoneWaiter();
+  bool synced_here = false;
+  Status st = AppendUnjournaled(sync_here ? &synced_here : nullptr);
+  if (st.ok() && writer_syncs_journal_) {
+    if (!synced_here) return;
+    // Durable, not yet in RocksDB: replies go, puts may be shown; what
+    // waits for RocksDB itself (ForgetWritten) waits for the writer.
+    syncs_here_++;
+    settled_seq_ = std::max(settled_seq_, seq);
+    PutsDurableThrough(seq);
+    AnswerSettled(seq, st);
+    Settle();
+    return;
+  }
   if (st.ok() && WaitForWriter()) return;  // OnWriterProgress settles it
   OnSettled(seq, st);
+}
+
+bool LocalBackend::RepliesWait() const {
+  return std::any_of(deferred_.begin(), deferred_.end(),
+                     [](const Deferred& d) { return d.reply != nullptr; });
+}
+
+bool LocalBackend::LoneWaiter() {
+  // Lone: the replies waiting are of one session, as they were for the
+  // last kLoneBatches batches that had replies waiting (one client at a
+  // time, not a lull among many, whose next commands would queue up
+  // unread behind this thread's sync instead of being read during the
+  // writer's).
+  std::optional<SessionId> who;
+  bool lone = true;
+  for (const Deferred& d : deferred_) {
+    if (!d.reply) continue;
+    if (!who) who = d.session;
+    lone &= d.session == *who;
+    if (!lone) break;
+  }
+  if (!who) return false;  // nothing waits
+  lone_batches_ = lone ? lone_batches_ + 1 : 0;
+  return lone_batches_ >= kLoneBatches && !degraded_;
 }
 
 bool LocalBackend::WaitForWriter() {
@@ -156,9 +193,14 @@ void LocalBackend::OnWriterProgress() {
   OnSettled(journaled_seq_, Status::Ok());
 }
 
-Status LocalBackend::AppendUnjournaled() {
+Status LocalBackend::AppendUnjournaled(bool* synced_here) {
   Status st = Status::Ok();
   uint64_t through = 0;
+  struct Appended {
+    uint64_t seq, lsn, bytes;
+    std::vector<Mutation> batch;
+  };
+  std::vector<Appended> appended;
   while (!unjournaled_.empty()) {
     auto& [seq, batch] = unjournaled_.front();
     uint64_t lsn = 0;
@@ -172,13 +214,36 @@ Status LocalBackend::AppendUnjournaled() {
     for (const Mutation& m : batch)
       bytes += sizeof(Mutation) + m.record.topic.size() + m.record.key.size() + m.body.size() +
                m.object.name.size() + m.object.value.size();
-    submitted_bytes_ += bytes;
+    appended.push_back(Appended{seq, lsn, bytes, std::move(batch)});
+    unjournaled_.pop_front();
+  }
+  // Not while the writer syncs (its sync comes first, and covers these
+  // batches only if it started after their appends). A sync that fails
+  // here is made again by the writer, which reports it.
+  if (st.ok() && synced_here != nullptr) {
+    Status synced;
+    *synced_here = journal_->TrySyncHere(&synced) && synced.ok();
+  }
+  // No reply waits for the writer's write of these batches when the loop
+  // synced them, or when they hold nothing to sync (a reserve's counters)
+  // and no reply waits at all: the writer may wait for company.
+  const bool synced = synced_here != nullptr && *synced_here;
+  if (synced) progress_->settled_here.store(through, std::memory_order_relaxed);
+  const bool durable = synced || (writer_syncs_journal_ && !RepliesWait() &&
+                                  journal_->synced_lsn() >= journal_->last_lsn());
+  for (Appended& a : appended) {
+    submitted_bytes_ += a.bytes;
     writer_->Submit(
-        std::move(batch),
-        [this, alive = std::weak_ptr<bool>(alive_), io = &io_, p = progress_, seq = seq, bytes,
-         settle = writer_syncs_journal_](Status written) {
+        std::move(a.batch),
+        [this, alive = std::weak_ptr<bool>(alive_), io = &io_, p = progress_, seq = a.seq,
+         bytes = a.bytes, settle = writer_syncs_journal_, forget = horizon_on()](Status written) {
           if (written.ok()) p->seq.store(seq, std::memory_order_release);
           p->bytes.fetch_add(bytes);
+          // Settled by the loop's own sync already: nothing to do there
+          // unless the write failed or cold jobs wait for it (ForgetWritten).
+          if (settle && written.ok() && !forget &&
+              seq <= p->settled_here.load(std::memory_order_relaxed))
+            return;
           if (settle) {  // synced (or not): its replies go now, as without a journal
             boost::asio::post(*io, [this, alive, seq, written = std::move(written)] {
               if (alive.expired()) return;
@@ -193,8 +258,7 @@ Status LocalBackend::AppendUnjournaled() {
             });
           }
         },
-        lsn);
-    unjournaled_.pop_front();
+        a.lsn, durable);
   }
   if (through != 0) {
     journaled_seq_ = through;
@@ -245,6 +309,11 @@ void LocalBackend::OnSettled(uint64_t seq, Status st) {
     PutsDurableThrough(seq);
     ForgetWritten(seq);
   }
+  AnswerSettled(seq, st);
+  Settle();
+}
+
+void LocalBackend::AnswerSettled(uint64_t seq, const Status& st) {
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
@@ -252,7 +321,6 @@ void LocalBackend::OnSettled(uint64_t seq, Status st) {
     Count(d.op, st.code());
     d.reply(st);
   }
-  Settle();
 }
 
 void LocalBackend::PutsDurableThrough(uint64_t seq) {

@@ -201,6 +201,10 @@ void BackendFigures(PrometheusText& out, const backend::BackendMetrics& b) {
           "Delayed jobs held on disk only, due beyond the horizon (--horizon).", s.cold_jobs);
     counter("delayq_store_write_errors_total",
             "Writes the store or its journal refused (each retry counts).", s.write_errors);
+    counter("delayq_store_loop_syncs_total",
+            "Under fsync always: syncs of the journal the event loop made itself, one client "
+            "alone waiting (the others are the writer thread's).",
+            s.loop_syncs);
     gauge("delayq_store_healthy", "1 while the store takes writes, else 0.",
           uint64_t{s.healthy ? 1u : 0u});
   }

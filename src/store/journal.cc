@@ -316,6 +316,24 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
 }
 
 Status Journal::Sync() {
+  std::lock_guard<std::mutex> one(sync_mu_);
+  return SyncLocked(false);
+}
+
+Status Journal::SyncThrough(uint64_t lsn) {
+  std::lock_guard<std::mutex> one(sync_mu_);
+  if (synced_lsn_.load(std::memory_order_acquire) >= lsn) return Status::Ok();
+  return SyncLocked(false);
+}
+
+bool Journal::TrySyncHere(Status* st) {
+  std::unique_lock<std::mutex> one(sync_mu_, std::try_to_lock);
+  if (!one.owns_lock()) return false;
+  *st = SyncLocked(true);
+  return true;
+}
+
+Status Journal::SyncLocked(bool on_append_thread) {
   const auto start = std::chrono::steady_clock::now();
   // Appended before the sync starts: made durable by it.
   const uint64_t through = appended_lsn_.load(std::memory_order_acquire);
@@ -327,7 +345,8 @@ Status Journal::Sync() {
     sealed.swap(to_close_);
     dir_dirty = dir_dirty_;
     dir_dirty_ = false;
-    fd = fd_ >= 0 ? ::dup(fd_) : -1;  // Append may seal and close it meanwhile
+    // Append may seal and close it meanwhile, unless this is its thread.
+    fd = fd_ < 0 || on_append_thread ? fd_ : ::dup(fd_);
   }
   Status result = Status::Ok();
   for (int s : sealed) {
@@ -336,7 +355,7 @@ Status Journal::Sync() {
   }
   if (fd >= 0) {
     if (::fdatasync(fd) != 0 && result.ok()) result = Errno("syncing the journal");
-    ::close(fd);
+    if (!on_append_thread) ::close(fd);
   }
   if (dir_dirty) {
     if (Status st = SyncDir(options_.dir); !st.ok()) {
@@ -346,11 +365,9 @@ Status Journal::Sync() {
     }
   }
   if (result.ok()) {
-    // Two threads may sync at once: the number only grows.
-    uint64_t was = synced_lsn_.load(std::memory_order_relaxed);
-    while (was < through &&
-           !synced_lsn_.compare_exchange_weak(was, through, std::memory_order_release)) {
-    }
+    // One sync at a time (sync_mu_), and `through` only grows.
+    if (through > synced_lsn_.load(std::memory_order_relaxed))
+      synced_lsn_.store(through, std::memory_order_release);
   }
   syncs_.Observe(std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::steady_clock::now() - start)

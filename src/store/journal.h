@@ -74,8 +74,17 @@ class Journal {
 
   // fdatasyncs what was appended so far, sealed segments and the directory
   // included (everysec's timer; under always the writer, before each write
-  // it makes to RocksDB). Any thread.
+  // it makes to RocksDB). Any thread; one sync runs at a time.
   Status Sync();
+  // Sync, unless a sync that finished meanwhile (waited for here) already
+  // made record `lsn` durable. Any thread.
+  Status SyncThrough(uint64_t lsn);
+  // Append's thread: Sync, made here and now, unless another thread's sync
+  // is under way; then it returns false and does nothing (that thread's
+  // next sync covers what was appended). Under always the loop syncs a
+  // lone command's record itself (LocalBackend), and the writer's sync of
+  // it then finds it done.
+  bool TrySyncHere(Status* st);
   // The number of the last record a Sync made durable (0: none). Any thread.
   uint64_t synced_lsn() const { return synced_lsn_.load(std::memory_order_acquire); }
   // How long each Sync took (kAlways: the syncs replies wait for).
@@ -116,6 +125,8 @@ class Journal {
   // (Options::preallocate); a failure leaves the appends to grow the file.
   void ZeroAhead(uint64_t end);
 
+  Status SyncLocked(bool on_append_thread);  // sync_mu_ held
+
   Options options_;
   int fd_ = -1;        // the open segment; changed under mu_ by Append only
   uint64_t size_ = 0;  // of the open segment's records (Append's thread)
@@ -129,6 +140,7 @@ class Journal {
   std::atomic<uint64_t> synced_lsn_{0};
   SharedLatencyHistogram syncs_;
 
+  std::mutex sync_mu_;  // held through a sync: one at a time
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // oldest first; the last is open
   std::vector<int> to_close_;      // sealed, not synced yet

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "store/rocks_store.h"
 #include "temp_dir.h"
@@ -254,6 +256,50 @@ TEST_F(JournalTest, PreallocatedSegmentsReadBackAndATornRecordEndsThem) {
   Status st = ReplayAll(0, &got);
   EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
   EXPECT_NE(st.message().find("missing"), std::string::npos) << st.ToString();
+}
+
+TEST_F(JournalTest, ASyncCoversWhatWasAppendedAndIsNotMadeTwice) {
+  auto j = Create(1, 1 << 20, /*preallocate=*/true);
+  ASSERT_NE(j, nullptr);
+  uint64_t lsn = 0;
+  ASSERT_TRUE(j->Append({Put(1, "a")}, &lsn).ok());
+  ASSERT_TRUE(j->Append({Put(2, "b")}, &lsn).ok());
+  EXPECT_EQ(j->synced_lsn(), 0u);
+  // The append thread's own sync (no other thread syncs: it is made).
+  Status st;
+  ASSERT_TRUE(j->TrySyncHere(&st));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(j->synced_lsn(), lsn);
+  EXPECT_EQ(j->syncs().Snapshot().count, 1u);
+  // The writer's sync of a record synced already is not made again.
+  ASSERT_TRUE(j->SyncThrough(1).ok());
+  ASSERT_TRUE(j->SyncThrough(lsn).ok());
+  EXPECT_EQ(j->syncs().Snapshot().count, 1u);
+  // A later record is.
+  ASSERT_TRUE(j->Append({Put(3, "c")}, &lsn).ok());
+  ASSERT_TRUE(j->SyncThrough(lsn).ok());
+  EXPECT_EQ(j->synced_lsn(), lsn);
+  EXPECT_EQ(j->syncs().Snapshot().count, 2u);
+  // Two threads syncing while appends go on: the number only grows, and
+  // ends at the last record.
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) ASSERT_TRUE(j->Sync().ok());
+  });
+  uint64_t seen = j->synced_lsn();
+  for (JobId id = 4; id < 200; ++id) {
+    ASSERT_TRUE(j->Append({Put(id, "d")}, &lsn).ok());
+    if (j->TrySyncHere(&st)) {
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(j->synced_lsn(), lsn);
+    }
+    EXPECT_GE(j->synced_lsn(), seen);
+    seen = j->synced_lsn();
+  }
+  stop = true;
+  other.join();
+  ASSERT_TRUE(j->SyncThrough(lsn).ok());
+  EXPECT_EQ(j->synced_lsn(), lsn);
 }
 
 TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {

@@ -341,10 +341,11 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   // is what makes them durable (the records of every batch appended since
   // join it), and RocksDB then takes them without its own log, as under
   // everysec.
-  // (The loop thread may have synced them already: LocalBackend.)
   if (options_.fsync == FsyncPolicy::kAlways && journal_ != nullptr &&
       journal_lsn > journal_->synced_lsn()) {
-    if (Status st = journal_->Sync(); !st.ok()) return st;  // timed by the journal
+    // (Waits for the loop's own sync if one is under way, and then syncs
+    // only if that one did not cover the batch.)
+    if (Status st = journal_->SyncThrough(journal_lsn); !st.ok()) return st;  // timed by it
   }
   // First the net effect of the batch on each job it touches: its image
   // before (from recent_, else read) and after. A job put and deleted in

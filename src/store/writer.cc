@@ -16,12 +16,14 @@ constexpr size_t kMaxHeld = 65'536;
 }  // namespace
 
 Writer::Writer(Store& store, Health on_health, std::chrono::milliseconds retry_interval,
-               std::chrono::milliseconds hold_for, std::chrono::milliseconds batch_window)
+               std::chrono::milliseconds hold_for, std::chrono::milliseconds batch_window,
+               std::chrono::milliseconds durable_window)
     : store_(store),
       on_health_(std::move(on_health)),
       retry_interval_(retry_interval),
       hold_for_(hold_for),
       batch_window_(batch_window),
+      durable_window_(durable_window),
       thread_([this] { Loop(); }) {}
 
 Writer::~Writer() {
@@ -33,11 +35,16 @@ Writer::~Writer() {
   thread_.join();
 }
 
-void Writer::Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn) {
+void Writer::Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn,
+                    bool durable) {
   bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    wake = queue_.empty();
+    // The first batch wakes the writer; so does the first that is not
+    // durable, which ends a durable_window wait.
+    wake = queue_.empty() || (queue_durable_ && !durable);
+    if (queue_.empty()) queue_durable_ = true;
+    queue_durable_ &= durable;
     queue_.push_back(Item{std::move(batch), std::move(applied), journal_lsn});
   }
   if (wake) cv_.notify_one();
@@ -68,6 +75,8 @@ void Writer::Loop() {
     }
     if (batch_window_.count() > 0 && !failing && !stop_ && !queue_.empty())
       cv_.wait_for(lock, batch_window_, [&] { return stop_; });
+    else if (durable_window_.count() > 0 && !failing && !stop_ && !queue_.empty() && queue_durable_)
+      cv_.wait_for(lock, durable_window_, [&] { return stop_ || !queue_durable_; });
     Clock::time_point now = Clock::now();
     if (stop_ && failing) {
       if (give_up == Clock::time_point{}) give_up = now + kGiveUpAfter;

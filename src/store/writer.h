@@ -42,11 +42,14 @@ class Writer {
   // batch_window: once woken by a batch, wait this long for more before
   // writing (0: write at once). Under a journal no reply waits for the
   // writer, and a longer window lets more jobs be put and deleted within
-  // one write, which then stores nothing of them.
+  // one write, which then stores nothing of them. While every batch
+  // handed over is `durable` (Submit), the writer waits that long even
+  // when batch_window is 0, until a batch that is not comes.
   Writer(Store& store, Health on_health,
          std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200),
          std::chrono::milliseconds hold_for = std::chrono::seconds(1),
-         std::chrono::milliseconds batch_window = std::chrono::milliseconds(0));
+         std::chrono::milliseconds batch_window = std::chrono::milliseconds(0),
+         std::chrono::milliseconds durable_window = std::chrono::milliseconds(0));
   // Writes what was handed over, held changes included (trying a failing
   // store for up to five seconds more), then stops the thread.
   ~Writer();
@@ -56,7 +59,10 @@ class Writer {
   // Hands over a batch; `applied` runs once the store holds it (Ok), or at
   // once with the error while writes fail (the batch is kept and retried).
   // journal_lsn: the journal record that holds the batch (0: none).
-  void Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn = 0);
+  // durable: its journal record is synced already (no reply waits for this
+  // write), so it may wait out durable_window for company.
+  void Submit(std::vector<Mutation> batch, Applied applied, uint64_t journal_lsn = 0,
+              bool durable = false);
 
   // Writes the store refused so far (each retry that failed counts).
   // Thread: any.
@@ -76,9 +82,11 @@ class Writer {
   std::chrono::milliseconds retry_interval_;
   std::chrono::milliseconds hold_for_;
   std::chrono::milliseconds batch_window_;
+  std::chrono::milliseconds durable_window_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
+  bool queue_durable_ = true;  // every batch in queue_ was submitted durable
   bool stop_ = false;
   std::atomic<uint64_t> write_errors_{0};
   std::thread thread_;  // last: starts once the rest is built

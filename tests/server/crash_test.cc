@@ -9,7 +9,9 @@
 // delete (DELETED) may come back, and new ids must be above every id
 // acknowledged before. Runs for --fsync always and everysec: both promise to
 // survive a crash of the process (everysec only loses data on a power cut,
-// which a SIGKILL does not simulate).
+// which a SIGKILL does not simulate); and for always with one connection
+// alone (always_one), whose changes the event loop syncs itself instead of
+// the writer thread (docs/decisions.md).
 //
 // What a client cannot know is kept out of the expectations: a request whose
 // reply was not read in full when the server died may or may not have taken
@@ -45,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/http_client.h"
 #include "server/server_process.h"
 
 namespace delayq::testing {
@@ -414,6 +417,12 @@ struct RoundFigures {
 
 class CrashTest : public ::testing::TestWithParam<const char*> {
  protected:
+  // The --fsync policy, and how many connections make traffic.
+  std::string Fsync() const {
+    return std::string_view(GetParam()) == "always_one" ? "always" : GetParam();
+  }
+  int Connections() const { return std::string_view(GetParam()) == "always_one" ? 1 : kThreads; }
+
   void TearDown() override {
     if (HasFailure()) {
       std::string log = server_.Log();
@@ -423,8 +432,9 @@ class CrashTest : public ::testing::TestWithParam<const char*> {
   }
 
   void StartServer() {
+    log_from_ = server_.Log().size();
     std::string error;
-    ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", dir_.path(), "--fsync", GetParam()}, &error))
+    ASSERT_TRUE(server_.Start(DelayqdPath(), {"-b", dir_.path(), "--fsync", Fsync()}, &error))
         << error;
   }
 
@@ -443,8 +453,22 @@ class CrashTest : public ::testing::TestWithParam<const char*> {
   void Merge(const std::vector<Outcome>& outcomes);
   void Verify(int round, const RoundFigures& f);
 
+  // delayq_store_loop_syncs_total of the running server (0 if unread).
+  uint64_t LoopSyncs() {
+    const uint16_t port = HttpPortOf(server_, 10s, log_from_);
+    if (port == 0) return 0;
+    HttpClient c(port);
+    const std::string metrics = c.Call("GET", "/metrics").body;
+    const std::string name = "\ndelayq_store_loop_syncs_total ";
+    size_t at = metrics.find(name);
+    return at == std::string::npos ? 0
+                                   : std::strtoull(metrics.c_str() + at + name.size(), nullptr, 10);
+  }
+
   TempDir dir_;  // the data directory, kept across restarts
   ServerProcess server_;
+  size_t log_from_ = 0;      // where the running server's log starts
+  uint64_t loop_syncs_ = 0;  // always_one: the loop's own syncs, every round
   Ledger ledger_;
 };
 
@@ -452,15 +476,16 @@ RoundFigures CrashTest::RunRound(int round, std::mt19937_64& rng) {
   RoundFigures f;
   // The jobs still alive are shared out, so that later rounds delete
   // earlier rounds' jobs too.
-  std::vector<std::vector<uint64_t>> owned(kThreads);
+  const int connections = Connections();
+  std::vector<std::vector<uint64_t>> owned(connections);
   size_t k = 0;
-  for (const auto& [id, body] : ledger_.live) owned[k++ % kThreads].push_back(id);
+  for (const auto& [id, body] : ledger_.live) owned[k++ % connections].push_back(id);
 
-  std::vector<Outcome> outcomes(kThreads);
+  std::vector<Outcome> outcomes(connections);
   std::atomic<bool> stop{false};
-  std::latch ready(kThreads);
+  std::latch ready(connections);
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < connections; ++t) {
     if (Pipelines(t)) {
       threads.emplace_back(PipelinedTraffic, round, t, server_.port(), std::move(owned[t]), rng(),
                            std::cref(stop), std::ref(ready), &outcomes[t]);
@@ -474,6 +499,9 @@ RoundFigures CrashTest::RunRound(int round, std::mt19937_64& rng) {
   // Pacing only: when to kill. The threads run flat out meanwhile.
   f.kill_after_ms = kMinKillMs + static_cast<int>(rng() % (kMaxKillMs - kMinKillMs + 1));
   std::this_thread::sleep_for(std::chrono::milliseconds(f.kill_after_ms));
+  // One connection alone: its changes are synced by the loop (counted
+  // here, while the traffic goes on, so that the kill still finds some).
+  if (connections == 1) loop_syncs_ += LoopSyncs();
   Kill();
   // Every connection ends on its own once the server is gone; `stop` only
   // ends them should Kill have failed.
@@ -695,7 +723,7 @@ TEST_P(CrashTest, AcknowledgedChangesSurviveSigkillUnderLoad) {
   const int rounds = Rounds();
   const uint64_t seed = Seed();
   std::printf("crash fsync=%s: %d rounds, %d connections, DELAYQ_CRASH_SEED=%llu\n", GetParam(),
-              rounds, kThreads, static_cast<unsigned long long>(seed));
+              rounds, Connections(), static_cast<unsigned long long>(seed));
   std::mt19937_64 rng(seed);
   auto start = Clock::now();
   RoundFigures last;
@@ -712,12 +740,14 @@ TEST_P(CrashTest, AcknowledgedChangesSurviveSigkillUnderLoad) {
   ASSERT_NO_FATAL_FAILURE(Verify(rounds, last));
   int st = server_.Stop();
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "SIGTERM: wait status " << st;
+  if (Connections() == 1)
+    EXPECT_GT(loop_syncs_, 0u) << "the loop never synced a lone connection's changes itself";
   std::printf("crash fsync=%s: %d rounds in %lld ms, %zu jobs live, %zu deleted at the end\n",
               GetParam(), rounds, static_cast<long long>(MillisSince(start)), ledger_.live.size(),
               ledger_.deleted.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Crash, CrashTest, ::testing::Values("always", "everysec"),
+INSTANTIATE_TEST_SUITE_P(Crash, CrashTest, ::testing::Values("always", "everysec", "always_one"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

@@ -314,10 +314,12 @@ TEST_F(Limits, OutOfFileDescriptorsNeitherSpinsNorStopsAccepting) {
       ++waiting;
     }
   }
+  // Eight descriptors free, give or take the two RocksDB may open or
+  // close meanwhile: the rest (at least 20 of 30) are refused.
   EXPECT_GT(served, 0);
   EXPECT_LE(served, 10);
   EXPECT_EQ(waiting, 0) << "connections left waiting";
-  EXPECT_GT(refused, 20);
+  EXPECT_GE(refused, 20);
   // While the excess clients are still connected, delayqd is idle.
   std::this_thread::sleep_for(200ms);
   const double cpu0 = CpuSeconds(pid);
