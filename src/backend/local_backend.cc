@@ -78,7 +78,8 @@ LocalBackend::~LocalBackend() {
 void LocalBackend::AfterChange(Op op, SessionId s, std::function<void(Status)> reply) {
   Collect();
   uint64_t need = Barrier();
-  if (writer_ == nullptr || need <= settled_seq_) return Answer(op, reply, Status::Ok());
+  if (writer_ == nullptr || need <= settled_seq_ || SyncedInJournal(need))
+    return Answer(op, reply, Status::Ok());
   deferred_.push_back(Deferred{need, s, op, std::move(reply)});
 }
 

@@ -204,6 +204,11 @@ class LocalBackend final : public Backend {
   bool LoneWaiter();
   // Whether a reply waits in deferred_ (its session still open).
   bool RepliesWait() const;
+  // Under always: batches up to `seq` are in the journal and every record
+  // appended is synced (a change that changed nothing, as a put of a live
+  // key, need not wait for the writer's write of a batch with nothing to
+  // sync, which may wait 10 ms for company).
+  bool SyncedInJournal(uint64_t seq) const;
   // Batches up to `seq` are durable: their puts may be shown.
   void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without

@@ -339,11 +339,12 @@ class LocalBackendJournalTest : public LocalBackendStoreTest {
     journal_.reset();
     std::filesystem::remove_all(dir_);
   }
-  std::unique_ptr<LocalBackend> MakeJournaled(store::Store* s, uint64_t max_unwritten) {
+  std::unique_ptr<LocalBackend> MakeJournaled(store::Store* s, uint64_t max_unwritten,
+                                              std::chrono::milliseconds window = 0ms) {
     LocalBackend::Options o;
     o.store = s;
     o.journal = journal_.get();
-    o.journal_batch_window = 0ms;
+    o.journal_batch_window = window;
     o.journal_max_unwritten_bytes = max_unwritten;
     return std::make_unique<LocalBackend>(io_, o, clock_);
   }
@@ -487,6 +488,37 @@ TEST_F(LocalBackendAlwaysTest, ClientsWaitingTogetherLeaveTheSyncToTheWriter) {
   }
   EXPECT_EQ(LoopSyncs(*b), 0u);
   EXPECT_GE(st.syncing_writes(), 10);
+}
+
+TEST_F(LocalBackendAlwaysTest, AChangeOfNothingDoesNotWaitForAWriteWithNothingToSync) {
+  // A reserve's counters have nothing to sync: while nothing else waits,
+  // the writer holds them back for its window (here 3 s). A put of a live
+  // key, which changes nothing, must not wait for that write.
+  store::MemStore mem;
+  SyncingGateStore st(mem, *journal_);
+  auto b = MakeJournaled(&st, uint64_t{32} << 20, 3s);
+  SessionId s = b->OpenSession();
+  Result<PutResult> first = PutAndWait(*b, s, Req("one", 0, "order-1"));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  bool reserved = false;
+  b->Reserve(ReserveRequest{s, 0, 1, false}, [&](Status r, Jobs jobs) {
+    EXPECT_TRUE(r.ok()) << r.ToString();
+    EXPECT_EQ(jobs.size(), 1u);
+    reserved = true;
+  });
+  ASSERT_TRUE(RunUntil([&] { return reserved; }));
+  // The reserve's batch goes to the writer (the loop's posted flush).
+  io_.restart();
+  io_.run_for(50ms);
+  std::optional<Result<PutResult>> again;
+  b->Put(s, Req("two", 0, "order-1"), [&](Result<PutResult> r) { again = std::move(r); });
+  EXPECT_TRUE(RunUntil([&] { return again.has_value(); }, 1s)) << "waited for the writer's window";
+  if (again) {
+    ASSERT_TRUE(again->ok()) << again->status().ToString();
+    EXPECT_FALSE((*again)->created);
+    EXPECT_EQ((*again)->id, first->id);
+  }
+  ASSERT_TRUE(RunUntil([&] { return mem.size() == 1; }));
 }
 
 TEST_F(LocalBackendStoreTest, ChangesOfOneLoopTurnShareOneWrite) {

@@ -153,6 +153,11 @@ void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
   OnSettled(seq, st);
 }
 
+bool LocalBackend::SyncedInJournal(uint64_t seq) const {
+  return writer_syncs_journal_ && !degraded_ && seq <= journaled_seq_ && unjournaled_.empty() &&
+         journal_->synced_lsn() >= journal_->last_lsn();
+}
+
 bool LocalBackend::RepliesWait() const {
   return std::any_of(deferred_.begin(), deferred_.end(),
                      [](const Deferred& d) { return d.reply != nullptr; });
