@@ -10,8 +10,9 @@
 // acknowledged before. Runs for --fsync always and everysec: both promise to
 // survive a crash of the process (everysec only loses data on a power cut,
 // which a SIGKILL does not simulate); and for always with one connection
-// alone (always_one), whose changes the event loop syncs itself instead of
-// the writer thread (docs/decisions.md).
+// alone, one command at a time (always_one) or 64 in flight
+// (always_one_pipelined), whose changes the event loop syncs itself instead
+// of the writer thread (docs/decisions.md).
 //
 // What a client cannot know is kept out of the expectations: a request whose
 // reply was not read in full when the server died may or may not have taken
@@ -419,9 +420,16 @@ class CrashTest : public ::testing::TestWithParam<const char*> {
  protected:
   // The --fsync policy, and how many connections make traffic.
   std::string Fsync() const {
-    return std::string_view(GetParam()) == "always_one" ? "always" : GetParam();
+    return std::string_view(GetParam()).starts_with("always_one") ? "always" : GetParam();
   }
-  int Connections() const { return std::string_view(GetParam()) == "always_one" ? 1 : kThreads; }
+  int Connections() const {
+    return std::string_view(GetParam()).starts_with("always_one") ? 1 : kThreads;
+  }
+  // Whether connection `t` pipelines.
+  bool Pipelining(int t) const {
+    if (Connections() == 1) return std::string_view(GetParam()) == "always_one_pipelined";
+    return Pipelines(t);
+  }
 
   void TearDown() override {
     if (HasFailure()) {
@@ -468,7 +476,7 @@ class CrashTest : public ::testing::TestWithParam<const char*> {
   TempDir dir_;  // the data directory, kept across restarts
   ServerProcess server_;
   size_t log_from_ = 0;      // where the running server's log starts
-  uint64_t loop_syncs_ = 0;  // always_one: the loop's own syncs, every round
+  uint64_t loop_syncs_ = 0;  // one connection: the loop's own syncs, every round
   Ledger ledger_;
 };
 
@@ -486,7 +494,7 @@ RoundFigures CrashTest::RunRound(int round, std::mt19937_64& rng) {
   std::latch ready(connections);
   std::vector<std::thread> threads;
   for (int t = 0; t < connections; ++t) {
-    if (Pipelines(t)) {
+    if (Pipelining(t)) {
       threads.emplace_back(PipelinedTraffic, round, t, server_.port(), std::move(owned[t]), rng(),
                            std::cref(stop), std::ref(ready), &outcomes[t]);
     } else {
@@ -747,10 +755,9 @@ TEST_P(CrashTest, AcknowledgedChangesSurviveSigkillUnderLoad) {
               ledger_.deleted.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Crash, CrashTest, ::testing::Values("always", "everysec", "always_one"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Crash, CrashTest, ::testing::Values("always", "everysec", "always_one", "always_one_pipelined"),
+    [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace delayq::testing
