@@ -466,11 +466,8 @@ class CrashTest : public ::testing::TestWithParam<const char*> {
     const uint16_t port = HttpPortOf(server_, 10s, log_from_);
     if (port == 0) return 0;
     HttpClient c(port);
-    const std::string metrics = c.Call("GET", "/metrics").body;
-    const std::string name = "\ndelayq_store_loop_syncs_total ";
-    size_t at = metrics.find(name);
-    return at == std::string::npos ? 0
-                                   : std::strtoull(metrics.c_str() + at + name.size(), nullptr, 10);
+    return static_cast<uint64_t>(
+        MetricValue(c.Call("GET", "/metrics").body, "delayq_store_loop_syncs_total").value_or(0));
   }
 
   TempDir dir_;  // the data directory, kept across restarts

@@ -1,6 +1,7 @@
 #include "server/http_client.h"
 
 #include <cstdlib>
+#include <sstream>
 #include <thread>
 
 namespace delayq::testing {
@@ -134,6 +135,14 @@ uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout, size_t fr
     if (Clock::now() >= deadline) return 0;
     std::this_thread::sleep_for(milliseconds(5));
   }
+}
+
+std::optional<double> MetricValue(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  }
+  return std::nullopt;
 }
 
 }  // namespace delayq::testing

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -86,6 +87,11 @@ class HttpClient {
 // again appends to the log of its earlier runs).
 uint16_t HttpPortOf(const ServerProcess& server, milliseconds timeout = milliseconds(10000),
                     size_t from = 0);
+
+// The value of the sample `series` ("name" or "name{labels}", spelled as the
+// server writes it) in a Prometheus exposition (GET /metrics), or nullopt if
+// it has none.
+std::optional<double> MetricValue(const std::string& text, const std::string& series);
 
 }  // namespace delayq::testing
 

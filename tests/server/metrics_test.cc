@@ -33,16 +33,6 @@ using namespace std::chrono_literals;
 
 constexpr const char* kPromtool = "/usr/bin/promtool";
 
-// The value of the sample `series` ("name" or "name{labels}", spelled as the
-// server writes it) in an exposition, or nullopt if it has none.
-std::optional<double> MetricValue(const std::string& text, const std::string& series) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return std::nullopt;
-}
-
 class MetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
