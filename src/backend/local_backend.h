@@ -194,16 +194,19 @@ class LocalBackend final : public Backend {
   // Moves the engine's mutations into the open batch; posts a flush.
   void Collect();
   void Flush();
-  void OnSettled(uint64_t seq, Status st);
-  // Replies waiting for batches up to `seq` go, with `st`.
-  void AnswerSettled(uint64_t seq, const Status& st);
+  // Batches up to `seq` are settled with `st`: their replies go. in_store
+  // false: durable in the journal (the loop's own sync) but not yet in the
+  // store, so what waits for the store itself (ForgetWritten) waits on.
+  void OnSettled(uint64_t seq, Status st, bool in_store = true);
+  // Whose replies wait in deferred_ (sessions still open): none, one
+  // session's, or several sessions'.
+  enum class Waiting { kNone, kOne, kMany };
+  Waiting WhoWaits() const;
   // Under always: whether one client alone waits (as for the last few
   // batches), so that this thread syncs the journal itself and its replies
   // go without the hand-overs to the writer and back (docs/decisions.md);
   // the writer's sync of the batch then finds it done.
-  bool LoneWaiter();
-  // Whether a reply waits in deferred_ (its session still open).
-  bool RepliesWait() const;
+  bool LoneWaiter(Waiting waiting);
   // Under always: batches up to `seq` are in the journal and every record
   // appended is synced (a change that changed nothing, as a put of a live
   // key, need not wait for the writer's write of a batch with nothing to
@@ -285,10 +288,11 @@ class LocalBackend final : public Backend {
   // before, then settles it.
   void JournalBatch(uint64_t seq, std::vector<Mutation> batch);
   // Appends the batches kept after failed appends, in order, and hands
-  // them to the writer. Returns the error of the first that fails. With
-  // `synced_here`, syncs the journal on this thread first if the writer is
-  // not syncing, and says whether that was done.
-  Status AppendUnjournaled(bool* synced_here = nullptr);
+  // them to the writer (`waiting`: whose replies wait, WhoWaits). Returns
+  // the error of the first that fails. With `synced_here`, syncs the
+  // journal on this thread first if the writer is not syncing, and says
+  // whether that was done.
+  Status AppendUnjournaled(Waiting waiting, bool* synced_here = nullptr);
   void ArmJournalRetry();
   // With a journal: whether the writer is more than max_unwritten_bytes_
   // behind; if so, asks it to post OnWriterProgress (true returned).

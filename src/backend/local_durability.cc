@@ -135,19 +135,16 @@ void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
   // Under always the writer's sync settles it, or this thread's own when
   // one client alone waits (made before the writer is handed the batch,
   // so that the writer does not start its own first).
-  const bool sync_here = writer_syncs_journal_ && LoneWaiter();
+  const Waiting waiting = WhoWaits();
+  const bool sync_here = writer_syncs_journal_ && LoneWaiter(waiting);
   bool synced_here = false;
-  Status st = AppendUnjournaled(sync_here ? &synced_here : nullptr);
+  Status st = AppendUnjournaled(waiting, sync_here ? &synced_here : nullptr);
   if (st.ok() && writer_syncs_journal_) {
     if (!synced_here) return;
     // Durable, not yet in RocksDB: replies go, puts may be shown; what
     // waits for RocksDB itself (ForgetWritten) waits for the writer.
     syncs_here_++;
-    settled_seq_ = std::max(settled_seq_, seq);
-    PutsDurableThrough(seq);
-    AnswerSettled(seq, st);
-    Settle();
-    return;
+    return OnSettled(seq, st, /*in_store=*/false);
   }
   if (st.ok() && WaitForWriter()) return;  // OnWriterProgress settles it
   OnSettled(seq, st);
@@ -158,27 +155,24 @@ bool LocalBackend::SyncedInJournal(uint64_t seq) const {
          journal_->synced_lsn() >= journal_->last_lsn();
 }
 
-bool LocalBackend::RepliesWait() const {
-  return std::any_of(deferred_.begin(), deferred_.end(),
-                     [](const Deferred& d) { return d.reply != nullptr; });
+LocalBackend::Waiting LocalBackend::WhoWaits() const {
+  std::optional<SessionId> who;
+  for (const Deferred& d : deferred_) {
+    if (!d.reply) continue;
+    if (who && *who != d.session) return Waiting::kMany;
+    who = d.session;
+  }
+  return who ? Waiting::kOne : Waiting::kNone;
 }
 
-bool LocalBackend::LoneWaiter() {
+bool LocalBackend::LoneWaiter(Waiting waiting) {
   // Lone: the replies waiting are of one session, as they were for the
   // last kLoneBatches batches that had replies waiting (one client at a
   // time, not a lull among many, whose next commands would queue up
   // unread behind this thread's sync instead of being read during the
   // writer's).
-  std::optional<SessionId> who;
-  bool lone = true;
-  for (const Deferred& d : deferred_) {
-    if (!d.reply) continue;
-    if (!who) who = d.session;
-    lone &= d.session == *who;
-    if (!lone) break;
-  }
-  if (!who) return false;  // nothing waits
-  lone_batches_ = lone ? lone_batches_ + 1 : 0;
+  if (waiting == Waiting::kNone) return false;
+  lone_batches_ = waiting == Waiting::kOne ? lone_batches_ + 1 : 0;
   return lone_batches_ >= kLoneBatches && !degraded_;
 }
 
@@ -198,7 +192,7 @@ void LocalBackend::OnWriterProgress() {
   OnSettled(journaled_seq_, Status::Ok());
 }
 
-Status LocalBackend::AppendUnjournaled(bool* synced_here) {
+Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
   Status st = Status::Ok();
   uint64_t through = 0;
   struct Appended {
@@ -234,7 +228,7 @@ Status LocalBackend::AppendUnjournaled(bool* synced_here) {
   // and no reply waits at all: the writer may wait for company.
   const bool synced = synced_here != nullptr && *synced_here;
   if (synced) progress_->settled_here.store(through, std::memory_order_relaxed);
-  const bool durable = synced || (writer_syncs_journal_ && !RepliesWait() &&
+  const bool durable = synced || (writer_syncs_journal_ && waiting == Waiting::kNone &&
                                   journal_->synced_lsn() >= journal_->last_lsn());
   for (Appended& a : appended) {
     submitted_bytes_ += a.bytes;
@@ -287,7 +281,8 @@ void LocalBackend::ArmJournalRetry() {
   journal_retry_timer_.async_wait([this, alive](const boost::system::error_code& ec) {
     if (ec || alive.expired()) return;
     journal_retry_armed_ = false;
-    if (!unjournaled_.empty()) (void)AppendUnjournaled();  // arms the timer again on failure
+    if (!unjournaled_.empty())
+      (void)AppendUnjournaled(WhoWaits());  // arms the timer again on failure
     Settle();
   });
 }
@@ -305,20 +300,15 @@ void LocalBackend::SetHealth(bool journal_ok, bool writer_ok, const Status& erro
   if (on_store_health_) on_store_health_(!degraded_, error);
 }
 
-void LocalBackend::OnSettled(uint64_t seq, Status st) {
+void LocalBackend::OnSettled(uint64_t seq, Status st, bool in_store) {
   // (A batch whose append failed was settled with the error, and settles
   // again when it is appended and written: never backwards.)
   settled_seq_ = std::max(settled_seq_, seq);
   // A write that worked also wrote every batch kept from failed ones.
   if (st.ok() && (journal_ == nullptr || writer_syncs_journal_)) {
     PutsDurableThrough(seq);
-    ForgetWritten(seq);
+    if (in_store) ForgetWritten(seq);
   }
-  AnswerSettled(seq, st);
-  Settle();
-}
-
-void LocalBackend::AnswerSettled(uint64_t seq, const Status& st) {
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
@@ -326,6 +316,7 @@ void LocalBackend::AnswerSettled(uint64_t seq, const Status& st) {
     Count(d.op, st.code());
     d.reply(st);
   }
+  Settle();
 }
 
 void LocalBackend::PutsDurableThrough(uint64_t seq) {
