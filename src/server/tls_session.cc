@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 namespace delayq::server {
 
@@ -15,57 +16,110 @@ namespace {
 constexpr size_t kRecordPlaintext = 16 * 1024;
 // OpenSSL's lengths are ints.
 constexpr size_t kMaxCall = size_t{1} << 30;
+
+// SSL_get_error reads the thread's error queue, which must hold nothing
+// from before the call it explains. The queue is empty between this
+// file's calls (Failed empties it), but other OpenSSL users of the loop
+// thread (HTTPS push, Redis over TLS) may leave something in it. Emptying
+// it walks all of its slots, a good part of a small record's cost, so it
+// is emptied only when not empty: SSL_get_error asks ERR_peek_error too.
+void ClearErrors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
+int PipeWrite(BIO* bio, const char* data, size_t n, size_t* written) {
+  auto* pipe = static_cast<TlsSession::Pipe*>(BIO_get_data(bio));
+  pipe->out->append(data, n);
+  *written = n;
+  return 1;
+}
+
+int PipeRead(BIO* bio, char* data, size_t n, size_t* read) {
+  auto* pipe = static_cast<TlsSession::Pipe*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  if (pipe->in.empty()) {
+    BIO_set_retry_read(bio);  // more is to come: not the end of the stream
+    *read = 0;
+    return 0;
+  }
+  n = std::min(n, pipe->in.size());
+  std::memcpy(data, pipe->in.data(), n);
+  pipe->in.remove_prefix(n);
+  *read = n;
+  return 1;
+}
+
+long PipeCtrl(BIO* bio, int cmd, long, void*) {  // NOLINT(runtime/int): OpenSSL's type
+  auto* pipe = static_cast<TlsSession::Pipe*>(BIO_get_data(bio));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;
+    case BIO_CTRL_PENDING:
+      return static_cast<long>(pipe->in.size());  // NOLINT(runtime/int)
+    default:  // no kTLS, no EOF (more is to come), nothing held to write
+      return 0;
+  }
+}
 }  // namespace
+
+const BIO_METHOD* TlsSession::Pipe::Method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "delayq pipe");
+    if (m != nullptr &&
+        (BIO_meth_set_write_ex(m, PipeWrite) != 1 || BIO_meth_set_read_ex(m, PipeRead) != 1 ||
+         BIO_meth_set_ctrl(m, PipeCtrl) != 1)) {
+      BIO_meth_free(m);
+      m = nullptr;
+    }
+    return m;
+  }();
+  return method;
+}
 
 TlsSession::TlsSession(std::shared_ptr<boost::asio::ssl::context> context)
     : context_(std::move(context)) {
-  SSL* ssl = SSL_new(context_->native_handle());
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  if (ssl == nullptr || in == nullptr || out == nullptr) {
-    BIO_free(in);
-    BIO_free(out);
+  const BIO_METHOD* method = Pipe::Method();
+  SSL* ssl = method != nullptr ? SSL_new(context_->native_handle()) : nullptr;
+  BIO* bio = method != nullptr ? BIO_new(method) : nullptr;
+  if (ssl == nullptr || bio == nullptr) {
+    BIO_free(bio);
     SSL_free(ssl);
     ERR_clear_error();
     return;
   }
-  // An empty BIO means "more is to come", not the end of the stream.
-  BIO_set_mem_eof_return(in, -1);
-  BIO_set_mem_eof_return(out, -1);
-  SSL_set_bio(ssl, in, out);  // ssl owns both now
+  BIO_set_data(bio, &pipe_);
+  BIO_set_init(bio, 1);
+  SSL_set_bio(ssl, bio, bio);  // ssl owns it now (one reference for both ends)
   SSL_set_accept_state(ssl);
   // An idle connection keeps no record buffers (two of ~17 KiB each).
   SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
   ssl_ = ssl;
-  in_ = in;
-  out_ = out;
 }
 
 TlsSession::~TlsSession() { SSL_free(ssl_); }
 
 TlsSession::State TlsSession::Decrypt(std::string_view cipher, ByteBuffer& plain) {
   if (failed_ || ssl_ == nullptr) return State::kFailed;
-  while (!cipher.empty()) {
-    const int n =
-        BIO_write(in_, cipher.data(), static_cast<int>(std::min(cipher.size(), kMaxCall)));
-    if (n <= 0) return Failed(n, "input");
-    cipher.remove_prefix(static_cast<size_t>(n));
-  }
+  // OpenSSL reads the ciphertext from where it lies; what it needs and
+  // has not got (a record cut short) it keeps in its own buffer, so all
+  // of `cipher` is read by the time it wants more.
+  pipe_.in = cipher;
+  struct Done {
+    Pipe& pipe;
+    ~Done() { pipe.in = {}; }
+  } done{pipe_};
   if (!established_) {
     const State s = Handshake();
     if (s != State::kOk || !established_) return s;
   }
-  // OpenSSL's error queue is empty between calls (Failed empties it), so
-  // it is emptied once here, not before every SSL_read: SSL_get_error
-  // reads it, and emptying it is a good part of a small record's cost.
-  ERR_clear_error();
+  ClearErrors();
   for (;;) {
     char* p = plain.Prepare(kRecordPlaintext);
     const int n = SSL_read(ssl_, p, static_cast<int>(kRecordPlaintext));
     if (n > 0) {
       plain.Commit(static_cast<size_t>(n));
       // All that came is read: no SSL_read to hear "want more".
-      if (SSL_pending(ssl_) == 0 && BIO_ctrl_pending(in_) == 0) return State::kOk;
+      if (SSL_pending(ssl_) == 0 && pipe_.in.empty()) return State::kOk;
       continue;
     }
     const int e = SSL_get_error(ssl_, n);
@@ -103,9 +157,11 @@ TlsSession::State TlsSession::Failed(int ret, const char* during) {
 }
 
 void TlsSession::Encrypt(std::string_view plain, std::string& cipher) {
-  // A memory BIO takes everything: SSL_write returns once all of `plain`
-  // is in records.
-  ERR_clear_error();
+  // The records go straight into `cipher` (after what TLS had to say
+  // before them); SSL_write returns once all of `plain` is in records.
+  TakeOutput(cipher);
+  pipe_.out = &cipher;
+  ClearErrors();
   while (!plain.empty() && !failed_) {
     const int n = SSL_write(ssl_, plain.data(), static_cast<int>(std::min(plain.size(), kMaxCall)));
     if (n <= 0) {
@@ -114,17 +170,17 @@ void TlsSession::Encrypt(std::string_view plain, std::string& cipher) {
     }
     plain.remove_prefix(static_cast<size_t>(n));
   }
-  TakeOutput(cipher);
+  pipe_.out = &pipe_.held;
 }
 
 void TlsSession::TakeOutput(std::string& cipher) {
-  if (out_ == nullptr) return;
-  const size_t pending = BIO_ctrl_pending(out_);
-  if (pending == 0) return;
-  const size_t at = cipher.size();
-  cipher.resize(at + pending);
-  const int n = BIO_read(out_, cipher.data() + at, static_cast<int>(std::min(pending, kMaxCall)));
-  cipher.resize(at + static_cast<size_t>(std::max(n, 0)));
+  if (pipe_.held.empty()) return;
+  if (cipher.empty()) {
+    cipher.swap(pipe_.held);
+  } else {
+    cipher += pipe_.held;
+    pipe_.held.clear();
+  }
 }
 
 void TlsSession::SendAlert(int fd) {

@@ -28,6 +28,7 @@
 
 typedef struct ssl_st SSL;
 typedef struct bio_st BIO;
+typedef struct bio_method_st BIO_METHOD;
 
 namespace delayq::server {
 
@@ -75,6 +76,18 @@ class TlsSession {
   // kernel takes it at once (the connection closes next).
   void SendAlert(int fd);
 
+  // OpenSSL's one BIO for both directions: it reads the ciphertext Decrypt
+  // was given where it lies, and writes records into the string Encrypt
+  // fills, or else into `held` for TakeOutput (a memory BIO would copy
+  // both ways, and its bookkeeping costs more than a small record's
+  // cipher).
+  struct Pipe {
+    static const BIO_METHOD* Method();  // nullptr when OpenSSL cannot make it
+    std::string_view in;                // ciphertext not yet read
+    std::string held;                   // what TLS wrote outside Encrypt
+    std::string* out = &held;           // where records go now
+  };
+
  private:
   // Drives the handshake; kOk once it is done or when it wants input.
   State Handshake();
@@ -82,8 +95,7 @@ class TlsSession {
 
   std::shared_ptr<boost::asio::ssl::context> context_;
   SSL* ssl_ = nullptr;
-  BIO* in_ = nullptr;   // ciphertext from the client (owned by ssl_)
-  BIO* out_ = nullptr;  // ciphertext to the client (owned by ssl_)
+  Pipe pipe_;  // its BIO is owned by ssl_
   bool established_ = false;
   bool failed_ = false;
   std::string error_;

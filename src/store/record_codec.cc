@@ -3,11 +3,16 @@
 namespace delayq::store {
 
 void PutVarint(std::string* out, uint64_t v) {
+  // Into a local first: one append, not a push_back (and its capacity
+  // check) per byte.
+  char bytes[10];
+  size_t n = 0;
   while (v >= 0x80) {
-    out->push_back(static_cast<char>(v | 0x80));
+    bytes[n++] = static_cast<char>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<char>(v));
+  bytes[n++] = static_cast<char>(v);
+  out->append(bytes, n);
 }
 
 namespace {
@@ -21,7 +26,9 @@ void PutBytes(std::string* out, std::string_view b) {
   out->append(b);
 }
 void PutBigEndian(std::string* out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>(v >> shift));
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(v >> (56 - 8 * i));
+  out->append(bytes, 8);
 }
 uint64_t GetBigEndian(std::string_view s) {
   uint64_t v = 0;
