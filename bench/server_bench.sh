@@ -58,7 +58,11 @@
 # never polls, 64-byte bodies. Its figures and ratios carry the prefix
 # `plain_` (plain_delayq_lifecycle_c50_jobs_per_s, plain_lifecycle_vs_
 # beanstalkd_c50, ...); the two clients run back to back against each
-# server in every round. BENCH_PLAIN=0 leaves them out.
+# server in every round. BENCH_PLAIN=0 leaves them out. On one machine the
+# client shares the cores: plain_<tag>_client_bound_vs_beanstalkd is the
+# most any server could show against beanstalkd with this client here (the
+# client's CPU per job in delayqd's best round, a whole core of it, against
+# beanstalkd's rate); a ratio near it is the client's ceiling, not delayqd's.
 #
 # Output: `name: value` lines on stdout, the headline
 # `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
@@ -242,6 +246,10 @@ run_one() {
       "${syncs:+ $syncs syncs/s}" >&2
     if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
       R[${key}_jobs_per_s]=$jps
+      # The rate at which the client would fill its core, at the CPU per
+      # job it spent in this round: no server can be measured faster with it.
+      R[${key}_client_bound_jobs_per_s]=$(awk -v j="$jps" \
+        -v c="$(value_of client_cpu_percent "$out")" 'BEGIN { if (c > 0) printf "%.0f", j * 100 / c; else print "n/a" }')
       [[ -n $syncs ]] && R[${key}_syncs_per_s]=$syncs
       R[${key}_latency_p50_us]=$p50
       R[${key}_latency_p99_us]=$p99
@@ -428,6 +436,12 @@ if [[ $PLAIN != 0 ]]; then
     [[ -n ${R[plain_delayq_${tag}_jobs_per_s]:-} || -n ${R[plain_beanstalkd_${tag}_jobs_per_s]:-} ]] || continue
     emit_both plain_ "$tag"
     echo "plain_${tag}_vs_beanstalkd: $(ratio "plain_delayq_${tag}_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
+    # The most any server could show against beanstalkd with this client on
+    # this machine (its own core's worth of its CPU per job, from delayqd's
+    # best round): a target above it is the client's to miss, not the server's.
+    emit "plain_delayq_${tag}_client_bound_jobs_per_s"
+    echo "plain_${tag}_client_bound_vs_beanstalkd: $(ratio \
+      "plain_delayq_${tag}_client_bound_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
   done
 fi
 echo "lifecycle_vs_beanstalkd_c50: $(ratio delayq_lifecycle_c50_jobs_per_s beanstalkd_lifecycle_c50_jobs_per_s)"

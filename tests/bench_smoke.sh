@@ -35,7 +35,8 @@ for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
   lifecycle_busy_vs_beanstalkd_c10 ceiling_lifecycle_busy_c1_jobs_per_s \
   lifecycle_no_poll_vs_beanstalkd_c1 trickle_cpu_poll_over_no_poll \
   lateness_p99_delayq_ms_over_beanstalkd_s plain_delayq_lifecycle_c50_jobs_per_s \
-  plain_lifecycle_c1_vs_beanstalkd plain_pipeline_c4_d64_vs_beanstalkd; do
+  plain_lifecycle_c1_vs_beanstalkd plain_pipeline_c4_d64_vs_beanstalkd \
+  plain_lifecycle_c50_client_bound_vs_beanstalkd; do
   # A number; the lateness ratio is negative when delayqd's p99 was early.
   if ! grep -qE "^$want: -?[0-9.]+$" "$OUT"; then
     echo "bench_smoke: no figure $want" >&2
