@@ -25,6 +25,11 @@
 # the rates show both): server_capacity_tls_vs_plain_* is plaintext's
 # server CPU per job over TLS's.
 #
+# tls_client_bound_vs_beanstalkd_c50: the rate at which the client would
+# fill its core over TLS (its least CPU per job) against beanstalkd's best:
+# on one machine, the most any server could show over TLS against
+# beanstalkd's plaintext with this client.
+#
 # Output: `name: value` lines on stdout (jobs/s, CPU us per job, and the
 # ratios tls_vs_beanstalkd_c50 and tls_vs_plain_*, the beanstalkd one
 # last); progress on stderr. No figure is asserted.
@@ -156,6 +161,14 @@ if [[ -n ${BEST[server_beanstalkd_c50_jobs_per_s]:-} ]]; then
   echo "tls_vs_beanstalkd_c50_rounds:${PAIRS[vs_beanstalkd]:-}"
   echo "tls_vs_beanstalkd_c50_best: $(ratio "${BEST[beanstalkd_tls_c50_jobs_per_s]}" \
     "${BEST[server_beanstalkd_c50_jobs_per_s]}")"
+  # The client shares the machine: at its least CPU per job over TLS, a
+  # whole core of it, no server could be measured faster over TLS with it.
+  if [[ -n ${LEAST[beanstalkd_tls_c50_client_cpu_us_per_job]:-} ]]; then
+    bound=$(awk -v c="${LEAST[beanstalkd_tls_c50_client_cpu_us_per_job]}" \
+      'BEGIN { printf "%.0f", 1e6 / c }')
+    echo "tls_client_bound_c50_jobs_per_s: $bound"
+    echo "tls_client_bound_vs_beanstalkd_c50: $(ratio "$bound" "${BEST[server_beanstalkd_c50_jobs_per_s]}")"
+  fi
   echo "tls_vs_beanstalkd_c50: $(median "${PAIRS[vs_beanstalkd]:-}")"
 fi
 for p in http beanstalkd; do
