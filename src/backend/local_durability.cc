@@ -118,6 +118,9 @@ void LocalBackend::Flush() {
   open_max_put_id_ = 0;
   std::vector<Mutation> batch;
   batch.swap(open_batch_);
+  // The next batch is likely as long: room for it at once, instead of
+  // moving its changes (large structs) at every doubling.
+  open_batch_.reserve(batch.size());
   if (journal_ != nullptr) return JournalBatch(seq, std::move(batch));
   std::weak_ptr<bool> alive = alive_;
   writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
