@@ -73,6 +73,10 @@ JobsDone CountingBackend::CountedJobs(CountedOp op, JobsDone done) {
 void CountingBackend::Put(SessionId s, const PutRequest& r, Callback<PutResult> d) {
   inner().Put(s, r, Counted(CountedOp::kPut, std::move(d)));
 }
+void CountingBackend::FireSchedule(std::string_view n, TimeMs at, std::string_view rev,
+                                   const PutRequest& r, Callback<PutResult> d) {
+  inner().FireSchedule(n, at, rev, r, Counted(CountedOp::kPut, std::move(d)));
+}
 void CountingBackend::Reserve(const ReserveRequest& r, JobsDone d) {
   inner().Reserve(r, CountedJobs(CountedOp::kReserve, std::move(d)));
 }

@@ -8,7 +8,9 @@
 // Counting is a plain increment on the loop thread; a completion that is
 // dropped (its session closed) is not counted.
 //
-// Which calls count as which operation: put; reserve (Reserve, ReserveJob;
+// Which calls count as which operation: put (Put, and FireSchedule: a
+// schedule's firing is a put, refused as a conflict when another instance
+// or an earlier run made it); reserve (Reserve, ReserveJob;
 // a batch is one); finish (Finish, FinishByName); release; bury; kick
 // (Kick, KickJob); delete (Delete, DeleteByKey, DeleteByName); touch.
 //
@@ -32,6 +34,8 @@ class CountingBackend final : public ForwardingBackend {
   ~CountingBackend() override;
 
   void Put(SessionId s, const PutRequest& r, Callback<PutResult> d) override;
+  void FireSchedule(std::string_view n, TimeMs at, std::string_view rev, const PutRequest& r,
+                    Callback<PutResult> d) override;
   void Reserve(const ReserveRequest& r, JobsDone d) override;
   void ReserveJob(SessionId s, JobId id, JobsDone d) override;
   void Delete(const Claim& c, JobId id, Callback<JobChange> d) override;

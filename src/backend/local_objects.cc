@@ -87,17 +87,20 @@ Cursor ParseCursor(std::string_view v) {
 void LocalBackend::FireSchedule(std::string_view schedule, TimeMs fire_ms,
                                 std::string_view revision, const PutRequest& r,
                                 Callback<PutResult> done) {
-  if (Status st = CheckObjectName(schedule); !st.ok()) return done(st);
-  if (Status w = Admit(Op::kPut); !w.ok()) return done(std::move(w));
+  // A firing is a put, counted as one whatever its outcome (as a Redis
+  // backend's are, by CountingBackend).
+  if (Status st = CheckObjectName(schedule); !st.ok()) return Answer(Op::kPut, done, st);
+  if (Status w = Admit(Op::kPut); !w.ok()) return Answer(Op::kPut, done, std::move(w));
   TimeMs last = -1;
   auto cursor = objects_.find(std::pair{ObjectKind::kScheduleCursor, std::string(schedule)});
   if (cursor != objects_.end()) {
     last = ParseCursor(cursor->second).at;
     if (last >= fire_ms)
-      return done(Status::Conflict("schedule " + std::string(schedule) + " fired at " +
-                                   std::to_string(fire_ms) + " already"));
+      return Answer(Op::kPut, done,
+                    Status::Conflict("schedule " + std::string(schedule) + " fired at " +
+                                     std::to_string(fire_ms) + " already"));
   }
-  if (Status w = WarmKey(r.topic, r.key); !w.ok()) return done(std::move(w));
+  if (Status w = WarmKey(r.topic, r.key); !w.ok()) return Answer(Op::kPut, done, std::move(w));
   Result<PutResult> res = engine_.Put(EngineNow(), 0, r);
   if (res.ok()) {
     // The put's mutations are taken first: the cursor joins the same batch.
