@@ -119,8 +119,10 @@ void LocalBackend::Flush() {
   std::vector<Mutation> batch;
   batch.swap(open_batch_);
   // The next batch is likely as long: room for it at once, instead of
-  // moving its changes (large structs) at every doubling.
-  open_batch_.reserve(batch.size());
+  // moving its changes (large structs) at every doubling. (Not for more
+  // than a loop turn's usual changes: after a `clear` of a large topic the
+  // next batch is no longer.)
+  open_batch_.reserve(std::min<size_t>(batch.size(), 1024));
   if (journal_ != nullptr) return JournalBatch(seq, std::move(batch));
   std::weak_ptr<bool> alive = alive_;
   writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
