@@ -11,8 +11,6 @@
 //    the client; the client's close_notify gives kClosed.
 //  - 2: forged records after a real handshake. Checks: no plaintext comes
 //    out (nothing authenticates them).
-#include <openssl/bio.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -26,66 +24,25 @@
 #include "server/byte_buffer.h"
 #include "server/tls.h"
 #include "server/tls_session.h"
+#include "tls_memory_client.h"
 
 using namespace delayq;
 using server::TlsSession;
 
 namespace {
 
-// A client over memory BIOs, verifying nothing (the certificate is the
+using Client = testing::TlsMemoryClient;
+
+// The client's context, verifying nothing (the certificate is the
 // fuzzer's own).
-class Client {
- public:
-  Client() {
-    static SSL_CTX* ctx = [] {
-      SSL_CTX* c = SSL_CTX_new(TLS_client_method());
-      FUZZ_CHECK(c != nullptr, "no client context");
-      return c;
-    }();
-    ssl_ = SSL_new(ctx);
-    BIO* in = BIO_new(BIO_s_mem());
-    BIO* out = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(in, -1);
-    BIO_set_mem_eof_return(out, -1);
-    SSL_set_bio(ssl_, in, out);
-    SSL_set_connect_state(ssl_);
-    in_ = in;
-    out_ = out;
-  }
-  ~Client() { SSL_free(ssl_); }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  // What the client has to send.
-  std::string Take() {
-    std::string s(BIO_ctrl_pending(out_), '\0');
-    if (!s.empty()) BIO_read(out_, s.data(), static_cast<int>(s.size()));
-    return s;
-  }
-  void Give(std::string_view cipher) {
-    if (!cipher.empty()) BIO_write(in_, cipher.data(), static_cast<int>(cipher.size()));
-  }
-  bool Handshake() { return SSL_do_handshake(ssl_) == 1; }
-  void Write(std::string_view plain) {
-    if (!plain.empty())
-      FUZZ_CHECK(SSL_write(ssl_, plain.data(), static_cast<int>(plain.size())) > 0,
-                 "the client cannot write");
-  }
-  std::string ReadAll() {
-    std::string got;
-    char buf[16384];
-    int n;
-    while ((n = SSL_read(ssl_, buf, sizeof buf)) > 0) got.append(buf, static_cast<size_t>(n));
-    ERR_clear_error();
-    return got;
-  }
-  void Close() { SSL_shutdown(ssl_); }
-
- private:
-  SSL* ssl_;
-  BIO* in_;
-  BIO* out_;
-};
+SSL_CTX* ClientContext() {
+  static SSL_CTX* ctx = [] {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    FUZZ_CHECK(c != nullptr, "no client context");
+    return c;
+  }();
+  return ctx;
+}
 
 // Feeds `cipher` to the server in pieces of `piece` bytes; the last state.
 TlsSession::State Feed(TlsSession& s, std::string_view cipher, size_t piece,
@@ -139,14 +96,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     s.TakeOutput(out);
     return 0;
   }
-  Client c;
+  Client c(ClientContext());
   Handshake(c, s, piece);
   if (mode == 2) {
     Feed(s, input, piece, plain);
     FUZZ_CHECK(plain.empty(), "a forged record was taken");
     return 0;
   }
-  c.Write(input);
+  FUZZ_CHECK(c.Write(input), "the client cannot write");
   FUZZ_CHECK(Feed(s, c.Take(), piece, plain) == TlsSession::State::kOk, s.error().c_str());
   FUZZ_CHECK(plain.view() == input, "the server decrypted other bytes");
   std::string reply;

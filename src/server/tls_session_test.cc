@@ -4,7 +4,6 @@
 #include "server/tls_session.h"
 
 #include <gtest/gtest.h>
-#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -13,56 +12,21 @@
 
 #include "server/test_pki.h"
 #include "server/tls.h"
+#include "tls_memory_client.h"
 
 namespace delayq::server {
 namespace {
 
-// A TLS client over two memory BIOs.
-class MemoryClient {
- public:
-  explicit MemoryClient(const std::string& ca) {
-    ctx_ = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_load_verify_locations(ctx_, ca.c_str(), nullptr);
-    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    ssl_ = SSL_new(ctx_);
-    in_ = BIO_new(BIO_s_mem());
-    out_ = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(in_, -1);
-    SSL_set_bio(ssl_, in_, out_);
-    SSL_set_tlsext_host_name(ssl_, "localhost");
-    SSL_set_connect_state(ssl_);
+// A client context that verifies the server against the test's CA.
+struct ClientContext {
+  explicit ClientContext(const std::string& ca) : ctx(SSL_CTX_new(TLS_client_method())) {
+    SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   }
-  ~MemoryClient() {
-    SSL_free(ssl_);
-    SSL_CTX_free(ctx_);
-  }
-
-  // What the client has to send.
-  std::string Take() {
-    std::string s(BIO_ctrl_pending(out_), '\0');
-    if (!s.empty()) BIO_read(out_, s.data(), static_cast<int>(s.size()));
-    return s;
-  }
-  void Give(const std::string& cipher) {
-    BIO_write(in_, cipher.data(), static_cast<int>(cipher.size()));
-  }
-  bool Handshake() { return SSL_do_handshake(ssl_) == 1; }
-  void Write(const std::string& plain) {
-    SSL_write(ssl_, plain.data(), static_cast<int>(plain.size()));
-  }
-  std::string Read() {
-    std::string all;
-    char buf[4096];
-    for (int n; (n = SSL_read(ssl_, buf, sizeof buf)) > 0;) all.append(buf, n);
-    ERR_clear_error();
-    return all;
-  }
-
- private:
-  SSL_CTX* ctx_ = nullptr;
-  SSL* ssl_ = nullptr;
-  BIO* in_ = nullptr;
-  BIO* out_ = nullptr;
+  ~ClientContext() { SSL_CTX_free(ctx); }
+  ClientContext(const ClientContext&) = delete;
+  ClientContext& operator=(const ClientContext&) = delete;
+  SSL_CTX* ctx;
 };
 
 class TlsSessionTest : public ::testing::Test {
@@ -75,7 +39,8 @@ class TlsSessionTest : public ::testing::Test {
         {.cert = pki_.Path("server.crt"), .key = pki_.Path("server.key"), .client_ca = ""});
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     session_ = std::make_unique<TlsSession>(*ctx);
-    client_ = std::make_unique<MemoryClient>(pki_.ca());
+    client_ctx_ = std::make_unique<ClientContext>(pki_.ca());
+    client_ = std::make_unique<delayq::testing::TlsMemoryClient>(client_ctx_->ctx, "localhost");
     // The handshake, carried back and forth until the client is done.
     ByteBuffer plain;
     for (int i = 0; i < 10 && !client_->Handshake(); ++i) {
@@ -93,12 +58,12 @@ class TlsSessionTest : public ::testing::Test {
     std::string tickets;
     session_->TakeOutput(tickets);
     client_->Give(tickets);
-    EXPECT_EQ(client_->Read(), "");
+    EXPECT_EQ(client_->ReadAll(), "");
   }
 
   // Sends `request` from the client; returns what the session decrypted.
   std::string Request(const std::string& request, TlsSession::State* state) {
-    client_->Write(request);
+    EXPECT_TRUE(client_->Write(request));
     ByteBuffer plain;
     *state = session_->Decrypt(client_->Take(), plain);
     return std::string(plain.view());
@@ -106,7 +71,8 @@ class TlsSessionTest : public ::testing::Test {
 
   delayq::testing::TestPki pki_;
   std::unique_ptr<TlsSession> session_;
-  std::unique_ptr<MemoryClient> client_;
+  std::unique_ptr<ClientContext> client_ctx_;  // outlives client_
+  std::unique_ptr<delayq::testing::TlsMemoryClient> client_;
 };
 
 TEST_F(TlsSessionTest, RecordsBothWays) {
@@ -116,7 +82,7 @@ TEST_F(TlsSessionTest, RecordsBothWays) {
   std::string cipher;
   session_->Encrypt("INSERTED 1\r\n", cipher);
   client_->Give(cipher);
-  EXPECT_EQ(client_->Read(), "INSERTED 1\r\n");
+  EXPECT_EQ(client_->ReadAll(), "INSERTED 1\r\n");
 }
 
 // An error another OpenSSL user of the loop thread left behind (an HTTPS
@@ -127,7 +93,7 @@ TEST_F(TlsSessionTest, ErrorsLeftByOthersAreNotThisConnections) {
     ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET_LENGTH);
     ERR_raise(ERR_LIB_SYS, 104);
     // A record cut short: SSL_read wants more, which is not a failure.
-    client_->Write("reserve\r\n");
+    ASSERT_TRUE(client_->Write("reserve\r\n"));
     std::string record = client_->Take();
     ByteBuffer plain;
     EXPECT_EQ(session_->Decrypt(record.substr(0, 3), plain), TlsSession::State::kOk)
@@ -140,14 +106,14 @@ TEST_F(TlsSessionTest, ErrorsLeftByOthersAreNotThisConnections) {
     std::string cipher;
     session_->Encrypt("RESERVED 1 2\r\nhi\r\n", cipher);
     client_->Give(cipher);
-    EXPECT_EQ(client_->Read(), "RESERVED 1 2\r\nhi\r\n");
+    EXPECT_EQ(client_->ReadAll(), "RESERVED 1 2\r\nhi\r\n");
   }
   ERR_clear_error();
 }
 
 // A bad record still fails, with OpenSSL's reason.
 TEST_F(TlsSessionTest, ABadRecordFails) {
-  client_->Write("stats\r\n");
+  ASSERT_TRUE(client_->Write("stats\r\n"));
   std::string record = client_->Take();
   record.back() ^= 1;  // the tag no longer matches
   ByteBuffer plain;
