@@ -1,5 +1,8 @@
 #include "store/record_codec.h"
 
+#include <cstring>
+#include <iterator>
+
 namespace delayq::store {
 
 void PutVarint(std::string* out, uint64_t v) {
@@ -17,10 +20,6 @@ void PutVarint(std::string* out, uint64_t v) {
 
 namespace {
 
-// Signed times as zigzag, so small negative values stay short.
-void PutSigned(std::string* out, int64_t v) {
-  PutVarint(out, (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
-}
 void PutBytes(std::string* out, std::string_view b) {
   PutVarint(out, b.size());
   out->append(b);
@@ -84,41 +83,99 @@ class Reader {
 
 }  // namespace
 
+namespace {
+
+// Encodes a value's fields into a buffer on the stack, moved into the
+// string when it fills, before a long byte string and at the end: a job's
+// value takes two or three appends, not one (and its capacity check) a
+// field. The bytes are those of PutVarint and friends.
+class FieldWriter {
+ public:
+  explicit FieldWriter(std::string* out) : out_(out) {}
+  FieldWriter(const FieldWriter&) = delete;
+  FieldWriter& operator=(const FieldWriter&) = delete;
+
+  void Byte(uint8_t b) {
+    Room(1);
+    *at_++ = static_cast<char>(b);
+  }
+  void Varint(uint64_t v) {
+    Room(kMaxVarintBytes);
+    while (v >= 0x80) {
+      *at_++ = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    *at_++ = static_cast<char>(v);
+  }
+  // Signed times as zigzag, so small negative values stay short.
+  void Signed(int64_t v) {
+    Varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void Bytes(std::string_view b) {
+    Varint(b.size());
+    if (b.size() <= static_cast<size_t>(std::end(buf_) - at_)) {
+      std::memcpy(at_, b.data(), b.size());
+      at_ += b.size();
+    } else {
+      Flush();
+      out_->append(b);
+    }
+  }
+  // Moves what the buffer holds into the string; call it last.
+  void Flush() {
+    out_->append(buf_, static_cast<size_t>(at_ - buf_));
+    at_ = buf_;
+  }
+
+ private:
+  static constexpr size_t kMaxVarintBytes = 10;
+  void Room(size_t n) {
+    if (static_cast<size_t>(std::end(buf_) - at_) < n) Flush();
+  }
+  std::string* out_;
+  char buf_[256];
+  char* at_ = buf_;
+};
+
+}  // namespace
+
 void EncodeJobValue(const JobRecord& r, std::string_view body, std::string* out) {
   // Version 1 while a job has no flag: a job without a name reads the same
   // to a delayqd that knows version 1 only.
   const uint8_t flags = (r.named ? kRecordNamed : 0) | (r.answer ? kRecordAnswered : 0);
-  out->push_back(static_cast<char>(r.answer ? 3 : flags != 0 ? 2 : 1));
-  PutVarint(out, r.id);
-  PutBytes(out, r.topic);
-  PutBytes(out, r.key);
-  out->push_back(static_cast<char>(r.state));
-  PutVarint(out, r.priority);
-  PutSigned(out, r.due_ms);
-  PutSigned(out, r.created_ms);
-  PutSigned(out, r.delay_ms);
-  PutSigned(out, r.ttr_ms);
+  FieldWriter w(out);
+  w.Byte(r.answer ? 3 : flags != 0 ? 2 : 1);
+  w.Varint(r.id);
+  w.Bytes(r.topic);
+  w.Bytes(r.key);
+  w.Byte(static_cast<uint8_t>(r.state));
+  w.Varint(r.priority);
+  w.Signed(r.due_ms);
+  w.Signed(r.created_ms);
+  w.Signed(r.delay_ms);
+  w.Signed(r.ttr_ms);
   for (uint32_t c : {r.reserves, r.timeouts, r.releases, r.buries, r.kicks, r.max_tries})
-    PutVarint(out, c);
-  out->push_back(static_cast<char>(r.backoff.kind));
+    w.Varint(c);
+  w.Byte(static_cast<uint8_t>(r.backoff.kind));
   switch (r.backoff.kind) {
     case Backoff::Kind::kNone:
       break;
     case Backoff::Kind::kList:
-      PutVarint(out, r.backoff.delays_ms.size());
-      for (TimeMs d : r.backoff.delays_ms) PutSigned(out, d);
+      w.Varint(r.backoff.delays_ms.size());
+      for (TimeMs d : r.backoff.delays_ms) w.Signed(d);
       break;
     case Backoff::Kind::kExponential:
-      PutSigned(out, r.backoff.base_ms);
-      PutSigned(out, r.backoff.cap_ms);
+      w.Signed(r.backoff.base_ms);
+      w.Signed(r.backoff.cap_ms);
       break;
   }
-  if (flags != 0) out->push_back(static_cast<char>(flags));
+  if (flags != 0) w.Byte(flags);
   if (r.answer) {
-    PutVarint(out, r.answer->status);
-    PutBytes(out, std::string_view(r.answer->text).substr(0, kMaxAnswerBytes));
+    w.Varint(r.answer->status);
+    w.Bytes(std::string_view(r.answer->text).substr(0, kMaxAnswerBytes));
   }
-  PutBytes(out, body);
+  w.Bytes(body);
+  w.Flush();
 }
 
 Status DecodeJobValue(std::string_view value, JobRecord* r, std::string_view* body) {
