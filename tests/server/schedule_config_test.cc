@@ -3,7 +3,8 @@
 // started with a file that holds them puts their jobs; a restart with the
 // same file stores nothing again (the schedule keeps its @every anchor, a
 // firing is never made twice); a bad table stops the start, naming the
-// schedule.
+// schedule; schedules a Redis away at the start could not take are stored
+// once it answers.
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 
@@ -147,6 +148,36 @@ TEST_F(ScheduleConfig, ARestartWithTheSameFileMovesNothing) {
     EXPECT_GT(t, last_made) << "the firing of " << t << " was made in the first run already";
     EXPECT_EQ((t - anchor) % 1000, 0) << t << ": not a whole number of seconds from the anchor";
   }
+}
+
+// Redis away when delayqd starts: the file's schedules cannot be stored
+// then (the log says why), and are stored once Redis answers, without a
+// restart; their jobs follow.
+TEST_F(ScheduleConfig, SchedulesWaitForARedisAwayAtTheStart) {
+  std::string error;
+  ASSERT_TRUE(redis_.Start(&error)) << error;  // takes a port and a directory
+  const std::string url = redis_.url();
+  redis_.Stop();
+  std::ofstream(config_) << kTwoSchedules;
+  // (delayqd waits 5 s for Redis, then serves without it.)
+  ASSERT_TRUE(server_.Start(DelayqdPath(), {"-c", config_, "--backend", url}, &error)) << error;
+  http_port_ = HttpPortOf(server_);
+  ASSERT_NE(http_port_, 0) << server_.Log();
+  auto logged = [&](const std::string& line) {
+    for (auto end = std::chrono::steady_clock::now() + 15s; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(50ms))
+      if (server_.Log().find(line) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(logged("event=schedule_failed schedule=\"tick\" code=unavailable")) << server_.Log();
+  EXPECT_EQ(server_.Log().find("event=schedule_configured"), std::string::npos) << server_.Log();
+
+  ASSERT_TRUE(redis_.Start(&error)) << error;  // the same port
+  EXPECT_TRUE(logged("event=schedule_configured schedule=\"tick\" stored=new")) << server_.Log();
+  EXPECT_TRUE(logged("event=schedule_configured schedule=\"every-second\" stored=new"))
+      << server_.Log();
+  EXPECT_GE(WaitFirings("ticks", 2).size(), 2u) << server_.Log();
+  EXPECT_GE(WaitFirings("seconds", 2).size(), 2u) << server_.Log();
 }
 
 // A table that changes a schedule replaces it at the next start, keeping its
