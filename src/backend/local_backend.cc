@@ -53,8 +53,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       journal_ != nullptr && !writer_syncs_journal_ ? options.journal_batch_window
                                                     : std::chrono::milliseconds(0),
       // Under always, batches the loop synced itself wait for company too.
-      writer_syncs_journal_ ? options.journal_batch_window : std::chrono::milliseconds(0),
-      journal_ != nullptr && !writer_syncs_journal_ ? kEverySecWriterNice : 0);
+      writer_syncs_journal_ ? options.journal_batch_window : std::chrono::milliseconds(0));
   if (horizon_on()) {
     engine_.SetHorizon(Now() + horizon_ms_);
     ArmHorizonTimer(false);

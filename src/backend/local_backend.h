@@ -53,13 +53,6 @@ namespace delayq::backend {
 
 class LocalBackend final : public Backend {
  public:
-  // Added to the writer thread's nice value with a journal under everysec
-  // and no, where no reply waits for the writer: on a busy machine the
-  // loop, which every reply waits for, then goes first
-  // (docs/decisions.md). Under always the writer's syncs are what replies
-  // wait for; it keeps the loop's.
-  static constexpr int kEverySecWriterNice = 10;
-
   struct Options {
     size_t max_job_size = 65535;
     // The most topics at once (EngineOptions::max_topics; 0: no limit).

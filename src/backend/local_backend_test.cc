@@ -20,7 +20,6 @@
 #include "store/journal.h"
 #include "store/mem_store.h"
 #include "test_seed.h"
-#include "thread_nice.h"
 
 namespace delayq::backend {
 namespace {
@@ -383,20 +382,6 @@ TEST_F(LocalBackendJournalTest, AChangeIsRepliedOnceTheJournalHoldsItNotTheStore
   EXPECT_TRUE(RunUntil([&] { return mem.size() == 3; })) << mem.size();
 }
 
-// Under everysec no reply waits for the writer, whose thread runs at a
-// lower priority than the loop's; under always (below) at the same.
-TEST_F(LocalBackendJournalTest, TheWriterYieldsToTheLoop) {
-  const int own = delayq::testing::OwnNice();
-  if (own + LocalBackend::kEverySecWriterNice > 19) GTEST_SKIP() << "already at nice " << own;
-  store::MemStore mem;
-  auto b = MakeJournaled(&mem, uint64_t{32} << 20);
-  SessionId s = b->OpenSession();
-  ASSERT_TRUE(PutAndWait(*b, s, Req("job")).ok());
-  EXPECT_TRUE(RunUntil([&] { return mem.size() == 1; }));  // the writer has run
-  EXPECT_EQ(delayq::testing::NiceOfThreadsNamed("delayq-writer"),
-            std::vector<int>{own + LocalBackend::kEverySecWriterNice});
-}
-
 TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) {
   store::MemStore mem;
   GateStore gate(mem);
@@ -454,16 +439,6 @@ class LocalBackendAlwaysTest : public LocalBackendJournalTest {
   void SetUp() override { OpenJournal(store::FsyncPolicy::kAlways); }
   uint64_t LoopSyncs(const LocalBackend& b) { return b.SampleMetrics().store->loop_syncs; }
 };
-
-TEST_F(LocalBackendAlwaysTest, TheWriterWhoseSyncsRepliesWaitForKeepsTheLoopsPriority) {
-  store::MemStore mem;
-  SyncingGateStore st(mem, *journal_);
-  auto b = MakeJournaled(&st, uint64_t{32} << 20);
-  SessionId s = b->OpenSession();
-  ASSERT_TRUE(PutAndWait(*b, s, Req("job")).ok());  // synced by the writer (the first put)
-  EXPECT_EQ(delayq::testing::NiceOfThreadsNamed("delayq-writer"),
-            std::vector<int>{delayq::testing::OwnNice()});
-}
 
 TEST_F(LocalBackendAlwaysTest, ALoneClientsChangesAreSyncedByTheLoopBeforeTheyAreReplied) {
   store::MemStore mem;

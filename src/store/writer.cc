@@ -1,11 +1,8 @@
 #include "store/writer.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <unordered_map>
 #include <utility>
 
@@ -20,14 +17,13 @@ constexpr size_t kMaxHeld = 65'536;
 
 Writer::Writer(Store& store, Health on_health, std::chrono::milliseconds retry_interval,
                std::chrono::milliseconds hold_for, std::chrono::milliseconds batch_window,
-               std::chrono::milliseconds durable_window, int nice)
+               std::chrono::milliseconds durable_window)
     : store_(store),
       on_health_(std::move(on_health)),
       retry_interval_(retry_interval),
       hold_for_(hold_for),
       batch_window_(batch_window),
       durable_window_(durable_window),
-      nice_(nice),
       thread_([this] { Loop(); }) {}
 
 Writer::~Writer() {
@@ -56,13 +52,6 @@ void Writer::Submit(std::vector<Mutation> batch, Applied applied, uint64_t journ
 
 void Writer::Loop() {
   pthread_setname_np(pthread_self(), "delayq-writer");  // as `top -H` shows it
-  if (nice_ != 0) {
-    // Linux: PRIO_PROCESS with a thread's id sets that thread's alone. A
-    // refusal (only a raise is always allowed) leaves it as it was.
-    errno = 0;
-    const int now = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
-    if (errno == 0) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), now + nice_);
-  }
   std::vector<Mutation> kept;  // written by no successful Apply yet, in order
   // Deferrable changes held back, in order; a later change of the same job
   // replaces one (its id becomes 0). held_at: job -> its live entry.

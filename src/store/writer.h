@@ -45,15 +45,11 @@ class Writer {
   // one write, which then stores nothing of them. While every batch
   // handed over is `durable` (Submit), the writer waits that long even
   // when batch_window is 0, until a batch that is not comes.
-  //
-  // nice: added to the thread's nice value, so that on a busy machine the
-  // threads replies wait for go first (LocalBackend: under everysec none
-  // waits for the writer; docs/decisions.md).
   Writer(Store& store, Health on_health,
          std::chrono::milliseconds retry_interval = std::chrono::milliseconds(200),
          std::chrono::milliseconds hold_for = std::chrono::seconds(1),
          std::chrono::milliseconds batch_window = std::chrono::milliseconds(0),
-         std::chrono::milliseconds durable_window = std::chrono::milliseconds(0), int nice = 0);
+         std::chrono::milliseconds durable_window = std::chrono::milliseconds(0));
   // Writes what was handed over, held changes included (trying a failing
   // store for up to five seconds more), then stops the thread.
   ~Writer();
@@ -87,7 +83,6 @@ class Writer {
   std::chrono::milliseconds hold_for_;
   std::chrono::milliseconds batch_window_;
   std::chrono::milliseconds durable_window_;
-  int nice_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
