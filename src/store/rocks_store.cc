@@ -359,6 +359,7 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     std::string body;
   };
   std::unordered_map<JobId, size_t> index;
+  index.reserve(batch.size());
   std::vector<std::pair<JobId, Change>> changes;  // in order of first touch
   changes.reserve(batch.size());
   JobId max_id = max_id_;
@@ -372,7 +373,11 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     const JobRecord& r = m.record;
     auto [slot, fresh] = index.try_emplace(r.id, changes.size());
     if (fresh) {
-      Change& c = changes.emplace_back(r.id, Change{}).second;
+      // (Built in place: a Change holds two records, not cheap to move.)
+      Change& c =
+          changes
+              .emplace_back(std::piecewise_construct, std::forward_as_tuple(r.id), std::tuple<>())
+              .second;
       if (auto hit = recent_.find(r.id); hit != recent_.end()) {
         c.before = true;
         c.before_record = hit->second.record;
