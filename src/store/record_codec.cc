@@ -81,10 +81,6 @@ class Reader {
   bool ok_ = true;
 };
 
-}  // namespace
-
-namespace {
-
 // Encodes a value's fields into a buffer on the stack, moved into the
 // string when it fills, before a long byte string and at the end: a job's
 // value takes two or three appends, not one (and its capacity check) a
