@@ -244,6 +244,9 @@ run_one() {
     printf 'server_bench: %-10s %-22s %8s jobs/s  p50 %7s us  p99 %7s us  (%s; client cpu %s%%)%s\n' \
       "$server" "$label" "$jps" "$p50" "$p99" "$cpus" "$(value_of client_cpu_percent "$out")" \
       "${syncs:+ $syncs syncs/s}" >&2
+    # Every round's rate, in order: round r of the two servers ran in the
+    # same minute (pair_median).
+    R[${key}_rounds]="${R[${key}_rounds]:-} $jps"
     if [[ -z ${R[${key}_jobs_per_s]:-} ]] || ((jps > R[${key}_jobs_per_s])); then
       R[${key}_jobs_per_s]=$jps
       # The rate at which the client would fill its core, at the CPU per
@@ -371,6 +374,19 @@ ratio() {  # ratio <numerator key> <denominator key>
     if (a == "n/a" || b == "n/a" || b + 0 <= 0) print "n/a"; else printf "%.2f\n", a / b }'
 }
 emit() { echo "$1: $(get "$1")"; }
+# pair_median <numerator prefix> <denominator prefix>: the median over the
+# rounds of round r's ratio (the two servers' rates of one round, measured
+# minutes apart at most), beside the ratio of the best rounds: a lucky round
+# of one server moves it less.
+pair_median() {
+  local a=${R[$1_rounds]:-} b=${R[$2_rounds]:-}
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    n = split(a, x, " "); m = split(b, y, " ")
+    if (n == 0 || n != m) { print "n/a"; exit }
+    for (i = 1; i <= n; i++) { if (y[i] <= 0) { print "n/a"; exit } r[i] = x[i] / y[i] }
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && r[j - 1] > r[j]; j--) { t = r[j]; r[j] = r[j - 1]; r[j - 1] = t }
+    printf "%.2f\n", n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }'
+}
 
 echo "bench_rounds: $ROUNDS"
 echo "bench_seconds_per_round: $SECS"
@@ -386,6 +402,7 @@ for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 lifecycle_busy_c1 lifecycle_
   # The c50 lifecycle ratio is the headline: printed once, last.
   [[ $tag == lifecycle_c50 ]] ||
     echo "${base}_vs_beanstalkd_${suffix}: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+  echo "${base}_vs_beanstalkd_${suffix}_median_of_rounds: $(pair_median "delayq_${tag}" "beanstalkd_${tag}")"
 done
 # The ceiling: what a server doing nothing but the socket work gets here.
 for tag in lifecycle_c1 lifecycle_c10 lifecycle_c50 lifecycle_busy_c1 lifecycle_busy_c10 put_c50; do
@@ -426,6 +443,7 @@ for policy in always everysec; do
     emit_both "" "$tag"
     [[ $policy == always ]] && emit "delayq_${tag}_syncs_per_s"
     echo "${tag}_vs_beanstalkd: $(ratio "delayq_${tag}_jobs_per_s" "beanstalkd_${tag}_jobs_per_s")"
+    echo "${tag}_vs_beanstalkd_median_of_rounds: $(pair_median "delayq_${tag}" "beanstalkd_${tag}")"
   done
 done
 # The plain client's figures (bench/plain_loadgen.c): the same servers, the
@@ -436,6 +454,7 @@ if [[ $PLAIN != 0 ]]; then
     [[ -n ${R[plain_delayq_${tag}_jobs_per_s]:-} || -n ${R[plain_beanstalkd_${tag}_jobs_per_s]:-} ]] || continue
     emit_both plain_ "$tag"
     echo "plain_${tag}_vs_beanstalkd: $(ratio "plain_delayq_${tag}_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
+    echo "plain_${tag}_vs_beanstalkd_median_of_rounds: $(pair_median "plain_delayq_${tag}" "plain_beanstalkd_${tag}")"
     # The most any server could show against beanstalkd with this client on
     # this machine (its own core's worth of its CPU per job, from delayqd's
     # best round): a target above it is the client's to miss, not the server's.

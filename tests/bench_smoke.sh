@@ -36,7 +36,8 @@ for want in ceiling_lifecycle_c50_jobs_per_s delayq_vs_ceiling_lifecycle_c10 \
   lifecycle_no_poll_vs_beanstalkd_c1 trickle_cpu_poll_over_no_poll \
   lateness_p99_delayq_ms_over_beanstalkd_s plain_delayq_lifecycle_c50_jobs_per_s \
   plain_lifecycle_c1_vs_beanstalkd plain_pipeline_c4_d64_vs_beanstalkd \
-  plain_lifecycle_c50_client_bound_vs_beanstalkd; do
+  plain_lifecycle_c50_client_bound_vs_beanstalkd plain_lifecycle_c50_vs_beanstalkd_median_of_rounds \
+  lifecycle_vs_beanstalkd_c1_median_of_rounds; do
   # A number; the lateness ratio is negative when delayqd's p99 was early.
   if ! grep -qE "^$want: -?[0-9.]+$" "$OUT"; then
     echo "bench_smoke: no figure $want" >&2
@@ -58,7 +59,8 @@ if ! BENCH_ONLY=durable BENCH_ROUNDS=1 BENCH_SECONDS=0.5 BENCH_WARMUP=0.05 \
 fi
 for want in fdatasync_per_s_preallocated fdatasync_per_s_appending \
   delayq_durable_always_lifecycle_c1_syncs_per_s durable_always_pipeline_c4_d64_vs_beanstalkd \
-  durable_everysec_pipeline_c4_d64_vs_beanstalkd plain_durable_always_lifecycle_c1_vs_beanstalkd; do
+  durable_everysec_pipeline_c4_d64_vs_beanstalkd plain_durable_always_lifecycle_c1_vs_beanstalkd \
+  plain_durable_always_lifecycle_c1_vs_beanstalkd_median_of_rounds; do
   if ! grep -qE "^$want: [0-9.]+$" "$OUT.durable"; then
     echo "bench_smoke: no figure $want in the durable part" >&2
     cat "$OUT.durable" "$ERR" >&2
