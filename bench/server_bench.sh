@@ -9,7 +9,9 @@
 # waits until it accepts, runs build/loadgen against it, and stops it. The two
 # servers alternate (round 1: beanstalkd first, round 2: delayqd first, ...)
 # so that a change in background load hits both; each figure is the best of
-# BENCH_ROUNDS rounds (highest jobs/s; for lateness, lowest p99).
+# BENCH_ROUNDS rounds (highest jobs/s; for lateness, lowest p99). Each ratio
+# against beanstalkd also comes as <ratio>_median_of_rounds: the median over
+# the rounds of that round's own ratio.
 #
 # Measurements (loadgen --mode ...):
 #   lifecycle c=1, 10, 50   put -> reserve -> delete per job, one request in flight;
