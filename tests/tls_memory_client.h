@@ -65,6 +65,8 @@ class TlsMemoryClient {
   }
   // Its close_notify, for Take.
   void Close() { SSL_shutdown(ssl_); }
+  // The client's connection, for what the calls above do not cover.
+  SSL* ssl() const { return ssl_; }
 
  private:
   SSL* ssl_ = nullptr;

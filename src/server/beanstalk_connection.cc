@@ -230,7 +230,7 @@ void BeanstalkConnection::Settle() {
   if (peer_closed_) {
     // A reply still on its way (durability) resumes us through OnWake.
     if (!writing_ && !send_queued_ && handler_.output().empty() && !handler_.reply_pending())
-      return Close();
+      return CloseAfterClient();
   }
   UpdateInterest();
 }
@@ -362,6 +362,17 @@ bool BeanstalkConnection::SayCloseNotify() {
   writing_ = true;
   UpdateInterest();
   return false;
+}
+
+void BeanstalkConnection::CloseAfterClient() {
+  if (tls_ != nullptr && tls_->established() && !close_notify_queued_) {
+    close_notify_queued_ = true;
+    tls_->Close();
+    std::string bye;
+    tls_->TakeOutput(bye);
+    if (!bye.empty()) (void)SendNow(fd_, bye.data(), bye.size());
+  }
+  Close();
 }
 
 void BeanstalkConnection::Finish() {

@@ -136,6 +136,10 @@ class BeanstalkConnection : public ListenerConnection,
   // the kernel did not take it at once: the connection finishes once
   // EPOLLOUT has sent the rest.
   bool SayCloseNotify();
+  // The client is gone or going (peer_closed_) and every reply is sent:
+  // over TLS a close_notify first, if the kernel takes it at once (a client
+  // that sent its own waits for it), then Close.
+  void CloseAfterClient();
 
   // Bytes of replies in the kernel that the client has not acknowledged
   // (SIOCOUTQ); 0 when the kernel does not say.

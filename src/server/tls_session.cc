@@ -29,6 +29,14 @@ void ClearErrors() {
 
 int PipeWrite(BIO* bio, const char* data, size_t n, size_t* written) {
   auto* pipe = static_cast<TlsSession::Pipe*>(BIO_get_data(bio));
+  if (pipe->out == &pipe->held && pipe->held.size() + n > TlsSession::kMaxHeld) {
+    // Taken and dropped (a failed write would leave OpenSSL to retry it):
+    // the session fails once OpenSSL returns (Overflowed), and nothing more
+    // is sent on it.
+    pipe->overflowed = true;
+    *written = n;
+    return 1;
+  }
   pipe->out->append(data, n);
   *written = n;
   return 1;
@@ -116,6 +124,7 @@ TlsSession::State TlsSession::Decrypt(std::string_view cipher, ByteBuffer& plain
   for (;;) {
     char* p = plain.Prepare(kRecordPlaintext);
     const int n = SSL_read(ssl_, p, static_cast<int>(kRecordPlaintext));
+    if (pipe_.overflowed) return Overflowed();
     if (n > 0) {
       plain.Commit(static_cast<size_t>(n));
       // All that came is read: no SSL_read to hear "want more".
@@ -132,6 +141,7 @@ TlsSession::State TlsSession::Decrypt(std::string_view cipher, ByteBuffer& plain
 TlsSession::State TlsSession::Handshake() {
   ERR_clear_error();
   const int r = SSL_do_handshake(ssl_);
+  if (pipe_.overflowed) return Overflowed();
   if (r == 1) {
     established_ = true;
     return State::kOk;
@@ -152,6 +162,15 @@ TlsSession::State TlsSession::Failed(int ret, const char* during) {
   } else {
     error_ = std::string("TLS ") + during + " failed (SSL_get_error " + std::to_string(e) + ")";
   }
+  ERR_clear_error();
+  return State::kFailed;
+}
+
+TlsSession::State TlsSession::Overflowed() {
+  failed_ = true;
+  error_ = "the client does not read what TLS has to tell it (over " +
+           std::to_string(kMaxHeld / 1024) + " KiB held)";
+  pipe_.held.clear();  // not to be sent: part of it was dropped
   ERR_clear_error();
   return State::kFailed;
 }

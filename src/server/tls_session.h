@@ -86,12 +86,21 @@ class TlsSession {
     std::string_view in;                // ciphertext not yet read
     std::string held;                   // what TLS wrote outside Encrypt
     std::string* out = &held;           // where records go now
+    bool overflowed = false;            // TLS wrote past kMaxHeld into `held`
   };
+  // The most TLS may have written outside Encrypt before the connection
+  // takes it (TakeOutput): a handshake's flight, tickets, alerts. A client
+  // that makes OpenSSL say more (a TLS 1.2 renegotiation attempt is
+  // answered with an alert every time) without reading it would otherwise
+  // hold the server's memory without bound: its session fails instead.
+  static constexpr size_t kMaxHeld = 64 * 1024;
 
  private:
   // Drives the handshake; kOk once it is done or when it wants input.
   State Handshake();
   State Failed(int ret, const char* during);
+  // Fails the session: TLS wrote past kMaxHeld (Pipe::overflowed).
+  State Overflowed();
 
   std::shared_ptr<boost::asio::ssl::context> context_;
   SSL* ssl_ = nullptr;

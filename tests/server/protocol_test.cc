@@ -322,6 +322,16 @@ TEST_F(Protocol, PutReserveDeleteRoundTrip) {
   EXPECT_EQ(c.Call("put 0 0 60 2\r\nhi\r\n"), "INSERTED 2\r\n");  // ids are never reused
 }
 
+// Over TLS, a client that ends its session with a close_notify (and waits
+// for the server's, as Python's unwrap() does) gets one once its replies
+// are sent, not a bare end of the stream.
+TEST_F(Protocol, AClientsCloseNotifyIsAnswered) {
+  if (!OverTls() || AgainstBeanstalkd()) GTEST_SKIP() << "over TLS only (DELAYQ_TEST_TLS=1)";
+  RawClient c = Connect();
+  EXPECT_EQ(c.Call("put 0 0 60 2\r\nhi\r\n"), "INSERTED 1\r\n");
+  EXPECT_TRUE(c.CloseNotifyAnswered(5000ms));
+}
+
 TEST_F(Protocol, BodiesAreOpaqueBytes) {
   RawClient c = Connect();
   std::string body = "a\r\nb\0c\r\n\xff"s;

@@ -454,6 +454,18 @@ void RawClient::Close() {
   fd_ = -1;
 }
 
+bool RawClient::CloseNotifyAnswered(milliseconds timeout) {
+  if (ssl_ == nullptr) return false;
+  const auto deadline = Clock::now() + timeout;
+  ERR_clear_error();
+  SSL_shutdown(ssl_);  // ours: non-blocking, the kernel takes its few bytes
+  while (ReadSome(deadline) > 0) {
+  }
+  const bool answered = (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0;
+  ERR_clear_error();
+  return answered;
+}
+
 void RawClient::ShutdownWrite() {
   if (fd_ >= 0) shutdown(fd_, SHUT_WR);
 }

@@ -155,6 +155,10 @@ class RawClient {
 
   void ShutdownWrite();
   void Close();
+  // Over TLS: sends the client's close_notify, then reads until the
+  // connection ends (within `timeout`); true when the server answered with
+  // its own close_notify before it closed.
+  bool CloseNotifyAnswered(milliseconds timeout);
 
  private:
   // Reads into buf_ until it holds `n` bytes or the deadline passes.
