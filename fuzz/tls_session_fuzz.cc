@@ -11,6 +11,15 @@
 //    the client; the client's close_notify gives kClosed.
 //  - 2: forged records after a real handshake. Checks: no plaintext comes
 //    out (nothing authenticates them).
+//  - 3: authentic records of any type after a real TLS 1.2 handshake,
+//    sealed from the client's keys (tests/tls12_client_records.h): each
+//    record is a type byte (20 + its value % 4: change cipher spec, alert,
+//    handshake, data), a length byte and that much content. What
+//    OpenSSL's client would not send: renegotiation attempts, stray
+//    handshake messages, alerts. Checks: the plaintext is the data
+//    records' contents (all of them while the session is ok, a prefix of
+//    them once it ended), and what TLS holds unsent stays within
+//    TlsSession::kMaxHeld.
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -24,6 +33,7 @@
 #include "server/byte_buffer.h"
 #include "server/tls.h"
 #include "server/tls_session.h"
+#include "tls12_client_records.h"
 #include "tls_memory_client.h"
 
 using namespace delayq;
@@ -39,6 +49,18 @@ SSL_CTX* ClientContext() {
   static SSL_CTX* ctx = [] {
     SSL_CTX* c = SSL_CTX_new(TLS_client_method());
     FUZZ_CHECK(c != nullptr, "no client context");
+    return c;
+  }();
+  return ctx;
+}
+
+// The client's context for mode 3: TLS 1.2 with AES-128-GCM alone.
+SSL_CTX* Tls12ClientContext() {
+  static SSL_CTX* ctx = [] {
+    SSL_CTX* c = SSL_CTX_new(TLS_client_method());
+    FUZZ_CHECK(c != nullptr, "no client context");
+    SSL_CTX_set_max_proto_version(c, TLS1_2_VERSION);
+    SSL_CTX_set_cipher_list(c, "ECDHE-ECDSA-AES128-GCM-SHA256");
     return c;
   }();
   return ctx;
@@ -82,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return std::move(t).value();
   }();
   if (size < 2) return 0;
-  const int mode = data[0] % 3;
+  const int mode = data[0] % 4;
   const size_t piece = 1 + data[1] % 64;
   const std::string_view input(reinterpret_cast<const char*>(data) + 2, size - 2);
 
@@ -96,8 +118,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     s.TakeOutput(out);
     return 0;
   }
-  Client c(ClientContext());
+  Client c(mode == 3 ? Tls12ClientContext() : ClientContext());
   Handshake(c, s, piece);
+  if (mode == 3) {
+    testing::Tls12ClientRecords records(c.ssl());
+    FUZZ_CHECK(records.ok(), "no TLS 1.2 keys");
+    std::string cipher, data_sent;
+    for (std::string_view rest = input; rest.size() >= 2;) {
+      const uint8_t type = static_cast<uint8_t>(20 + static_cast<uint8_t>(rest[0]) % 4);
+      const size_t len = std::min<size_t>(static_cast<uint8_t>(rest[1]), rest.size() - 2);
+      const std::string_view content = rest.substr(2, len);
+      cipher += records.Seal(type, content);
+      if (type == 23) data_sent += content;
+      rest.remove_prefix(2 + len);
+    }
+    const TlsSession::State state = Feed(s, cipher, piece, plain);
+    if (state == TlsSession::State::kOk) {
+      FUZZ_CHECK(plain.view() == data_sent, "the data records' plaintext is not what came out");
+    } else {
+      FUZZ_CHECK(std::string_view(data_sent).starts_with(plain.view()),
+                 "plaintext that no data record held");
+    }
+    std::string held;
+    s.TakeOutput(held);
+    FUZZ_CHECK(held.size() <= TlsSession::kMaxHeld, "TLS held more than kMaxHeld");
+    return 0;
+  }
   if (mode == 2) {
     Feed(s, input, piece, plain);
     FUZZ_CHECK(plain.empty(), "a forged record was taken");
