@@ -29,7 +29,7 @@ void ClearErrors() {
 
 int PipeWrite(BIO* bio, const char* data, size_t n, size_t* written) {
   auto* pipe = static_cast<TlsSession::Pipe*>(BIO_get_data(bio));
-  if (pipe->out == &pipe->held && pipe->held.size() + n > TlsSession::kMaxHeld) {
+  if (pipe->out == &pipe->held && pipe->held.size() + n > pipe->limit) {
     // Taken and dropped (a failed write would leave OpenSSL to retry it):
     // the session fails once OpenSSL returns (Overflowed), and nothing more
     // is sent on it.
@@ -144,6 +144,7 @@ TlsSession::State TlsSession::Handshake() {
   if (pipe_.overflowed) return Overflowed();
   if (r == 1) {
     established_ = true;
+    pipe_.limit = kMaxHeld;
     return State::kOk;
   }
   if (SSL_get_error(ssl_, r) == SSL_ERROR_WANT_READ) return State::kOk;

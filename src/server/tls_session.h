@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,13 +87,17 @@ class TlsSession {
     std::string_view in;                // ciphertext not yet read
     std::string held;                   // what TLS wrote outside Encrypt
     std::string* out = &held;           // where records go now
-    bool overflowed = false;            // TLS wrote past kMaxHeld into `held`
+    size_t limit = SIZE_MAX;            // of `held`: kMaxHeld once established
+    bool overflowed = false;            // TLS wrote past `limit` into `held`
   };
-  // The most TLS may have written outside Encrypt before the connection
-  // takes it (TakeOutput): a handshake's flight, tickets, alerts. A client
-  // that makes OpenSSL say more (a TLS 1.2 renegotiation attempt is
-  // answered with an alert every time) without reading it would otherwise
-  // hold the server's memory without bound: its session fails instead.
+  // The most TLS may have written outside Encrypt, once the handshake is
+  // done, before the connection takes it (TakeOutput): tickets, alerts. A
+  // client that makes OpenSSL say more (a TLS 1.2 renegotiation attempt
+  // is answered with an alert every time) without reading it would
+  // otherwise hold the server's memory without bound: its session fails
+  // instead. (The handshake's own flight is not bounded here: its size is
+  // the server's certificate chain and client CA list, not the client's
+  // doing.)
   static constexpr size_t kMaxHeld = 64 * 1024;
 
  private:
