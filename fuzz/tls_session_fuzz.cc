@@ -59,8 +59,7 @@ SSL_CTX* Tls12ClientContext() {
   static SSL_CTX* ctx = [] {
     SSL_CTX* c = SSL_CTX_new(TLS_client_method());
     FUZZ_CHECK(c != nullptr, "no client context");
-    SSL_CTX_set_max_proto_version(c, TLS1_2_VERSION);
-    SSL_CTX_set_cipher_list(c, "ECDHE-ECDSA-AES128-GCM-SHA256");
+    testing::Tls12ClientRecords::Restrict(c);
     return c;
   }();
   return ctx;

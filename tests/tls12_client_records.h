@@ -19,6 +19,13 @@ namespace delayq::testing {
 
 class Tls12ClientRecords {
  public:
+  // Makes the clients of `ctx` speak what Seal seals: TLS 1.2 with
+  // AES-128-GCM (and an ECDSA server key, as the tests' certificates).
+  static void Restrict(SSL_CTX* ctx) {
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256");
+  }
+
   // From `client`'s session once its handshake is done: its Finished was
   // its first sealed record, so the next is number 1.
   explicit Tls12ClientRecords(SSL* client) {

@@ -365,13 +365,9 @@ bool BeanstalkConnection::SayCloseNotify() {
 }
 
 void BeanstalkConnection::CloseAfterClient() {
-  if (tls_ != nullptr && tls_->established() && !close_notify_queued_) {
-    close_notify_queued_ = true;
-    tls_->Close();
-    std::string bye;
-    tls_->TakeOutput(bye);
-    if (!bye.empty()) (void)SendNow(fd_, bye.data(), bye.size());
-  }
+  // What the kernel does not take at once is not waited for: the client is
+  // gone or going.
+  if (tls_ != nullptr && !close_notify_queued_) (void)SayCloseNotify();
   Close();
 }
 

@@ -141,7 +141,6 @@ TlsSession::State TlsSession::Decrypt(std::string_view cipher, ByteBuffer& plain
 TlsSession::State TlsSession::Handshake() {
   ERR_clear_error();
   const int r = SSL_do_handshake(ssl_);
-  if (pipe_.overflowed) return Overflowed();
   if (r == 1) {
     established_ = true;
     pipe_.limit = kMaxHeld;

@@ -26,10 +26,7 @@ struct ClientContext {
       : ctx(SSL_CTX_new(TLS_client_method())) {
     SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-    if (tls12) {
-      SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
-      SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256");
-    }
+    if (tls12) delayq::testing::Tls12ClientRecords::Restrict(ctx);
   }
   ~ClientContext() { SSL_CTX_free(ctx); }
   ClientContext(const ClientContext&) = delete;
