@@ -241,6 +241,9 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   }
   ro.tls = options_.address.tls ? options_.tls : nullptr;
   ro.counts = &counts_;
+  // The largest reply asked for: a batch of up to 1,000 jobs (the HTTP
+  // API's most) of the largest size, and then some.
+  ro.max_reply = std::max<size_t>(size_t{1} << 30, 1001 * options_.max_job_size);
   ro.on_node_connect = [](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
   };

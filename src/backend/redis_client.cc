@@ -43,6 +43,12 @@ class ReplyArena {
   ReplyArena& operator=(const ReplyArena&) = delete;
   ~ReplyArena() { Reset(); }
 
+  // The most one reply may take (its objects, strings and element
+  // tables); a reply past it fails the connection (refused()).
+  void set_limit(size_t bytes) { limit_ = bytes; }
+  // Why the last reply was refused; empty if it was not.
+  const std::string& refused() const { return refused_; }
+
  private:
   static constexpr size_t kBlock = 32 * 1024;
   static constexpr size_t kKeptBlocks = 8;  // kept after a reset: 256 KiB
@@ -53,13 +59,19 @@ class ReplyArena {
 
   void* Alloc(size_t n) {
     n = (n + 7) & ~size_t{7};
+    if (n > limit_ - std::min(limit_, reply_bytes_)) {
+      // hiredis takes a null object for "out of memory" and stops.
+      refused_ = "a reply of more than " + std::to_string(limit_) + " bytes";
+      return nullptr;
+    }
+    reply_bytes_ += n;
     if (n > kBlock / 4) {
-      large_.push_back(std::make_unique<char[]>(n));
+      large_.push_back(std::make_unique_for_overwrite<char[]>(n));
       return large_.back().get();
     }
     if (blocks_.empty() || used_ + n > kBlock) {
       if (blocks_.empty() || ++current_ == blocks_.size()) {
-        blocks_.push_back(std::make_unique<char[]>(kBlock));
+        blocks_.push_back(std::make_unique_for_overwrite<char[]>(kBlock));
         current_ = blocks_.size() - 1;
       }
       used_ = 0;
@@ -71,6 +83,7 @@ class ReplyArena {
 
   void Reset() {
     root_ = nullptr;
+    reply_bytes_ = 0;
     current_ = 0;
     used_ = 0;
     large_.clear();
@@ -78,24 +91,57 @@ class ReplyArena {
   }
 
   // A new object of the task's type, hung into its parent array.
+  // A new object of the task's type, hung into its parent array; null
+  // past the limit.
   redisReply* Object(const redisReadTask* task, int type) {
+    redisReply* parent = nullptr;
+    if (task->parent != nullptr) {
+      parent = static_cast<redisReply*>(task->parent->obj);
+      if (!Room(parent, static_cast<size_t>(task->idx))) return nullptr;
+    }
     auto* slot = static_cast<ReplyArena**>(Alloc(sizeof(ReplyArena*) + sizeof(redisReply)));
+    if (slot == nullptr) return nullptr;
     *slot = this;
     auto* r = new (slot + 1) redisReply{};
     r->type = type;
-    if (task->parent == nullptr) {
+    if (parent == nullptr) {
       root_ = r;
     } else {
-      auto* parent = static_cast<redisReply*>(task->parent->obj);
       parent->element[task->idx] = r;
     }
     return r;
   }
 
+  // An array's element table grows as its elements arrive, not to the
+  // count its header announces: "*2147483647\r\n" is 13 bytes from the
+  // server. The table's capacity is kept in the word before it; a table
+  // outgrown stays in the arena until the reply goes.
+  static constexpr size_t kFirstElements = 16;
+  static size_t& Capacity(redisReply* array) {
+    return *reinterpret_cast<size_t*>(array->element - 1);
+  }
+  redisReply** Table(size_t capacity) {
+    auto* words = static_cast<redisReply**>(Alloc((capacity + 1) * sizeof(redisReply*)));
+    if (words == nullptr) return nullptr;
+    *reinterpret_cast<size_t*>(words) = capacity;
+    std::fill_n(words + 1, capacity, nullptr);
+    return words + 1;
+  }
+  bool Room(redisReply* array, size_t idx) {
+    if (idx < Capacity(array)) return true;
+    const size_t capacity = std::min(std::max(idx + 1, 2 * Capacity(array)), array->elements);
+    redisReply** table = Table(capacity);
+    if (table == nullptr) return false;
+    std::copy_n(array->element, Capacity(array), table);
+    array->element = table;
+    return true;
+  }
+
   static void* CreateString(const redisReadTask* task, char* str, size_t len) {
     ReplyArena* a = Of(task);
     redisReply* r = a->Object(task, task->type);
-    auto* copy = static_cast<char*>(a->Alloc(len + 1));
+    auto* copy = r != nullptr ? static_cast<char*>(a->Alloc(len + 1)) : nullptr;
+    if (copy == nullptr) return nullptr;
     std::memcpy(copy, str, len);
     copy[len] = '\0';
     r->str = copy;
@@ -105,17 +151,17 @@ class ReplyArena {
   static void* CreateArray(const redisReadTask* task, int elements) {
     ReplyArena* a = Of(task);
     redisReply* r = a->Object(task, REDIS_REPLY_ARRAY);
-    if (elements > 0) {
-      size_t n = static_cast<size_t>(elements);
-      r->element = static_cast<redisReply**>(a->Alloc(n * sizeof(redisReply*)));
-      std::fill_n(r->element, n, nullptr);
+    if (r != nullptr && elements > 0) {
+      const auto n = static_cast<size_t>(elements);
+      r->element = a->Table(std::min(n, kFirstElements));
+      if (r->element == nullptr) return nullptr;
       r->elements = n;
     }
     return r;
   }
   static void* CreateInteger(const redisReadTask* task, long long value) {
     redisReply* r = Of(task)->Object(task, REDIS_REPLY_INTEGER);
-    r->integer = value;
+    if (r != nullptr) r->integer = value;
     return r;
   }
   static void* CreateNil(const redisReadTask* task) {
@@ -128,6 +174,8 @@ class ReplyArena {
 
   std::vector<std::unique_ptr<char[]>> blocks_;
   size_t current_ = 0, used_ = 0;
+  size_t limit_ = SIZE_MAX, reply_bytes_ = 0;
+  std::string refused_;
   std::vector<std::unique_ptr<char[]>> large_;
   redisReply* root_ = nullptr;
 };
@@ -233,6 +281,7 @@ struct RedisClient::Link {
     reader = redisReaderCreateWithFunctions(
         const_cast<redisReplyObjectFunctions*>(&ReplyArena::kFunctions));
     if (reader != nullptr) reader->privdata = &arena;
+    arena.set_limit(c->options_.max_reply);
   }
   ~Link() {
     if (reader != nullptr) redisReaderFree(reader);
@@ -491,14 +540,20 @@ void RedisClient::OnRead(const std::shared_ptr<Link>& link, size_t n) {
     return Fail(link, "out of memory");
   for (;;) {
     void* reply = nullptr;
-    if (redisReaderGetReply(link->reader, &reply) != REDIS_OK)
+    if (redisReaderGetReply(link->reader, &reply) != REDIS_OK) {
+      if (!link->arena.refused().empty()) return Fail(link, link->arena.refused());
       return Fail(link, std::string("protocol error: ") + link->reader->errstr);
+    }
     if (reply == nullptr) break;
     Dispatch(link, static_cast<const redisReply*>(reply));
     ReplyArena::kFunctions.freeObject(reply);
     // The handler may have dropped the connection, or the client.
     if (link->client == nullptr) return;
   }
+  // What hiredis keeps is the part of a string still coming ("$4000000000\r\n"
+  // waits for four gigabytes): bounded as the replies are.
+  if (link->reader->len - link->reader->pos > options_.max_reply)
+    return Fail(link, "a reply of more than " + std::to_string(options_.max_reply) + " bytes");
   ReadMore(link);
 }
 

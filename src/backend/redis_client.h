@@ -113,6 +113,12 @@ class RedisClient {
     std::function<void(std::string_view channel)> on_subscribed;
     // Not owned; null: nothing counted. Must outlive the client.
     RedisCallCounts* counts = nullptr;
+    // The most one reply may take in memory (its strings, its objects):
+    // a server that sends more (a broken or hostile one; Redis itself
+    // refuses strings over 512 MB) fails the connection ("a reply of more
+    // than N bytes"), which is tried again later. An array's announced
+    // length costs nothing until its elements arrive.
+    size_t max_reply = size_t{1} << 30;
   };
 
   RedisClient(boost::asio::io_context& io, Options options);

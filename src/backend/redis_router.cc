@@ -68,6 +68,7 @@ RedisClient& RedisRouter::ClientFor(const std::string& host, int port) {
   co.auth = options_.auth;
   co.tls = options_.tls;
   co.counts = options_.counts;
+  co.max_reply = options_.max_reply;
   co.on_connect = [this, key] {
     RedisClient& self = *clients_.at(key);
     if (!options_.cluster && options_.db != 0) {

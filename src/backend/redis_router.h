@@ -42,6 +42,7 @@ class RedisRouter {
     std::function<void(RedisClient& node)> on_node_connect;
     // Every node's connection counts here (RedisClient::Options::counts).
     RedisCallCounts* counts = nullptr;
+    size_t max_reply = size_t{1} << 30;  // RedisClient::Options::max_reply
   };
 
   RedisRouter(boost::asio::io_context& io, Options options);

@@ -6,12 +6,20 @@
 // with a certificate the test makes).
 #include "backend/redis_client.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/io_wait.h"
@@ -223,6 +231,130 @@ INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisClientTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Tls" : "Plain";
                          });
+
+// A server that answers the client's first command (PING) with +PONG and
+// its second with `script`, then reads and drops whatever comes, keeping
+// the connection open until the test ends: a broken or hostile Redis.
+class ScriptedRedis {
+ public:
+  explicit ScriptedRedis(std::string script) : script_(std::move(script)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ADD_FAILURE() << "cannot listen: " << std::strerror(errno);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedRedis() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    if (conn_ >= 0) ::shutdown(conn_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+    if (conn_ >= 0) ::close(conn_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void Serve() {
+    conn_ = ::accept(listener_, nullptr, nullptr);
+    if (conn_ < 0) return;
+    std::string in;
+    char buf[4096];
+    int commands = 0;
+    while (!stop_) {
+      ssize_t n = ::recv(conn_, buf, sizeof buf, 0);
+      if (n <= 0) return;
+      in.append(buf, static_cast<size_t>(n));
+      // The client sends its second command only once the first is
+      // answered, and these are short: a read that ends a line ends one.
+      if (commands == 2 || !in.ends_with("\r\n")) continue;
+      const std::string out = commands++ == 0 ? std::string("+PONG\r\n") : script_;
+      in.clear();
+      for (size_t off = 0; off < out.size() && !stop_;) {
+        ssize_t w = ::send(conn_, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (w <= 0) return;
+        off += static_cast<size_t>(w);
+      }
+    }
+  }
+
+  std::string script_;
+  int listener_ = -1, conn_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// Resident memory of this process.
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Sends one command to `server` (after the client's PING) and runs the
+// loop until its handler ran or `wait` passed; the client is returned
+// through `client` to be looked at.
+bool AskScripted(boost::asio::io_context& io, const ScriptedRedis& server, size_t max_reply,
+                 std::unique_ptr<RedisClient>* client, bool* got_null,
+                 milliseconds wait = milliseconds(10000)) {
+  RedisClient::Options o;
+  o.port = server.port();
+  o.max_reply = max_reply;
+  *client = std::make_unique<RedisClient>(io, o);
+  (*client)->Start();
+  if (!testing::RunIoUntil(
+          io, [&] { return (*client)->connected(); }, milliseconds(5000)))
+    return false;
+  bool done = false;
+  (*client)->Command({"GET", "k"}, [&](const redisReply* r) {
+    done = true;
+    *got_null = r == nullptr;
+  });
+  return testing::RunIoUntil(
+      io, [&] { return done; }, wait);
+}
+
+// "*100000000\r\n" announces 100 million elements in 12 bytes: the client
+// must not set aside their 800 MB before they come (the element table
+// grows as they arrive), and goes on waiting for them.
+TEST(RedisClientHostileServer, AnArraysAnnouncedLengthCostsNothingUntilItsElementsCome) {
+  ScriptedRedis server("*100000000\r\n:1\r\n:2\r\n");
+  boost::asio::io_context io;
+  std::unique_ptr<RedisClient> client;
+  bool got_null = false;
+  const size_t before = ResidentBytes();
+  EXPECT_FALSE(AskScripted(io, server, size_t{1} << 30, &client, &got_null, milliseconds(500)));
+  EXPECT_TRUE(client->connected());  // still waiting: the reply is not over
+  const size_t grew = ResidentBytes() - std::min(before, ResidentBytes());
+  EXPECT_LT(grew, size_t{64} << 20) << "resident memory grew by " << grew << " bytes";
+}
+
+// A string, or an array of small elements, past the client's limit fails
+// the connection with a message that says so; the command gets no reply.
+TEST(RedisClientHostileServer, AReplyPastTheLimitFailsTheConnection) {
+  const std::string long_string = "$10000000\r\n" + std::string(size_t{2} << 20, 'x');
+  std::string many = "*1000000\r\n";
+  for (int i = 0; i < 400000; ++i) many += ":1\r\n";
+  for (const std::string& script : {long_string, many}) {
+    SCOPED_TRACE(script.substr(0, 12));
+    ScriptedRedis server(script);
+    boost::asio::io_context io;
+    std::unique_ptr<RedisClient> client;
+    bool got_null = false;
+    ASSERT_TRUE(AskScripted(io, server, size_t{1} << 20, &client, &got_null));
+    EXPECT_TRUE(got_null);
+    EXPECT_FALSE(client->connected());
+    EXPECT_NE(client->last_error().find("a reply of more than 1048576 bytes"), std::string::npos)
+        << client->last_error();
+  }
+}
 
 }  // namespace
 }  // namespace delayq::backend
