@@ -34,6 +34,12 @@ const std::set<std::string> kAccessCodes = {"unauthenticated", "forbidden", "rat
 [[maybe_unused]] void CheckReply(const server::HttpReply& r, bool access = false) {
   FUZZ_CHECK(kStatuses.count(r.status) == 1 || (access && kAccessStatuses.count(r.status) == 1),
              r.body.c_str());
+  if (r.content_type.starts_with("text/html") || r.content_type.starts_with("text/css") ||
+      r.content_type.starts_with("text/javascript")) {
+    // GET /ui/...: the dashboard's files, as they are built in.
+    FUZZ_CHECK(r.status == 200 && !r.body.empty(), "a dashboard file");
+    return;
+  }
   if (r.content_type != server::kJsonContentType) {
     // GET /metrics: the Prometheus text format, lines that each end in a
     // newline, comments or `name{labels} value`.
