@@ -125,10 +125,12 @@ bool ZerosFrom(std::string_view s, size_t from) {
                      [](char c) { return c == '\0'; });
 }
 
-Status SyncDir(const std::string& dir) {
+// *synced_not: the fsync itself failed (not the open).
+Status SyncDir(const std::string& dir, bool* synced_not = nullptr) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Errno("opening " + dir);
   Status st = ::fsync(fd) == 0 ? Status::Ok() : Errno("syncing " + dir);
+  if (!st.ok() && synced_not != nullptr) *synced_not = true;
   ::close(fd);
   return st;
 }
@@ -257,7 +259,13 @@ void Journal::ZeroAhead(uint64_t end) {
   zeroed_ = at;
 }
 
+Status Journal::Broken() const {
+  if (!broken_.load(std::memory_order_acquire)) return Status::Ok();
+  return Status::Unavailable(broken_reason_);
+}
+
 Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
+  if (Status st = Broken(); !st.ok()) return st;
   if (cut_pending_) {
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cutting the journal back");
     cut_pending_ = false;
@@ -334,6 +342,7 @@ bool Journal::TrySyncHere(Status* st) {
 }
 
 Status Journal::SyncLocked(bool on_append_thread) {
+  if (Status st = Broken(); !st.ok()) return st;
   const auto start = std::chrono::steady_clock::now();
   // Appended before the sync starts: made durable by it.
   const uint64_t through = appended_lsn_.load(std::memory_order_acquire);
@@ -342,27 +351,51 @@ Status Journal::SyncLocked(bool on_append_thread) {
   int fd;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Append may seal and close it meanwhile, unless this is its thread.
+    fd = fd_;
+    if (fd_ >= 0 && !on_append_thread) {
+      fd = ::dup(fd_);
+      // Out of descriptors (the listeners run close to the limit): nothing
+      // was synced, nothing taken; tried again at the next sync.
+      if (fd < 0) return Errno("syncing the journal (no descriptor for it)");
+    }
     sealed.swap(to_close_);
     dir_dirty = dir_dirty_;
     dir_dirty_ = false;
-    // Append may seal and close it meanwhile, unless this is its thread.
-    fd = fd_ < 0 || on_append_thread ? fd_ : ::dup(fd_);
   }
   Status result = Status::Ok();
+  bool synced_not = false;  // an fdatasync or fsync failed
   for (int s : sealed) {
-    if (::fdatasync(s) != 0 && result.ok()) result = Errno("syncing the journal");
+    if (options_.datasync(s) != 0 && result.ok()) {
+      result = Errno("syncing the journal");
+      synced_not = true;
+    }
     ::close(s);
   }
   if (fd >= 0) {
-    if (::fdatasync(fd) != 0 && result.ok()) result = Errno("syncing the journal");
+    if (options_.datasync(fd) != 0 && result.ok()) {
+      result = Errno("syncing the journal");
+      synced_not = true;
+    }
     if (!on_append_thread) ::close(fd);
   }
-  if (dir_dirty) {
-    if (Status st = SyncDir(options_.dir); !st.ok()) {
+  if (dir_dirty && result.ok()) {
+    if (Status st = SyncDir(options_.dir, &synced_not); !st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      dir_dirty_ = true;  // again next time
-      if (result.ok()) result = st;
+      dir_dirty_ = true;  // again next time, if it was the open that failed
+      result = st;
     }
+  }
+  if (synced_not) {
+    // Linux reports a failed writeback once, and may drop the pages it
+    // could not write: a second fdatasync then succeeds with the records
+    // lost. So a failed sync is never tried again, and nothing after it
+    // is appended or acknowledged; a restart replays what the disk holds.
+    broken_reason_ = result.message() +
+                     " (a failed sync is not tried again: the kernel may have dropped what it "
+                     "could not write; nothing more is written until delayqd restarts)";
+    broken_.store(true, std::memory_order_release);
+    return Broken();
   }
   if (result.ok()) {
     // One sync at a time (sync_mu_), and `through` only grows.

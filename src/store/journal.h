@@ -15,6 +15,8 @@
 #ifndef DELAYQ_STORE_JOURNAL_H_
 #define DELAYQ_STORE_JOURNAL_H_
 
+#include <unistd.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -52,6 +54,8 @@ class Journal {
     // (the metadata fdatasync must flush when a file grows). For
     // `--fsync always`, whose every reply waits for a sync.
     bool preallocate = false;
+    // How a file's data is synced: ::fdatasync, or a failing one in tests.
+    int (*datasync)(int fd) = ::fdatasync;
   };
   // How far ahead of the appends zeros are written (Options::preallocate).
   static constexpr uint64_t kPreallocateBytes = uint64_t{1} << 20;
@@ -74,7 +78,12 @@ class Journal {
 
   // fdatasyncs what was appended so far, sealed segments and the directory
   // included (everysec's timer; under always the writer, before each write
-  // it makes to RocksDB). Any thread; one sync runs at a time.
+  // it makes to RocksDB). Any thread; one sync runs at a time. A sync
+  // that fails for want of a descriptor may be tried again; one whose
+  // fdatasync (or the directory's fsync) failed breaks the journal: every
+  // later Sync and Append returns that failure, without touching the
+  // files (Linux reports a failed writeback once, and a sync after it
+  // "succeeds" whatever was lost).
   Status Sync();
   // Sync, unless a sync that finished meanwhile (waited for here) already
   // made record `lsn` durable. Any thread.
@@ -126,6 +135,8 @@ class Journal {
   void ZeroAhead(uint64_t end);
 
   Status SyncLocked(bool on_append_thread);  // sync_mu_ held
+  // Ok, or why the journal takes nothing more (a sync failed).
+  Status Broken() const;
 
   Options options_;
   int fd_ = -1;        // the open segment; changed under mu_ by Append only
@@ -138,6 +149,10 @@ class Journal {
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> appended_lsn_{0};  // the last record appended
   std::atomic<uint64_t> synced_lsn_{0};
+  // Set once, by the first sync that failed; broken_reason_ is written
+  // before broken_ and never again.
+  std::atomic<bool> broken_{false};
+  std::string broken_reason_;
   SharedLatencyHistogram syncs_;
 
   std::mutex sync_mu_;  // held through a sync: one at a time

@@ -4,6 +4,7 @@
 // RocksDB store applies at open what a crash left only in its journal.
 #include "store/journal.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -380,6 +381,70 @@ TEST_F(JournalTest, AnAppendThatFailsLeavesNothingBehind) {
   ASSERT_TRUE(ReplayAll(0, &got).ok());
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[1].second.at(0).record.id, 3u);
+}
+
+// Fails with EIO the first time, then "succeeds", as Linux does after a
+// writeback error it has reported once.
+std::atomic<int> g_datasyncs{0};
+int FailFirstDatasync(int fd) {
+  if (g_datasyncs.fetch_add(1) == 0) {
+    errno = EIO;
+    return -1;
+  }
+  return ::fdatasync(fd);
+}
+
+TEST_F(JournalTest, ASyncThatFailedIsNeverTriedAgainNorTheJournalWrittenAfterIt) {
+  g_datasyncs = 0;
+  Journal::Options o;
+  o.dir = dir_ + "/journal";
+  o.fsync = FsyncPolicy::kAlways;
+  o.datasync = FailFirstDatasync;
+  auto made = Journal::Create(o, 1);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  std::unique_ptr<Journal> j = std::move(made).value();
+  uint64_t lsn = 0;
+  ASSERT_TRUE(j->Append({Put(1, "one")}, &lsn).ok());
+  Status first = j->Sync();
+  EXPECT_FALSE(first.ok());
+  EXPECT_NE(first.message().find("Input/output error"), std::string::npos) << first.ToString();
+  EXPECT_NE(first.message().find("not tried again"), std::string::npos) << first.ToString();
+  // The second sync would "succeed": it must not be made, nor count.
+  EXPECT_FALSE(j->Sync().ok());
+  EXPECT_FALSE(j->SyncThrough(1).ok());
+  Status here;
+  EXPECT_TRUE(j->TrySyncHere(&here));
+  EXPECT_FALSE(here.ok());
+  EXPECT_EQ(j->synced_lsn(), 0u);
+  EXPECT_EQ(g_datasyncs.load(), 1);
+  Status after = j->Append({Put(2, "two")}, &lsn);
+  EXPECT_FALSE(after.ok());
+  EXPECT_EQ(after.message(), first.message());
+  EXPECT_EQ(lsn, 1u);  // untouched
+}
+
+// Out of descriptors, a sync from another thread (which syncs a copy of
+// the open segment's) syncs nothing and says so; with one free again, it
+// is made, and counts.
+TEST_F(JournalTest, ASyncWithNoDescriptorFailsAndIsMadeLater) {
+  auto j = Create();
+  uint64_t lsn = 0;
+  ASSERT_TRUE(j->Append({Put(1, "one")}, &lsn).ok());
+  struct rlimit old {};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::vector<int> taken;
+  struct rlimit tight = old;
+  tight.rlim_cur = 64;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) taken.push_back(fd);
+  Status st = j->Sync();
+  for (int fd : taken) ::close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no descriptor"), std::string::npos) << st.ToString();
+  EXPECT_EQ(j->synced_lsn(), 0u);
+  ASSERT_TRUE(j->Sync().ok());
+  EXPECT_EQ(j->synced_lsn(), 1u);
 }
 
 // ---- the RocksDB store over its journal ------------------------------------
