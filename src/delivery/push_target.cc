@@ -69,7 +69,7 @@ Result<uint32_t> CountField(const rapidjson::Value& v, std::string_view field, u
   return v.GetUint();
 }
 
-void WriteFields(Writer& w, const PushTarget& t) {
+void WriteFields(Writer& w, const PushTarget& t, bool header_values = true) {
   w.Key("topic");
   w.String(t.topic.data(), static_cast<rapidjson::SizeType>(t.topic.size()));
   w.Key("url");
@@ -80,7 +80,11 @@ void WriteFields(Writer& w, const PushTarget& t) {
   w.StartObject();
   for (const auto& [name, value] : t.headers) {
     w.Key(name.data(), static_cast<rapidjson::SizeType>(name.size()));
-    w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+    if (header_values) {
+      w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+    } else {
+      w.String("***");
+    }
   }
   w.EndObject();
   w.Key("timeout_ms");
@@ -225,11 +229,11 @@ std::string StoredJson(const PushTarget& t) {
   return sb.GetString();
 }
 
-std::string ShownJson(const PushTarget& t) {
+std::string ShownJson(const PushTarget& t, bool header_values) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartObject();
-  WriteFields(w, t);
+  WriteFields(w, t, header_values);
   w.Key("secret_set");
   w.Bool(!t.secret.empty());
   w.EndObject();

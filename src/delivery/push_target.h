@@ -56,8 +56,10 @@ Result<PushTarget> ParsePushTarget(std::string_view topic, std::string_view json
 
 // Every field, the secret too: what the store keeps.
 std::string StoredJson(const PushTarget& t);
-// What GET shows: every field but the secret, and "secret_set".
-std::string ShownJson(const PushTarget& t);
+// What GET shows: every field but the secret, and "secret_set"; without
+// `header_values`, each header's value is "***" (they may hold the
+// receiver's credentials, shown only to who may set them).
+std::string ShownJson(const PushTarget& t, bool header_values = true);
 
 // The targets of this delayqd by topic. Set and Remove change them here and
 // tell the listeners at once; a store behind them (when there is one)

@@ -258,21 +258,27 @@ uint8_t RightsFor(Scope scope) {
 }  // namespace
 
 Status Caller::Check(Scope scope, std::string_view topic) const {
+  return CheckFound(scope, topic, {});
+}
+
+bool Caller::May(Scope scope, std::string_view topic) const {
   const uint8_t wanted = RightsFor(scope);
-  if (token_ == nullptr) {
-    if (trusted_ || scope == Scope::kPublic) return Status::Ok();
+  if (token_ == nullptr) return trusted_ || scope == Scope::kPublic;
+  if (wanted == 0) return true;
+  if ((token_->rights & wanted) == 0) return false;
+  return std::any_of(token_->topics.begin(), token_->topics.end(),
+                     [&](const std::string& p) { return TopicMatches(p, topic); });
+}
+
+Status Caller::CheckFound(Scope scope, std::string_view topic, std::string_view what) const {
+  if (May(scope, topic)) return Status::Ok();
+  if (token_ == nullptr)
     return Status::Unauthenticated("authenticate first: a token's secret is needed");
-  }
-  if (wanted == 0) return Status::Ok();
-  if ((token_->rights & wanted) != 0) {
-    for (const std::string& p : token_->topics)
-      if (TopicMatches(p, topic)) return Status::Ok();
-  }
   guard_.forbidden++;
   const std::string right =
       scope == Scope::kRead ? "right" : "'" + std::string(ScopeName(scope)) + "' right";
-  return Status::PermissionDenied("token '" + token_->name + "' has no " + right + " on topic '" +
-                                  std::string(topic) + "'");
+  const std::string where = what.empty() ? "topic '" + std::string(topic) + "'" : std::string(what);
+  return Status::PermissionDenied("token '" + token_->name + "' has no " + right + " on " + where);
 }
 
 bool Caller::Everywhere(Scope scope) const {

@@ -143,10 +143,17 @@ class Caller {
   Status Admit(Op op, int64_t* retry_ms);
   // The right `scope` on `topic`: Ok or kPermissionDenied, saying which.
   Status Check(Scope scope, std::string_view topic) const;
+  // The same for the topic of something found by its id or name (a job, a
+  // schedule): a refusal names `what` ("this job's topic"), not the topic,
+  // so that walking ids does not list the topics out of the caller's scope.
+  Status CheckFound(Scope scope, std::string_view topic, std::string_view what) const;
   // Whether Check(scope, t) is Ok for every topic t: a job's topic need
   // not be looked up first.
   bool Everywhere(Scope scope) const;
-  bool Sees(std::string_view topic) const { return Check(Scope::kRead, topic).ok(); }
+  // Check's answer alone, counting no refusal (what a listing or a view
+  // leaves out).
+  bool May(Scope scope, std::string_view topic) const;
+  bool Sees(std::string_view topic) const { return May(Scope::kRead, topic); }
 
   bool trusted() const { return trusted_; }
   const Token* token() const { return token_; }

@@ -499,6 +499,9 @@ void BeanstalkHandler::Authorize(BeanCommand& c) {
     // A job, by id: its topic decides. A delete of a reserved job is a
     // worker finishing it (consume; the backend refuses it unless this
     // connection holds the job); of any other job, an operator's (admin).
+    // reserve-job of a ready job is a worker's (consume); of a delayed or
+    // buried one, an operator's (admin): holding it, the connection could
+    // then delete it, or release it ready, as a worker.
     case BeanOp::kPeek:
     case BeanOp::kStatsJob:
     case BeanOp::kReserveJob:
@@ -508,7 +511,8 @@ void BeanstalkHandler::Authorize(BeanCommand& c) {
     case BeanOp::kKickJob:
     case BeanOp::kDelete: {
       const bool del = c.op == BeanOp::kDelete;
-      if (caller_.Everywhere(del ? Scope::kAdmin : row.scope)) break;
+      const bool reserve_job = c.op == BeanOp::kReserveJob;
+      if (caller_.Everywhere(del || reserve_job ? Scope::kAdmin : row.scope)) break;
       // What a worker does to a job this connection holds: the right to
       // consume its topic. The job leaves the record (after a touch its
       // deadline is new: the next command looks it up).
@@ -524,15 +528,16 @@ void BeanstalkHandler::Authorize(BeanCommand& c) {
         }
       }
       BeanCommand job_cmd = c;  // numbers only: no view into the input is used
-      backend_.StatsJob(c.id, [this, job_cmd, del, scope = row.scope](Result<JobStats> r) mutable {
-        if (!r.ok())
-          return Refuse(r.status().code() == Code::kNotFound ? Status::NotFound() : r.status());
-        const Scope need = del && r->state != JobState::kReserved ? Scope::kAdmin
-                           : del                                  ? Scope::kConsume
-                                                                  : scope;
-        if (Status ok = caller_.Check(need, r->topic); !ok.ok()) return Refuse(ok);
-        Execute(job_cmd);
-      });
+      backend_.StatsJob(
+          c.id, [this, job_cmd, del, reserve_job, scope = row.scope](Result<JobStats> r) mutable {
+            if (!r.ok())
+              return Refuse(r.status().code() == Code::kNotFound ? Status::NotFound() : r.status());
+            const bool operators = (del && r->state != JobState::kReserved) ||
+                                   (reserve_job && r->state != JobState::kReady);
+            const Scope need = operators ? Scope::kAdmin : del ? Scope::kConsume : scope;
+            if (Status ok = caller_.Check(need, r->topic); !ok.ok()) return Refuse(ok);
+            Execute(job_cmd);
+          });
       return;
     }
     // Reserves take from the topics the caller may consume (DoReserve);

@@ -324,7 +324,8 @@ void HttpApiRoutes::IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope
   // A job the backend knows the topic of at once (in memory): no look-up.
   if (id != 0) {
     if (std::optional<std::string_view> topic = api.backend_.KnownTopicOf(id)) {
-      if (Status ok = req.caller->Check(scope, *topic); !ok.ok()) return done(StatusReply(ok));
+      if (Status ok = req.caller->CheckFound(scope, *topic, kJobsTopic); !ok.ok())
+        return done(StatusReply(ok));
       return then(std::move(done));
     }
   }
@@ -334,9 +335,14 @@ void HttpApiRoutes::IfMayOnJob(HttpApi& api, const HttpRequest& req, Scope scope
   api.backend_.Peek(SessionId{0}, id != 0 ? K::kId : K::kName, id, {}, name,
                     [caller = *req.caller, scope, done = std::move(done), then = std::move(then)](
                         Status st, Jobs jobs) mutable {
-                      // No such job: the operation answers that itself.
-                      if (!st.ok() || jobs.empty()) return then(std::move(done));
-                      if (Status ok = caller.Check(scope, jobs.front().topic); !ok.ok())
+                      // No such job: the operation answers that itself. A
+                      // look-up that failed (Redis away, a store read error)
+                      // leaves the job's topic unknown: refused, not run.
+                      if (st.code() == Code::kNotFound || (st.ok() && jobs.empty()))
+                        return then(std::move(done));
+                      if (!st.ok()) return done(StatusReply(st));
+                      if (Status ok = caller.CheckFound(scope, jobs.front().topic, kJobsTopic);
+                          !ok.ok())
                         return done(StatusReply(ok));
                       then(std::move(done));
                     });

@@ -27,6 +27,11 @@
 
 namespace delayq::server {
 
+// What a refusal names instead of the topic of a job or schedule found by
+// its id or name (Caller::CheckFound).
+inline constexpr std::string_view kJobsTopic = "this job's topic";
+inline constexpr std::string_view kSchedulesTopic = "this schedule's topic";
+
 // The route handlers, with access to the API's state.
 struct HttpApiRoutes {
   using Params = std::vector<std::string>;

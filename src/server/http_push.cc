@@ -49,7 +49,7 @@ void HttpApiRoutes::SetPush(HttpApi& api, const HttpRequest& req, const Params& 
   });
 }
 
-void HttpApiRoutes::GetPush(HttpApi& api, const HttpRequest&, const Params& p,
+void HttpApiRoutes::GetPush(HttpApi& api, const HttpRequest& req, const Params& p,
                             HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = CheckTopic(p[0]); !st.ok()) return done(StatusReply(st));
   delivery::PushTargets* targets = api.ctx_.push_targets;
@@ -57,7 +57,10 @@ void HttpApiRoutes::GetPush(HttpApi& api, const HttpRequest&, const Params& p,
   const delivery::PushTarget* t = targets->Find(p[0]);
   if (t == nullptr)
     return done(ErrorReply(404, "not_found", "topic '" + p[0] + "' has no push target"));
-  done(HttpReply{200, delivery::ShownJson(*t), {}});
+  // Header values to who may set them (admin on the topic): they may
+  // carry the receiver's credentials.
+  const bool admin = req.caller == nullptr || req.caller->May(Scope::kAdmin, p[0]);
+  done(HttpReply{200, delivery::ShownJson(*t, admin), {}});
 }
 
 void HttpApiRoutes::DeletePush(HttpApi& api, const HttpRequest&, const Params& p,

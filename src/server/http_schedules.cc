@@ -261,7 +261,7 @@ void HttpApiRoutes::PutSchedule(HttpApi& api, const HttpRequest& req, const Para
       api.backend_, *std::move(s), now,
       // Replacing it needs the right on the topic it had too.
       [caller = *req.caller](const Schedule& old) {
-        return caller.Check(Scope::kAdmin, old.topic);
+        return caller.CheckFound(Scope::kAdmin, old.topic, kSchedulesTopic);
       },
       [&api, done = std::move(done)](Result<UpsertedSchedule> r) {
         if (!r.ok()) return done(StatusReply(r.status()));
@@ -277,20 +277,20 @@ void HttpApiRoutes::PauseSchedule(HttpApi& api, const HttpRequest& req, const Pa
   if (Status st = ParseJsonObject(req.body, &doc, true); !st.ok()) return done(BadInput(st));
   if (Status st = Fields(doc, "").Unknown(); !st.ok()) return done(StatusReply(st));
   const bool pause = req.target.find("/resume") == std::string_view::npos;
-  api.backend_.ListObjects(ObjectKind::kSchedule,
-                           [&api, name = p[0], pause, caller = *req.caller,
-                            done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
-                             if (!all.ok()) return done(StatusReply(all.status()));
-                             auto s = FindSchedule(*all, name);
-                             if (!s.ok()) return done(StatusReply(s.status()));
-                             if (!*s) return done(NoSchedule(name));
-                             if (Status st = caller.Check(Scope::kAdmin, (*s)->topic); !st.ok())
-                               return done(StatusReply(st));
-                             Schedule changed = **s;
-                             changed.paused = pause;
-                             StoreSchedule(api.backend_, api.ctx_, std::move(changed), 200,
-                                           std::move(done));
-                           });
+  api.backend_.ListObjects(
+      ObjectKind::kSchedule,
+      [&api, name = p[0], pause, caller = *req.caller,
+       done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
+        if (!all.ok()) return done(StatusReply(all.status()));
+        auto s = FindSchedule(*all, name);
+        if (!s.ok()) return done(StatusReply(s.status()));
+        if (!*s) return done(NoSchedule(name));
+        if (Status st = caller.CheckFound(Scope::kAdmin, (*s)->topic, kSchedulesTopic); !st.ok())
+          return done(StatusReply(st));
+        Schedule changed = **s;
+        changed.paused = pause;
+        StoreSchedule(api.backend_, api.ctx_, std::move(changed), 200, std::move(done));
+      });
 }
 
 void HttpApiRoutes::ListSchedules(HttpApi& api, const HttpRequest& req, const Params&,
@@ -318,17 +318,17 @@ void HttpApiRoutes::ListSchedules(HttpApi& api, const HttpRequest& req, const Pa
 void HttpApiRoutes::GetSchedule(HttpApi& api, const HttpRequest& req, const Params& p,
                                 HttpApi::Reply&& done, HttpApi::CallId*) {
   if (Status st = delivery::CheckScheduleName(p[0]); !st.ok()) return done(StatusReply(st));
-  api.backend_.ListObjects(ObjectKind::kSchedule,
-                           [&api, name = p[0], caller = *req.caller,
-                            done = std::move(done)](Result<std::vector<StoredObject>> all) mutable {
-                             if (!all.ok()) return done(StatusReply(all.status()));
-                             auto s = FindSchedule(*all, name);
-                             if (!s.ok()) return done(StatusReply(s.status()));
-                             if (!*s) return done(NoSchedule(name));
-                             if (Status st = caller.Check(Scope::kRead, (*s)->topic); !st.ok())
-                               return done(StatusReply(st));
-                             done(HttpReply{200, ScheduleView(**s, api.backend_.Now()), {}});
-                           });
+  api.backend_.ListObjects(
+      ObjectKind::kSchedule, [&api, name = p[0], caller = *req.caller, done = std::move(done)](
+                                 Result<std::vector<StoredObject>> all) mutable {
+        if (!all.ok()) return done(StatusReply(all.status()));
+        auto s = FindSchedule(*all, name);
+        if (!s.ok()) return done(StatusReply(s.status()));
+        if (!*s) return done(NoSchedule(name));
+        if (Status st = caller.CheckFound(Scope::kRead, (*s)->topic, kSchedulesTopic); !st.ok())
+          return done(StatusReply(st));
+        done(HttpReply{200, ScheduleView(**s, api.backend_.Now()), {}});
+      });
 }
 
 void HttpApiRoutes::DeleteSchedule(HttpApi& api, const HttpRequest& req, const Params& p,
@@ -341,7 +341,7 @@ void HttpApiRoutes::DeleteSchedule(HttpApi& api, const HttpRequest& req, const P
         auto s = FindSchedule(*all, name);
         if (s.ok() && !*s) return done(NoSchedule(name));
         // A damaged one may still be deleted, by an admin of every topic.
-        Status allowed = s.ok() ? caller.Check(Scope::kAdmin, (*s)->topic)
+        Status allowed = s.ok() ? caller.CheckFound(Scope::kAdmin, (*s)->topic, kSchedulesTopic)
                          : caller.Everywhere(Scope::kAdmin)
                              ? Status::Ok()
                              : Status::PermissionDenied("the schedule's topic is unknown");

@@ -144,10 +144,17 @@ void HttpApiRoutes::YPush(HttpApi& api, const HttpRequest& req, const Params&,
   r.ttr_ms = ttr * 1000;
   if (body != d.MemberEnd())
     r.body = std::string_view(body->value.GetString(), body->value.GetStringLength());
-  api.backend_.Put(SessionId{0}, r, [done = std::move(done)](Result<PutResult> res) {
-    if (!res.ok()) return done(YouzanFail(res.status()));
-    done(HttpReply{200, YouzanBody(0, res->created ? "added" : "exists"), {}});
-  });
+  // The id held in another topic: the refusal names that topic only to a
+  // caller that may read every topic.
+  const bool sees_all = req.caller == nullptr || req.caller->Everywhere(Scope::kRead);
+  api.backend_.Put(SessionId{0}, r,
+                   [done = std::move(done), sees_all, id = std::string(id)](Result<PutResult> res) {
+                     if (!res.ok() && res.status().code() == Code::kConflict && !sees_all &&
+                         res.status().message().starts_with("id '"))
+                       return done(YouzanFail("id '" + id + "' belongs to a job in another topic"));
+                     if (!res.ok()) return done(YouzanFail(res.status()));
+                     done(HttpReply{200, YouzanBody(0, res->created ? "added" : "exists"), {}});
+                   });
 }
 
 void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, HttpApi::Reply&& done,
@@ -248,7 +255,7 @@ void HttpApiRoutes::YGet(HttpApi& api, const HttpRequest& req, const Params&, Ht
       return done(HttpReply{200, YouzanBody(0, "ok"), {}});
     if (!st.ok()) return done(YouzanFail(st));
     if (caller) {
-      if (Status ok = caller->Check(Scope::kRead, jobs.front().topic); !ok.ok())
+      if (Status ok = caller->CheckFound(Scope::kRead, jobs.front().topic, kJobsTopic); !ok.ok())
         return done(StatusReply(ok));
     }
     const OwnedJob j = Own(jobs.front());

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "delayq/operations.h"
@@ -378,6 +379,82 @@ TEST_P(AuthTest, AJobOfAnotherTopicCannotBeReachedByItsId) {
   RawClient ops = Conn(kOps);
   EXPECT_TRUE(StartsWith(ops.Call("peek " + id + "\r\n"), "FOUND " + id)) << id;
   EXPECT_EQ(c.Call("peek 987654321\r\n"), "NOT_FOUND\r\n");
+}
+
+// reserve-job of a delayed or buried job is an operator's act: holding
+// it, a worker could then delete it, or release it ready.
+TEST_P(AuthTest, AWorkerCannotTakeADelayedOrBuriedJobByItsId) {
+  for (std::string_view state : {"delayed", "buried"}) {
+    SCOPED_TRACE(state);
+    const std::string id = Prepare(state);
+    RawClient w = Conn(kWorker);
+    EXPECT_EQ(w.Call("reserve-job " + id + "\r\n"), "FORBIDDEN\r\n");
+    EXPECT_EQ(w.Call("delete " + id + "\r\n"), "FORBIDDEN\r\n");
+    EXPECT_EQ(w.Call("release " + id + " 0 0\r\n"), "NOT_FOUND\r\n");  // not its to release
+    RawClient ops = Conn(kOps);
+    EXPECT_NE(ops.Call("stats-job " + id + "\r\n").find("state: " + std::string(state)),
+              std::string::npos);
+    // A ready job is a worker's to take by its id.
+    const std::string ready = Prepare("ready");
+    EXPECT_TRUE(StartsWith(w.Call("reserve-job " + ready + "\r\n"), "RESERVED " + ready + " "));
+    EXPECT_EQ(w.Call("delete " + ready + "\r\n"), "DELETED\r\n");
+  }
+}
+
+// A refusal of a job or schedule found by its id or name does not name its
+// topic: walking ids must not list the topics out of the caller's scope.
+TEST_P(AuthTest, ARefusalByIdOrNameNamesNoTopic) {
+  const std::string id = Put("payments");
+  for (auto [method, target, body] :
+       {std::tuple{"GET", "/jobs/" + id, std::string()},
+        std::tuple{"DELETE", "/jobs/" + id, std::string()},
+        std::tuple{"POST", std::string("/get"), R"({"id":"#)" + id + R"("})"}}) {
+    HttpResponse r = Http(method, target, body, kOrders);
+    EXPECT_EQ(r.status, 403) << method << " " << target << " " << r.body;
+    EXPECT_EQ(r.body.find("payments"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("this job's topic"), std::string::npos) << r.body;
+  }
+  ASSERT_EQ(Http("PUT", "/schedules/pay-digest",
+                 R"({"cron":"0 9 * * *","topic":"payments","job":{"body":"x"}})", kOps)
+                .status,
+            201);
+  for (auto [method, target] :
+       {std::pair{"GET", "/schedules/pay-digest"}, std::pair{"POST", "/schedules/pay-digest/pause"},
+        std::pair{"DELETE", "/schedules/pay-digest"}}) {
+    HttpResponse r = Http(method, target, "", kOrders);
+    EXPECT_EQ(r.status, 403) << method << " " << target << " " << r.body;
+    EXPECT_EQ(r.body.find("payments"), std::string::npos) << r.body;
+  }
+  // A name held in a topic out of scope: refused without naming it; a
+  // token that reads every topic is told which.
+  const std::string push = R"({"id":"inv-1","topic":"TOPIC","delay":0,"ttr":30,"body":"x"})";
+  auto with = [&](std::string topic) {
+    std::string b = push;
+    b.replace(b.find("TOPIC"), 5, topic);
+    return b;
+  };
+  ASSERT_EQ(Http("POST", "/push", with("payments"), kPayments).status, 200);
+  HttpResponse other = Http("POST", "/push", with("orders.x"), kOrders);
+  EXPECT_EQ(other.body.find("payments"), std::string::npos) << other.body;
+  EXPECT_NE(other.body.find("another topic"), std::string::npos) << other.body;
+  HttpResponse ops = Http("POST", "/push", with("orders.x"), kOps);
+  EXPECT_NE(ops.body.find("in topic 'payments'"), std::string::npos) << ops.body;
+}
+
+// A push target's header values may carry the receiver's credentials: GET
+// shows them to who may set them (admin on the topic), and "***" to others.
+TEST_P(AuthTest, APushTargetsHeaderValuesAreShownToWhoMaySetThem) {
+  ASSERT_EQ(
+      Http("PUT", "/topics/orders.eu/push",
+           R"({"url":"http://192.0.2.1/hook","headers":{"Authorization":"Bearer rcv-1"}})", kOps)
+          .status,
+      201);
+  HttpResponse worker = Http("GET", "/topics/orders.eu/push", "", kWorker);
+  EXPECT_EQ(worker.status, 200) << worker.body;
+  EXPECT_EQ(worker.body.find("rcv-1"), std::string::npos) << worker.body;
+  EXPECT_NE(worker.body.find(R"("Authorization":"***")"), std::string::npos) << worker.body;
+  HttpResponse admin = Http("GET", "/topics/orders.eu/push", "", kOrders);
+  EXPECT_NE(admin.body.find("Bearer rcv-1"), std::string::npos) << admin.body;
 }
 
 TEST_P(AuthTest, AWorkerDeletesWhatItReservedAndNothingElse) {
