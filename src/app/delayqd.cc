@@ -299,6 +299,12 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   }
   if (!config.redis_password_file.empty()) {
     auto password = ReadPasswordFile(config.redis_password_file);
+    // "redis://worker@h": with the password in a file, the name of its
+    // ACL user (docs/redis-backend.md).
+    if (address->password_alone) {
+      address->auth.user = std::move(address->auth.password);
+      address->auth.password.clear();
+    }
     if (password.ok() && !address->auth.password.empty())
       password = Status::InvalidArgument("the URL holds a password too");
     if (!password.ok()) {

@@ -138,13 +138,38 @@ std::pair<size_t, size_t> UserInfo(std::string_view url) {
 }  // namespace
 
 std::string RedactRedisUrl(std::string_view url) {
-  auto [from, len] = UserInfo(url);
-  if (from == std::string_view::npos) return std::string(url);
-  std::string_view info = url.substr(from, len);
-  size_t colon = info.find(':');
+  // Written for malformed URLs too (the messages about them show it): the
+  // user information runs to the last '@' anywhere, a '/' in the password
+  // included; the scheme may be misspelt.
+  size_t from = url.find("://");
+  from = from == std::string_view::npos ? 0 : from + 3;
+  if (size_t at = url.rfind('@'); at != std::string_view::npos && at >= from) {
+    std::string_view info = url.substr(from, at - from);
+    size_t colon = info.find(':');
+    std::string out(url.substr(0, from));
+    out += colon == std::string_view::npos ? "***" : std::string(info.substr(0, colon)) + ":***";
+    out += url.substr(at);
+    return out;
+  }
+  // No '@': a port that is not a number may be a password where the port
+  // goes, the host left out ("redis://worker:secret").
   std::string out(url.substr(0, from));
-  out += colon == std::string_view::npos ? "***" : std::string(info.substr(0, colon)) + ":***";
-  out += url.substr(from + len);
+  std::string_view rest = url.substr(from);
+  const size_t slash = rest.find('/');
+  std::string_view hosts = rest.substr(0, slash);
+  for (bool first = true; !hosts.empty() || first; first = false) {
+    const size_t comma = hosts.find(',');
+    std::string_view one = hosts.substr(0, comma);
+    hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
+    if (!first) out += ',';
+    const size_t colon = one.rfind(':');
+    std::string_view port = colon == std::string_view::npos ? "" : one.substr(colon + 1);
+    const bool number =
+        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+    out += number ? std::string(one) : std::string(one.substr(0, colon)) + ":***";
+    if (comma == std::string_view::npos) break;
+  }
+  if (slash != std::string_view::npos) out += rest.substr(slash);
   return out;
 }
 
@@ -170,6 +195,7 @@ Result<RedisAddress> ParseRedisUrl(std::string_view url) {
     if (!PercentDecode(user, &a.auth.user) || !PercentDecode(password, &a.auth.password))
       return Status::InvalidArgument("bad percent-encoding in the user or password of " + shown);
     if (a.auth.password.empty()) return Status::InvalidArgument("an empty password in " + shown);
+    a.password_alone = colon == std::string_view::npos;
   }
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
     std::string_view db = rest.substr(slash + 1);

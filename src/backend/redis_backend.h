@@ -57,12 +57,18 @@ struct RedisAddress {
   std::vector<RedisRouter::Node> nodes;
   int db = 0;
   RedisCredentials auth;
+  // The user information had no ':' ("redis://secret@h"): the password of
+  // the default user, or, with the password in a file of its own
+  // (--redis-password-file), the name of an ACL user.
+  bool password_alone = false;
 };
 // kInvalidArgument with the reason for a malformed URL; the message never
 // holds the password (it names the URL as RedactRedisUrl writes it).
 Result<RedisAddress> ParseRedisUrl(std::string_view url);
 // `url` as logs and messages may show it: a password replaced by "***"
-// ("redis://worker:***@h:6379"); any other URL as it is.
+// ("redis://worker:***@h:6379"), also in a URL that does not parse (a '/'
+// in the password; "redis://worker:secret", a port that is no number);
+// any other URL as it is.
 std::string RedactRedisUrl(std::string_view url);
 
 class RedisBackend final : public Backend {

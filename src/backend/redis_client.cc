@@ -1,9 +1,12 @@
 #include "backend/redis_client.h"
 
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <boost/asio/connect.hpp>
@@ -307,6 +310,7 @@ struct RedisClient::Link {
   std::optional<asio::ssl::stream<tcp::socket>> tls;
   bool tcp_up = false;  // connected (TLS: the handshake may still be going)
   bool up = false;      // connected, TLS handshake done
+  bool ready = false;   // and AUTH (or PING) and SELECT answered
   ReplyArena arena;     // where `reader` builds the replies
   redisReader* reader = nullptr;
   struct InFlight {
@@ -321,6 +325,17 @@ struct RedisClient::Link {
 };
 
 namespace {
+
+// TCP keepalives: a Redis host that vanished (powered off, cut off) fails
+// the connection within about 30 s of silence, not the kernel's 2 hours
+// and more; the commands in flight then get their null replies.
+void KeepAlive(int fd) {
+  const int on = 1, idle = 15, interval = 5, count = 3;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
 
 // Why a TLS handshake failed, in OpenSSL's words: "certificate verify
 // failed (hostname mismatch)", "wrong version number (is ... a TLS port?)".
@@ -379,10 +394,11 @@ void RedisClient::Connect() {
   link_ = link;
   link->timer.expires_after(options_.connect_timeout);
   link->timer.async_wait([this, link](const boost::system::error_code& ec) {
-    // Up meanwhile: a cancel that came after the expiry does not stop this.
-    if (ec || link->client == nullptr || link->up) return;
-    Fail(link, link->tcp_up ? "TLS handshake timed out (is " + address() + " a TLS port?)"
-                            : "connect timed out");
+    // Ready meanwhile: a cancel that came after the expiry does not stop this.
+    if (ec || link->client == nullptr || link->ready) return;
+    Fail(link, link->up       ? "Redis did not answer the connection's first command in time"
+               : link->tcp_up ? "TLS handshake timed out (is " + address() + " a TLS port?)"
+                              : "connect timed out");
   });
   auto on_connect = [this, link](const boost::system::error_code& ec) {
     if (link->client == nullptr) return;
@@ -390,20 +406,28 @@ void RedisClient::Connect() {
     link->tcp_up = true;
     boost::system::error_code ignored;
     link->socket().set_option(tcp::no_delay(true), ignored);
+    KeepAlive(link->socket().native_handle());
     if (!link->tls) return OnLinkUp(link);
     SSL* ssl = link->tls->native_handle();
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
     boost::system::error_code not_ip;
     asio::ip::make_address(options_.host, not_ip);
+    int named = 0;
     if (!not_ip) {
       // An address: the certificate must list it (an IP subjectAltName).
-      X509_VERIFY_PARAM_set1_ip_asc(param, options_.host.c_str());
+      named = X509_VERIFY_PARAM_set1_ip_asc(param, options_.host.c_str());
     } else {
       // A name: sent as SNI (never an address, RFC 6066), and matched
       // against the certificate's DNS names.
       SSL_set_tlsext_host_name(ssl, options_.host.c_str());
       X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-      X509_VERIFY_PARAM_set1_host(param, options_.host.c_str(), 0);
+      named = X509_VERIFY_PARAM_set1_host(param, options_.host.c_str(), 0);
+    }
+    // Not checked against a name is not checked at all: any certificate
+    // of the CA would do ("fe80::1%eth0", which OpenSSL does not take).
+    if (named != 1) {
+      ERR_clear_error();
+      return Fail(link, "cannot check a TLS certificate against " + options_.host);
     }
     link->tls->async_handshake(
         asio::ssl::stream_base::client, [this, link](const boost::system::error_code& hec) {
@@ -443,19 +467,22 @@ void RedisClient::ScheduleReconnect() {
 
 void RedisClient::OnLinkUp(const std::shared_ptr<Link>& link) {
   link->up = true;
-  link->timer.cancel();
   if (link->plain) {
     // Reads and writes are tried at once and must not block (ReadMore, Flush).
     boost::system::error_code ec;
     link->plain->non_blocking(true, ec);
     if (ec) return Fail(link, ec.message());
   }
-  retry_ = std::chrono::milliseconds(100);
   ReadMore(link);
-  SendAuth();  // Ready once it is answered
+  SendAuth();  // Ready once it (and SELECT) is answered
 }
 
 void RedisClient::Ready() {
+  // Back to short waits only once Redis took the connection: a refused
+  // password is tried again every 2 s, not every 100 ms.
+  retry_ = std::chrono::milliseconds(100);
+  link_->ready = true;
+  link_->timer.cancel();
   connected_ = true;
   if (ever_connected_ && options_.counts != nullptr) options_.counts->reconnects++;
   ever_connected_ = true;
@@ -479,7 +506,7 @@ void RedisClient::SendAuth() {
     if (r == nullptr || link == nullptr || link != link_) return;  // lost meanwhile
     if (r->type != REDIS_REPLY_ERROR) {
       last_error_.clear();
-      return Ready();
+      return options_.db != 0 ? SendSelect() : Ready();
     }
     // Redis's words ("WRONGPASS invalid username-password pair or user is
     // disabled.", "NOAUTH Authentication required.") name no secret. The
@@ -488,8 +515,29 @@ void RedisClient::SendAuth() {
   });
 }
 
+// The database, before the connection counts as connected: a command
+// sent after a SELECT that Redis refused ("DB index is out of range", a
+// proxy that has none) would run in database 0.
+void RedisClient::SendSelect() {
+  const std::string db = std::to_string(options_.db);
+  std::weak_ptr<Link> sent_on = link_;
+  const std::string_view argv[] = {"SELECT", db};
+  SendNow(resp::Format(argv), [this, sent_on, db](const redisReply* r) {
+    std::shared_ptr<Link> link = sent_on.lock();
+    if (r == nullptr || link == nullptr || link != link_) return;  // lost meanwhile
+    if (r->type != REDIS_REPLY_ERROR) return Ready();
+    Fail(link, "Redis refused: SELECT " + db + ": " + std::string(r->str, r->len));
+  });
+}
+
 void RedisClient::Fail(const std::shared_ptr<Link>& link, std::string error) {
   if (link->client == nullptr || link != link_) return;
+  // A server that does not know AUTH (renamed, a proxy) may quote it back
+  // with its arguments ("unknown command 'AUTH', with args beginning
+  // with: 'worker' '...'"): the words are kept, the password is not.
+  if (const std::string& pw = options_.auth.password; !pw.empty())
+    for (size_t at; (at = error.find(pw)) != std::string::npos;)
+      error.replace(at, pw.size(), "***");
   // Lost before the first command was answered, with no word from Redis.
   if (link->plain && link->up && !connected_ && !error.starts_with("AUTH refused: ") &&
       !error.starts_with("Redis refused: "))

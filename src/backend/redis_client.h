@@ -101,6 +101,9 @@ class RedisClient {
     // WRONGPASS ...", the server's words, which never hold the password),
     // and the connection is dropped and tried again later.
     RedisCredentials auth;
+    // Not 0: SELECTed after AUTH, before the client counts as connected;
+    // a refusal fails the connection like a refused AUTH.
+    int db = 0;
     // Runs on the loop thread after every (re)connect, before commands
     // issued later; it may issue commands itself.
     std::function<void()> on_connect;
@@ -165,6 +168,7 @@ class RedisClient {
   // After AUTH or PING: connected; on_connect; the subscriptions.
   void Ready();
   void SendAuth();
+  void SendSelect();  // after SendAuth, with Options::db
   // Send, connected or not. REQUIRES: link_ != nullptr.
   void SendNow(std::string_view command, Handler done);
 

@@ -50,12 +50,23 @@ uint16_t RedisRouter::KeySlot(std::string_view key) {
 }
 
 RedisRouter::RedisRouter(boost::asio::io_context& io, Options options)
-    : io_(io), options_(std::move(options)) {}
+    : io_(io), options_(std::move(options)), refresh_(io) {}
 
 RedisRouter::~RedisRouter() = default;
 
 void RedisRouter::Start() {
   for (const Node& n : options_.seeds) ClientFor(n.host, n.port);
+  if (options_.cluster) ArmRefresh();
+}
+
+void RedisRouter::ArmRefresh() {
+  refresh_.expires_after(std::chrono::seconds(1));
+  std::weak_ptr<bool> alive = alive_;
+  refresh_.async_wait([this, alive](const boost::system::error_code& ec) {
+    if (ec || alive.expired()) return;
+    if (!connected()) LoadSlots();
+    ArmRefresh();
+  });
 }
 
 RedisClient& RedisRouter::ClientFor(const std::string& host, int port) {
@@ -69,12 +80,18 @@ RedisClient& RedisRouter::ClientFor(const std::string& host, int port) {
   co.tls = options_.tls;
   co.counts = options_.counts;
   co.max_reply = options_.max_reply;
+  if (options_.cluster) {
+    // Its slots may have moved (a failover): asked of a node still up.
+    std::weak_ptr<bool> alive = alive_;
+    co.on_disconnect = [this, alive](const std::string&) {
+      boost::asio::post(io_, [this, alive] {
+        if (!alive.expired()) LoadSlots();
+      });
+    };
+  }
+  if (!options_.cluster) co.db = options_.db;
   co.on_connect = [this, key] {
     RedisClient& self = *clients_.at(key);
-    if (!options_.cluster && options_.db != 0) {
-      std::string db = std::to_string(options_.db);
-      self.Command({"SELECT", db}, [](const redisReply*) {});
-    }
     if (options_.on_node_connect) options_.on_node_connect(self);
     if (options_.cluster) LoadSlots();
   };

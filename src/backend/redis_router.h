@@ -1,9 +1,12 @@
 // Sends each command to the Redis server that holds its key: the one server
 // of a plain deployment, or, in a Redis Cluster, the master that serves the
 // key's hash slot (docs/redis-backend.md, "Redis Cluster"). The slot map
-// comes from CLUSTER SLOTS; it is read again when a node (re)connects and
-// when a node answers MOVED, and the command is then sent on to the node
-// named (after ASKING, for ASK). Every node has its own RedisClient, which
+// comes from CLUSTER SLOTS; it is read again when a node (re)connects,
+// when a node answers MOVED (the command is then sent on to the node
+// named, after ASKING for ASK), when a node's connection is lost, and
+// every second while some slot has no connected master (a master lost and
+// a replica promoted in its place: the old master's slots answer nothing,
+// so no MOVED would ever tell). Every node has its own RedisClient, which
 // reconnects by itself.
 //
 // Thread: every method, and every handler, on the loop thread.
@@ -11,6 +14,7 @@
 #define DELAYQ_BACKEND_REDIS_ROUTER_H_
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -79,6 +83,10 @@ class RedisRouter {
   std::map<std::string, std::unique_ptr<RedisClient>> clients_;  // by "host:port"
   std::vector<RedisClient*> slots_;                              // cluster: the master of each slot
   bool loading_ = false, reload_ = false;
+  // Cluster: every second while some slot has no connected master, the
+  // map is read again (ArmRefresh).
+  boost::asio::steady_timer refresh_;
+  void ArmRefresh();
   std::string last_error_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

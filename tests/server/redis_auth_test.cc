@@ -4,9 +4,11 @@
 // operations fail until it is right, and no log line ever holds a password.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/redis_backend.h"
@@ -59,6 +61,42 @@ TEST(RedisUrlAuth, CredentialsAreParsedDecodedAndNeverShown) {
     EXPECT_EQ(r.status().message().find("s3cr3t"), std::string::npos) << r.status().message();
   }
   EXPECT_FALSE(backend::ParseRedisUrl("redis://u:@h").ok());  // an empty password
+  // URLs that do not parse show no password either: a '/' in it (not
+  // percent-encoded), the host left out so that it stands where the port
+  // goes, a misspelt scheme.
+  EXPECT_EQ(backend::RedactRedisUrl("redis://worker:s3c/r3t@h:6379"), "redis://worker:***@h:6379");
+  EXPECT_EQ(backend::RedactRedisUrl("redis://worker:s3cr3t"), "redis://worker:***");
+  EXPECT_EQ(backend::RedactRedisUrl("redis-cluster://a:1,b:s3cr3t/0"),
+            "redis-cluster://a:1,b:***/0");
+  EXPECT_EQ(backend::RedactRedisUrl("redis:/u:s3cr3t@h"), "redis:***@h");
+  EXPECT_EQ(backend::RedactRedisUrl("rediss-cluster://a:7000,b:7001"),
+            "rediss-cluster://a:7000,b:7001");
+  for (const char* bad :
+       {"redis://worker:s3c/r3t@h:6379", "redis://worker:s3cr3t", "redis:/u:s3cr3t@h"}) {
+    auto r = backend::ParseRedisUrl(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    for (const char* part : {"s3cr3t", "s3c/r3t", "r3t"})
+      EXPECT_EQ(r.status().message().find(part), std::string::npos) << r.status().message();
+    EXPECT_EQ(backend::RedactRedisUrl(bad).find("r3t"), std::string::npos)
+        << backend::RedactRedisUrl(bad);
+  }
+  // No ':' in the user information: a password alone (or, with the
+  // password in a file, a user's name: ThePasswordFromAFile).
+  auto alone = backend::ParseRedisUrl("redis://worker@h");
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE(alone->password_alone);
+  EXPECT_EQ(alone->auth.password, "worker");
+  EXPECT_FALSE(a->password_alone);
+}
+
+// The number a shell command prints first, or -1.
+long CliNumber(const std::string& cmd) {
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  long v = -1;
+  if (std::fscanf(p, "%ld", &v) != 1) v = -1;
+  ::pclose(p);
+  return v;
 }
 
 class RedisAuthTest : public ::testing::Test {
@@ -119,6 +157,49 @@ TEST_F(RedisAuthTest, AnAclUserAndAWrongPassword) {
   ExpectNoSecretIn(log);
 }
 
+// A refused password is tried again with waits that grow to 2 s, not
+// every 100 ms: each try is a connection (and a TLS handshake) and a
+// failed AUTH in Redis's ACL log.
+TEST_F(RedisAuthTest, ARefusedPasswordIsTriedAgainEverLessOften) {
+  Start({"--requirepass", kSecret});
+  auto connections = [&] {
+    return CliNumber("redis-cli -p " + std::to_string(redis_.port()) + " -a " +
+                     std::string(kSecret) +
+                     " --no-auth-warning info stats | sed -n 's/^total_connections_received://p'");
+  };
+  const long before = connections();
+  ServerProcess wrong;
+  std::string error;
+  ASSERT_TRUE(
+      wrong.Start(DelayqdPath(), {"--backend", "redis://:wrong-one@" + HostPort(redis_)}, &error))
+      << error;
+  std::this_thread::sleep_for(milliseconds(4000));
+  // Two connections (calls, subscriber), each tried after 0.1, 0.2, 0.4,
+  // 0.8, 1.6 and 2 s: about 12 in 4 s; every 100 ms it was about 80.
+  const long made = connections() - before;
+  EXPECT_LT(made, 30) << made << " connections in 4 s";
+  EXPECT_GE(made, 2);
+  ExpectNoSecretIn(wrong.Log());
+}
+
+// A database Redis does not have: SELECT is refused, and nothing is sent
+// on that connection (it would land in database 0); the start log says why.
+TEST_F(RedisAuthTest, ARefusedSelectLeavesTheConnectionDown) {
+  Start({"--databases", "4"});
+  ServerProcess server;
+  std::string error;
+  ASSERT_TRUE(
+      server.Start(DelayqdPath(), {"--backend", "redis://" + HostPort(redis_) + "/20"}, &error))
+      << error;
+  RawClient c(server.port());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.Call("put 0 0 60 1\r\nx\r\n"), "INTERNAL_ERROR\r\n");
+  EXPECT_NE(server.Log().find("Redis refused: SELECT 20: ERR DB index is out of range"),
+            std::string::npos)
+      << server.Log();
+  EXPECT_EQ(CliNumber("redis-cli -p " + std::to_string(redis_.port()) + " dbsize"), 0);
+}
+
 TEST_F(RedisAuthTest, ThePasswordFromAFile) {
   Start({"--requirepass", kSecret});
   TempDir dir;
@@ -132,6 +213,19 @@ TEST_F(RedisAuthTest, ThePasswordFromAFile) {
       << error;
   ExpectAJobGoesThrough(server.port());
   ExpectNoSecretIn(server.Log());
+  // With an ACL user, named in the URL as docs/redis-backend.md says
+  // ("redis://worker@host").
+  RedisProcess acl;
+  ASSERT_TRUE(acl.Start(&error, {"--user", "worker", "on", ">" + std::string(kSecret), "~dq:*",
+                                 "&dq:*", "+@all", "--user", "default", "off"}))
+      << error;
+  ServerProcess user;
+  ASSERT_TRUE(user.Start(
+      DelayqdPath(),
+      {"--backend", "redis://worker@" + HostPort(acl), "--redis-password-file", file}, &error))
+      << error;
+  ExpectAJobGoesThrough(user.port());
+  ExpectNoSecretIn(user.Log());
   // A missing file, or a password given twice, stops the start.
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--backend", "redis://" + HostPort(redis_),

@@ -1901,5 +1901,82 @@ TEST_F(RedisClusterTest, TheRoutesByNameNeedOneServer) {
   EXPECT_TRUE(Put(*a, 0, "x", 0, "t", "n").ok());
 }
 
+// Three masters with a replica each; one master is killed, and its replica
+// takes its slots. No node reconnects and nobody answers MOVED for the
+// dead master's slots: the router reads the map again on its own (a lost
+// connection, then every second while a slot has no master connected),
+// and puts to every topic work again.
+TEST(RedisClusterFailoverTest, AMastersReplicaTakesOverAndEveryTopicWorksAgain) {
+  testing::RedisProcess nodes[6];
+  std::string error;
+  for (auto& n : nodes)
+    ASSERT_TRUE(n.Start(&error, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                 "--cluster-node-timeout", "1000"}))
+        << error;
+  std::string cmd = "redis-cli --cluster create";
+  for (auto& n : nodes) cmd += " 127.0.0.1:" + std::to_string(n.port());
+  cmd += " --cluster-replicas 1 --cluster-yes >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto wait_ok = [&](const testing::RedisProcess& n) {
+    std::string check = "for i in $(seq 200); do redis-cli -p " + std::to_string(n.port()) +
+                        " cluster info | grep -q cluster_state:ok && exit 0; sleep 0.1; done;"
+                        " exit 1";
+    return std::system(check.c_str()) == 0;
+  };
+  for (auto& n : nodes) ASSERT_TRUE(wait_ok(n)) << "cluster not ok on " << n.port();
+  // Each replica must have synced with its master before one is killed.
+  std::string synced = "for i in $(seq 200); do n=0; for p in";
+  for (auto& n : nodes) synced += " " + std::to_string(n.port());
+  synced +=
+      "; do redis-cli -p $p info replication | grep -q 'master_link_status:up' && n=$((n+1));"
+      " done; [ $n -eq 3 ] && exit 0; sleep 0.1; done; exit 1";
+  ASSERT_EQ(std::system(synced.c_str()), 0) << "replicas not in sync";
+
+  boost::asio::io_context io;
+  Clock clock;
+  auto b =
+      testing::StartRedisBackend(io, "redis-cluster://127.0.0.1:" + std::to_string(nodes[0].port()),
+                                 {}, clock, milliseconds(10000));
+  ASSERT_NE(b, nullptr);
+  auto put_all = [&] {
+    int ok = 0;
+    for (int i = 0; i < 12; ++i) {
+      std::atomic<bool> done{false};
+      bool good = false;
+      const std::string topic = "topic-" + std::to_string(i);
+      PutRequest req;
+      req.topic = topic;
+      req.body = "x";
+      b->Put(SessionId{0}, req, [&](Result<PutResult> r) {
+        good = r.ok();
+        done = true;
+      });
+      testing::RunIoUntil(
+          io, [&] { return done.load(); }, milliseconds(5000));
+      ok += good;
+    }
+    return ok;
+  };
+  ASSERT_EQ(put_all(), 12);
+  // The master of the first slots (the first node `--cluster create` made
+  // a master) goes.
+  testing::RedisProcess* master = nullptr;
+  for (auto& n : nodes)
+    if (ShellText("redis-cli -p " + std::to_string(n.port()) + " role").rfind("master", 0) == 0 &&
+        ShellNumber("redis-cli -p " + std::to_string(n.port()) + " dbsize") > 0) {
+      master = &n;
+      break;
+    }
+  ASSERT_NE(master, nullptr);
+  master->Kill();
+  // Within 20 s (the failover takes a few seconds), every topic takes puts.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int ok = 0;
+  while (std::chrono::steady_clock::now() < deadline && (ok = put_all()) < 12)
+    testing::RunIoFor(io, milliseconds(500));
+  EXPECT_EQ(ok, 12) << "puts to some topics still fail after the failover";
+  EXPECT_TRUE(b->connected());
+}
+
 }  // namespace
 }  // namespace delayq::backend

@@ -356,5 +356,30 @@ TEST(RedisClientHostileServer, AReplyPastTheLimitFailsTheConnection) {
   }
 }
 
+// A server that takes the connection and never answers its first command
+// (a wedged Redis, a port that is something else): the connect timeout
+// covers that command too, and the connection is given up and tried again.
+TEST(RedisClientHostileServer, AServerThatNeverAnswersIsGivenUp) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);  // the kernel takes the connections; nobody reads
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  boost::asio::io_context io;
+  RedisClient::Options o;
+  o.port = ntohs(a.sin_port);
+  o.connect_timeout = milliseconds(300);
+  RedisClient client(io, o);
+  client.Start();
+  EXPECT_TRUE(testing::RunIoUntil(
+      io, [&] { return !client.last_error().empty(); }, milliseconds(5000)));
+  EXPECT_NE(client.last_error().find("did not answer"), std::string::npos) << client.last_error();
+  EXPECT_FALSE(client.connected());
+  ::close(listener);
+}
+
 }  // namespace
 }  // namespace delayq::backend
