@@ -75,12 +75,13 @@ LocalBackend::~LocalBackend() {
   }
 }
 
-void LocalBackend::AfterChange(Op op, SessionId s, std::function<void(Status)> reply) {
+void LocalBackend::AfterChange(Op op, SessionId s, std::function<void(Status)> reply,
+                               Status outcome) {
   Collect();
   uint64_t need = Barrier();
   if (writer_ == nullptr || need <= settled_seq_ || SyncedInJournal(need))
-    return Answer(op, reply, Status::Ok());
-  deferred_.push_back(Deferred{need, s, op, std::move(reply)});
+    return Answer(op, reply, std::move(outcome));
+  deferred_.push_back(Deferred{need, s, op, std::move(reply), std::move(outcome)});
 }
 
 SessionId LocalBackend::OpenSession() { return engine_.OpenSession(EngineNow()); }
@@ -153,7 +154,8 @@ void LocalBackend::ReplyViews(Op op, SessionId s, JobsDone done, std::span<const
     o.lease = views[i].lease;
     o.view = views[i];
   }
-  deferred_.push_back(Deferred{need, s, op, [done = std::move(done), owned](Status st) {
+  deferred_.push_back(Deferred{need, s, op,
+                               [done = std::move(done), owned](Status st) {
                                  if (!st.ok()) return done(std::move(st), {});
                                  std::vector<JobView> out;
                                  for (Owned& o : *owned) {
@@ -164,7 +166,8 @@ void LocalBackend::ReplyViews(Op op, SessionId s, JobsDone done, std::span<const
                                    out.push_back(o.view);
                                  }
                                  done(Status::Ok(), out);
-                               }});
+                               },
+                               Status::Ok()});
 }
 
 void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
@@ -239,16 +242,27 @@ Status LocalBackend::Admit(Op op) const {
 }
 
 void LocalBackend::FinishChange(Op op, SessionId s, Status st, Done done) {
-  if (!st.ok() || !OperationOf(op).durable) {
+  // A change that found nothing to change (kNotFound) may owe it to
+  // another client's change not yet durable: it waits as that one does.
+  if ((!st.ok() && st.code() != Code::kNotFound) || !OperationOf(op).durable) {
     Answer(op, done, std::move(st));
   } else {
-    AfterChange(op, s, std::move(done));
+    AfterChange(op, s, std::move(done), std::move(st));
   }
   Settle();
 }
 
 template <typename T>
 void LocalBackend::FinishChange(Op op, SessionId s, Result<T> res, Callback<T> done) {
+  if (!res.ok() && res.status().code() == Code::kNotFound && OperationOf(op).durable &&
+      writer_ != nullptr) {
+    // Found nothing to change: perhaps for another client's change not yet
+    // durable (FinishChange above).
+    AfterChange(
+        op, s, [done = std::move(done)](Status st) mutable { done(std::move(st)); }, res.status());
+    Settle();
+    return;
+  }
   if (!res.ok() || !OperationOf(op).durable || writer_ == nullptr) {
     // (Without a store a change is as durable as it gets at once: no
     // wrapper for AfterChange to hold.)
@@ -325,7 +339,10 @@ void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange
   if (Status w = WarmName(name); !w.ok()) return Answer(op, done, std::move(w));
   JobId id = engine_.ResolveName(name);
   if (id == 0)
-    return Answer(op, done, Status::NotFound("no job has id '" + std::string(name) + "'"));
+    return FinishChange(
+        op, SessionId{0},
+        Result<JobChange>(Status::NotFound("no job has id '" + std::string(name) + "'")),
+        std::move(done));
   const TimeUs now = EngineNow();
   FinishChange(op, SessionId{0},
                finish ? engine_.Finish(now, Holder(0), id) : engine_.Delete(now, Holder(0), id),

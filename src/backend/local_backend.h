@@ -215,8 +215,12 @@ class LocalBackend final : public Backend {
   // Batches up to `seq` are durable: their puts may be shown.
   void PutsDurableThrough(uint64_t seq);
   // Runs `reply` once every change so far is durable (or at once, without
-  // a store), with Ok, or with the store's error when the write failed.
-  void AfterChange(Op op, SessionId s, std::function<void(Status)> reply);
+  // a store), with `outcome`, or with the store's error when the write
+  // failed. An outcome other than Ok is an answer that rests on changes
+  // not yet durable: "not found" because another client's delete came
+  // first, "unchanged" because another's put of the same came first.
+  void AfterChange(Op op, SessionId s, std::function<void(Status)> reply,
+                   Status outcome = Status::Ok());
   // Completes operation `op` (its row of the operation table,
   // delayq/operations.h): an error at once; a success via AfterChange when
   // the row says the operation changes the queue (`durable`), else at once.
@@ -332,6 +336,7 @@ class LocalBackend final : public Backend {
     SessionId session;
     Op op;                              // counted when it replies
     std::function<void(Status)> reply;  // empty: its session closed
+    Status outcome;                     // its answer once the batch is durable
   };
   store::Store* store_;
   std::function<void(bool, const Status&)> on_store_health_;

@@ -318,8 +318,9 @@ void LocalBackend::OnSettled(uint64_t seq, Status st, bool in_store) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
     if (!d.reply) continue;
-    Count(d.op, st.code());
-    d.reply(st);
+    Status answer = st.ok() ? std::move(d.outcome) : st;
+    Count(d.op, answer.code());
+    d.reply(std::move(answer));
   }
   Settle();
 }

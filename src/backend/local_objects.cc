@@ -37,9 +37,14 @@ void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done don
   if (Status st = CheckObjectName(name); !st.ok()) return done(st);
   if (Status st = Writable(); !st.ok()) return done(st);
   auto it = objects_.find(std::pair{kind, std::string(name)});
-  if (it == objects_.end())
-    return done(Status::NotFound("no " + std::string(ObjectKindName(kind)) + " named " +
-                                 std::string(name)));
+  if (it == objects_.end()) {
+    // Perhaps deleted by another client, not durably yet: answered when
+    // that is.
+    return AfterChange(kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule, 0,
+                       std::move(done),
+                       Status::NotFound("no " + std::string(ObjectKindName(kind)) + " named " +
+                                        std::string(name)));
+  }
   objects_.erase(it);
   RecordObject(Mutation::Kind::kDeleteObject, kind, name, {});
   AfterChange(kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule, 0,
