@@ -136,6 +136,7 @@ class RedisClient {
   // "TLS handshake failed: certificate verify failed (hostname mismatch)",
   // "AUTH refused: WRONGPASS ..."); never holds a secret.
   const std::string& last_error() const { return last_error_; }
+  const std::string& host() const { return options_.host; }
   std::string address() const;
 
   // Sends a command; `done` runs with its reply (or null, see above).

@@ -143,7 +143,7 @@ void RedisRouter::LoadSlots() {
   if (via == nullptr) return;  // the next node to connect asks again
   loading_ = true;
   std::weak_ptr<bool> alive = alive_;
-  via->Command({"CLUSTER", "SLOTS"}, [this, alive](const redisReply* r) {
+  via->Command({"CLUSTER", "SLOTS"}, [this, alive, via_host = via->host()](const redisReply* r) {
     if (alive.expired()) return;
     loading_ = false;
     if (r != nullptr && r->type == REDIS_REPLY_ARRAY) {
@@ -156,8 +156,10 @@ void RedisRouter::LoadSlots() {
         std::string host(master->element[0]->str != nullptr ? master->element[0]->str : "",
                          master->element[0]->len);
         // An empty host means "the address you reached me on".
-        if (host.empty() && !options_.seeds.empty()) host = options_.seeds.front().host;
-        RedisClient& node = ClientFor(host, static_cast<int>(IntOf(master->element[1])));
+        if (host.empty()) host = via_host;
+        const int64_t port = IntOf(master->element[1]);
+        if (port < 1 || port > 65535 || host == "?") continue;  // no usable endpoint
+        RedisClient& node = ClientFor(host, static_cast<int>(port));
         int64_t from = IntOf(e->element[0]), to = IntOf(e->element[1]);
         for (int64_t s = std::max<int64_t>(0, from); s <= to && s < int64_t{kSlots}; ++s)
           map[static_cast<size_t>(s)] = &node;
@@ -201,35 +203,36 @@ void RedisRouter::SendTo(RedisClient* node, std::shared_ptr<const std::string> c
                          int redirects, RedisClient::Handler done) {
   if (asking) node->Command({"ASKING"}, [](const redisReply*) {});
   std::weak_ptr<bool> alive = alive_;
-  node->Send(
-      *command, [this, alive, command, redirects, done = std::move(done)](const redisReply* r) {
-        if (alive.expired()) return;
-        if (r != nullptr && r->type == REDIS_REPLY_ERROR && redirects < kMaxRedirects) {
-          std::string_view e(r->str, r->len);
-          bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
-          if (moved || ask) {
-            // "MOVED <slot> <host>:<port>"
-            std::string_view rest = e.substr(moved ? 6 : 4);
-            size_t sp = rest.find(' ');
-            size_t colon = rest.rfind(':');
-            if (sp != std::string_view::npos && colon != std::string_view::npos && colon > sp) {
-              int slot = 0, port = 0;
-              std::from_chars(rest.data(), rest.data() + sp, slot);
-              std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
-              std::string host(rest.substr(sp + 1, colon - sp - 1));
-              if (host.empty() && !options_.seeds.empty()) host = options_.seeds.front().host;
-              RedisClient& to = ClientFor(host, port);
-              if (moved) {
-                if (slots_.size() == kSlots && slot >= 0 && slot < int{kSlots})
-                  slots_[static_cast<size_t>(slot)] = &to;
-                LoadSlots();
-              }
-              if (to.connected()) return SendTo(&to, command, ask, redirects + 1, done);
-            }
+  node->Send(*command, [this, alive, node, command, redirects,
+                        done = std::move(done)](const redisReply* r) {
+    if (alive.expired()) return;
+    if (r != nullptr && r->type == REDIS_REPLY_ERROR && redirects < kMaxRedirects) {
+      std::string_view e(r->str, r->len);
+      bool moved = e.substr(0, 6) == "MOVED ", ask = e.substr(0, 4) == "ASK ";
+      if (moved || ask) {
+        // "MOVED <slot> <host>:<port>"
+        std::string_view rest = e.substr(moved ? 6 : 4);
+        size_t sp = rest.find(' ');
+        size_t colon = rest.rfind(':');
+        if (sp != std::string_view::npos && colon != std::string_view::npos && colon > sp) {
+          int slot = 0, port = 0;
+          std::from_chars(rest.data(), rest.data() + sp, slot);
+          std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port);
+          std::string host(rest.substr(sp + 1, colon - sp - 1));
+          if (host.empty()) host = node->host();  // "the address you reached me on"
+          if (port < 1 || port > 65535) return done(r);
+          RedisClient& to = ClientFor(host, port);
+          if (moved) {
+            if (slots_.size() == kSlots && slot >= 0 && slot < int{kSlots})
+              slots_[static_cast<size_t>(slot)] = &to;
+            LoadSlots();
           }
+          if (to.connected()) return SendTo(&to, command, ask, redirects + 1, done);
         }
-        done(r);
-      });
+      }
+    }
+    done(r);
+  });
 }
 
 }  // namespace delayq::backend

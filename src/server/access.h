@@ -161,6 +161,8 @@ class Caller {
   // authentication, a reload): a front-end may keep a check's result while
   // this stays the same.
   uint64_t standing() const { return standing_; }
+  // The peer's address as logs show it ("-" when unknown).
+  std::string PeerText() const { return peer_ ? peer_->to_string() : "-"; }
 
  private:
   // The policy was reloaded: look the token up again, and the peer.

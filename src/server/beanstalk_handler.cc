@@ -728,7 +728,8 @@ void BeanstalkHandler::Execute(BeanCommand& c) {
       return Done();
     case BeanOp::kAuth:
       if (Status st = caller_.Authenticate(c.secret); !st.ok()) {
-        ctx_.warn.Warn("auth_failed", "protocol=beanstalkd reason=\"" + st.message() + "\"");
+        ctx_.warn.Warn("auth_failed", "protocol=beanstalkd peer=" + caller_.PeerText() +
+                                          " reason=\"" + st.message() + "\"");
         return Refuse(st);
       }
       Reply(kAuthenticatedReply);

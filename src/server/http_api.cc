@@ -236,7 +236,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
     ctx_.counters.Count(Protocol::kHttp, r.op);
     HttpRequest req = request;
     req.caller = request.caller != nullptr ? request.caller : &local_;
-    if (std::optional<HttpReply> refusal = HttpApiRoutes::Admit(req, r.op)) {
+    if (std::optional<HttpReply> refusal = HttpApiRoutes::Admit(*this, req, r.op)) {
       done(std::move(*refusal));
       return 0;
     }
@@ -281,7 +281,7 @@ HttpApi::CallId HttpApi::Handle(const HttpRequest& request, Reply done) {
 
 // ---- access -----------------------------------------------------------------------
 
-std::optional<HttpReply> HttpApiRoutes::Admit(const HttpRequest& req, Op op) {
+std::optional<HttpReply> HttpApiRoutes::Admit(HttpApi& api, const HttpRequest& req, Op op) {
   Caller& caller = *req.caller;
   caller.Reset();
   if (!req.authorization.empty()) {
@@ -301,6 +301,9 @@ std::optional<HttpReply> HttpApiRoutes::Admit(const HttpRequest& req, Op op) {
       return r;
     }
     if (Status st = caller.Authenticate(secret); !st.ok()) {
+      // As the beanstalkd protocol's `auth` (rate-limited, no secret).
+      api.ctx_.warn.Warn("auth_failed", "protocol=http peer=" + caller.PeerText() + " reason=\"" +
+                                            st.message() + "\"");
       HttpReply r = ErrorReply(401, "unauthenticated", "the bearer token is not valid");
       r.headers = "WWW-Authenticate: Bearer realm=\"delayq\", error=\"invalid_token\"\r\n";
       return r;

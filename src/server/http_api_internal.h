@@ -56,7 +56,7 @@ struct HttpApiRoutes {
   // Authenticates the request's caller from its Authorization header and
   // admits it for `op`: nullopt, or the refusal (401 with WWW-Authenticate,
   // 429 with Retry-After). REQUIRES: req.caller.
-  static std::optional<HttpReply> Admit(const HttpRequest& req, Op op);
+  static std::optional<HttpReply> Admit(HttpApi& api, const HttpRequest& req, Op op);
   // Calls `then` with `done` if the caller has `scope` on the topic of the
   // job `id` (or, id 0, of the job named `name`), or if there is no such
   // job; else answers 403.

@@ -457,6 +457,35 @@ TEST_P(AuthTest, APushTargetsHeaderValuesAreShownToWhoMaySetThem) {
   EXPECT_NE(admin.body.find("Bearer rcv-1"), std::string::npos) << admin.body;
 }
 
+// A secret that fits no token is logged, with the peer's address and
+// without the secret (one line per cause per 10 s: one test a protocol).
+std::string LogOnceItHas(ServerProcess& server, std::string_view what) {
+  std::string log = server.Log();
+  for (int i = 0; i < 100 && log.find(what) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log = server.Log();
+  }
+  return log;
+}
+
+TEST_P(AuthTest, AFailedAuthCommandIsLoggedWithItsPeer) {
+  RawClient c(server_.port());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.Call("auth dq_not-a-token-1\r\n"), "UNAUTHORIZED\r\n");
+  const std::string log =
+      LogOnceItHas(server_, "event=auth_failed protocol=beanstalkd peer=127.0.0.1");
+  EXPECT_NE(log.find("event=auth_failed protocol=beanstalkd peer=127.0.0.1"), std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("not-a-token"), std::string::npos) << log;
+}
+
+TEST_P(AuthTest, AFailedBearerTokenIsLoggedWithItsPeer) {
+  EXPECT_EQ(Http("GET", "/topics", "", "dq_not-a-token-2").status, 401);
+  const std::string log = LogOnceItHas(server_, "event=auth_failed protocol=http peer=127.0.0.1");
+  EXPECT_NE(log.find("event=auth_failed protocol=http peer=127.0.0.1"), std::string::npos) << log;
+  EXPECT_EQ(log.find("not-a-token"), std::string::npos) << log;
+}
+
 TEST_P(AuthTest, AWorkerDeletesWhatItReservedAndNothingElse) {
   const std::string held = Put("orders.eu");
   RawClient w = Conn(kWorker);
