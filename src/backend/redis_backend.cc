@@ -151,26 +151,43 @@ std::string RedactRedisUrl(std::string_view url) {
     out += url.substr(at);
     return out;
   }
-  // No '@': a port that is not a number may be a password where the port
-  // goes, the host left out ("redis://worker:secret").
-  std::string out(url.substr(0, from));
+  // No '@': shown as it is only if it is well formed (hosts with numeric
+  // ports of 1 to 65535, a numeric database). Anything else may hold a
+  // password where the host or port goes ("redis://worker:secret",
+  // "redis://worker:sec/ret"): shown as the scheme alone.
+  auto digits = [](std::string_view t) {
+    return !t.empty() &&
+           std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
   std::string_view rest = url.substr(from);
   const size_t slash = rest.find('/');
+  bool well_formed = from > 0;
+  if (slash != std::string_view::npos) {
+    std::string_view db = rest.substr(slash + 1);
+    well_formed = well_formed && (db.empty() || (digits(db) && db.size() < 10));
+  }
   std::string_view hosts = rest.substr(0, slash);
-  for (bool first = true; !hosts.empty() || first; first = false) {
+  while (well_formed) {
     const size_t comma = hosts.find(',');
     std::string_view one = hosts.substr(0, comma);
-    hosts = comma == std::string_view::npos ? std::string_view() : hosts.substr(comma + 1);
-    if (!first) out += ',';
     const size_t colon = one.rfind(':');
-    std::string_view port = colon == std::string_view::npos ? "" : one.substr(colon + 1);
-    const bool number =
-        std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-    out += number ? std::string(one) : std::string(one.substr(0, colon)) + ":***";
+    std::string_view host = one.substr(0, colon);
+    // An IPv6 address only in brackets ("[::1]:6379").
+    if (host.find(':') != std::string_view::npos)
+      well_formed = host.front() == '[' && host.back() == ']';
+    well_formed = well_formed && !host.empty();
+    if (colon != std::string_view::npos) {
+      std::string_view port = one.substr(colon + 1);
+      int number = 0;
+      std::from_chars(port.data(), port.data() + port.size(), number);
+      well_formed =
+          well_formed && digits(port) && port.size() <= 5 && number >= 1 && number <= 65535;
+    }
     if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
   }
-  if (slash != std::string_view::npos) out += rest.substr(slash);
-  return out;
+  if (well_formed) return std::string(url);
+  return std::string(url.substr(0, from)) + "***";
 }
 
 Result<RedisAddress> ParseRedisUrl(std::string_view url) {

@@ -93,7 +93,6 @@ class ReplyArena {
     if (blocks_.size() > kKeptBlocks) blocks_.resize(kKeptBlocks);
   }
 
-  // A new object of the task's type, hung into its parent array.
   // A new object of the task's type, hung into its parent array; null
   // past the limit.
   redisReply* Object(const redisReadTask* task, int type) {
@@ -326,15 +325,19 @@ struct RedisClient::Link {
 
 namespace {
 
-// TCP keepalives: a Redis host that vanished (powered off, cut off) fails
-// the connection within about 30 s of silence, not the kernel's 2 hours
-// and more; the commands in flight then get their null replies.
+// A Redis host that vanished (powered off, cut off) fails the connection
+// within about 30 s, not the kernel's 15 minutes of retransmissions (data
+// sent and not acknowledged: TCP_USER_TIMEOUT) or 2 hours and more of
+// silence (keepalives, which Linux sends only while nothing is
+// unacknowledged); the commands in flight then get their null replies.
 void KeepAlive(int fd) {
   const int on = 1, idle = 15, interval = 5, count = 3;
+  const unsigned int user_timeout_ms = 30'000;
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
 }
 
 // Why a TLS handshake failed, in OpenSSL's words: "certificate verify
@@ -509,9 +512,14 @@ void RedisClient::SendAuth() {
       return options_.db != 0 ? SendSelect() : Ready();
     }
     // Redis's words ("WRONGPASS invalid username-password pair or user is
-    // disabled.", "NOAUTH Authentication required.") name no secret. The
-    // connection goes; it is tried again.
-    Fail(link, (auth ? "AUTH refused: " : "Redis refused: ") + std::string(r->str, r->len));
+    // disabled.", "NOAUTH Authentication required.") name no secret. A
+    // server that does not know AUTH (renamed, a proxy) quotes the command
+    // back with its arguments, the password cut at 128 bytes: not shown.
+    // The connection goes; it is tried again.
+    std::string words(r->str, r->len);
+    if (auth && words.find("unknown command") != std::string::npos)
+      words = "the server does not know AUTH (its reply quotes the password: not shown)";
+    Fail(link, (auth ? "AUTH refused: " : "Redis refused: ") + words);
   });
 }
 
@@ -536,7 +544,7 @@ void RedisClient::Fail(const std::shared_ptr<Link>& link, std::string error) {
   // with its arguments ("unknown command 'AUTH', with args beginning
   // with: 'worker' '...'"): the words are kept, the password is not.
   if (const std::string& pw = options_.auth.password; !pw.empty())
-    for (size_t at; (at = error.find(pw)) != std::string::npos;)
+    for (size_t at = 0; (at = error.find(pw, at)) != std::string::npos; at += 3)
       error.replace(at, pw.size(), "***");
   // Lost before the first command was answered, with no word from Redis.
   if (link->plain && link->up && !connected_ && !error.starts_with("AUTH refused: ") &&

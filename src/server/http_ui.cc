@@ -95,7 +95,7 @@ void HttpApiRoutes::Whoami(HttpApi&, const HttpRequest& req, const Params&, Http
        {std::pair{"produce", Scope::kProduce}, std::pair{"consume", Scope::kConsume},
         std::pair{"admin", Scope::kAdmin}}) {
     w.Key(name);
-    w.Bool(topic ? caller.Check(scope, *topic).ok() : caller.Everywhere(scope));
+    w.Bool(topic ? caller.May(scope, *topic) : caller.Everywhere(scope));
   }
   w.EndObject();
   w.EndObject();

@@ -65,20 +65,24 @@ TEST(RedisUrlAuth, CredentialsAreParsedDecodedAndNeverShown) {
   // percent-encoded), the host left out so that it stands where the port
   // goes, a misspelt scheme.
   EXPECT_EQ(backend::RedactRedisUrl("redis://worker:s3c/r3t@h:6379"), "redis://worker:***@h:6379");
-  EXPECT_EQ(backend::RedactRedisUrl("redis://worker:s3cr3t"), "redis://worker:***");
-  EXPECT_EQ(backend::RedactRedisUrl("redis-cluster://a:1,b:s3cr3t/0"),
-            "redis-cluster://a:1,b:***/0");
+  EXPECT_EQ(backend::RedactRedisUrl("redis://worker:s3cr3t"), "redis://***");
+  EXPECT_EQ(backend::RedactRedisUrl("redis-cluster://a:1,b:s3cr3t/0"), "redis-cluster://***");
+  EXPECT_EQ(backend::RedactRedisUrl("redis://[::1]:6379/2"), "redis://[::1]:6379/2");
+  EXPECT_EQ(backend::RedactRedisUrl("redis://h/2"), "redis://h/2");
   EXPECT_EQ(backend::RedactRedisUrl("redis:/u:s3cr3t@h"), "redis:***@h");
   EXPECT_EQ(backend::RedactRedisUrl("rediss-cluster://a:7000,b:7001"),
             "rediss-cluster://a:7000,b:7001");
   for (const char* bad :
-       {"redis://worker:s3c/r3t@h:6379", "redis://worker:s3cr3t", "redis:/u:s3cr3t@h"}) {
+       {"redis://worker:s3c/r3t@h:6379", "redis://worker:s3cr3t", "redis:/u:s3cr3t@h",
+        "redis://worker:12345r3t", "redis://worker:s3c:r3t", "redis://worker:s3c/r3t",
+        "redis-cluster://worker:s3,cr3t", "redis://worker:99999999"}) {
     auto r = backend::ParseRedisUrl(bad);
     ASSERT_FALSE(r.ok()) << bad;
-    for (const char* part : {"s3cr3t", "s3c/r3t", "r3t"})
+    for (const char* part : {"s3cr3t", "s3c", "r3t", "99999999"})
       EXPECT_EQ(r.status().message().find(part), std::string::npos) << r.status().message();
-    EXPECT_EQ(backend::RedactRedisUrl(bad).find("r3t"), std::string::npos)
-        << backend::RedactRedisUrl(bad);
+    for (const char* part : {"s3c", "r3t", "99999999"})
+      EXPECT_EQ(backend::RedactRedisUrl(bad).find(part), std::string::npos)
+          << backend::RedactRedisUrl(bad);
   }
   // No ':' in the user information: a password alone (or, with the
   // password in a file, a user's name: ThePasswordFromAFile).
