@@ -242,27 +242,16 @@ Status LocalBackend::Admit(Op op) const {
 }
 
 void LocalBackend::FinishChange(Op op, SessionId s, Status st, Done done) {
-  // A change that found nothing to change (kNotFound) may owe it to
-  // another client's change not yet durable: it waits as that one does.
-  if ((!st.ok() && st.code() != Code::kNotFound) || !OperationOf(op).durable) {
+  if (!st.ok() || !OperationOf(op).durable) {
     Answer(op, done, std::move(st));
   } else {
-    AfterChange(op, s, std::move(done), std::move(st));
+    AfterChange(op, s, std::move(done));
   }
   Settle();
 }
 
 template <typename T>
 void LocalBackend::FinishChange(Op op, SessionId s, Result<T> res, Callback<T> done) {
-  if (!res.ok() && res.status().code() == Code::kNotFound && OperationOf(op).durable &&
-      writer_ != nullptr) {
-    // Found nothing to change: perhaps for another client's change not yet
-    // durable (FinishChange above).
-    AfterChange(
-        op, s, [done = std::move(done)](Status st) mutable { done(std::move(st)); }, res.status());
-    Settle();
-    return;
-  }
   if (!res.ok() || !OperationOf(op).durable || writer_ == nullptr) {
     // (Without a store a change is as durable as it gets at once: no
     // wrapper for AfterChange to hold.)
@@ -339,10 +328,7 @@ void LocalBackend::ByName(std::string_view name, bool finish, Callback<JobChange
   if (Status w = WarmName(name); !w.ok()) return Answer(op, done, std::move(w));
   JobId id = engine_.ResolveName(name);
   if (id == 0)
-    return FinishChange(
-        op, SessionId{0},
-        Result<JobChange>(Status::NotFound("no job has id '" + std::string(name) + "'")),
-        std::move(done));
+    return Answer(op, done, Status::NotFound("no job has id '" + std::string(name) + "'"));
   const TimeUs now = EngineNow();
   FinishChange(op, SessionId{0},
                finish ? engine_.Finish(now, Holder(0), id) : engine_.Delete(now, Holder(0), id),
