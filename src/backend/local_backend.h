@@ -217,8 +217,8 @@ class LocalBackend final : public Backend {
   // Runs `reply` once every change so far is durable (or at once, without
   // a store), with `outcome`, or with the store's error when the write
   // failed. An outcome other than Ok is an answer that rests on changes
-  // not yet durable: "not found" because another client's delete came
-  // first, "unchanged" because another's put of the same came first.
+  // not yet durable: a push target or schedule "not found" because
+  // another client's delete came first.
   void AfterChange(Op op, SessionId s, std::function<void(Status)> reply,
                    Status outcome = Status::Ok());
   // Completes operation `op` (its row of the operation table,

@@ -36,19 +36,18 @@ void LocalBackend::PutObject(ObjectKind kind, std::string_view name, std::string
 void LocalBackend::DeleteObject(ObjectKind kind, std::string_view name, Done done) {
   if (Status st = CheckObjectName(name); !st.ok()) return done(st);
   if (Status st = Writable(); !st.ok()) return done(st);
+  const Op op = kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule;
   auto it = objects_.find(std::pair{kind, std::string(name)});
   if (it == objects_.end()) {
     // Perhaps deleted by another client, not durably yet: answered when
     // that is.
-    return AfterChange(kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule, 0,
-                       std::move(done),
+    return AfterChange(op, 0, std::move(done),
                        Status::NotFound("no " + std::string(ObjectKindName(kind)) + " named " +
                                         std::string(name)));
   }
   objects_.erase(it);
   RecordObject(Mutation::Kind::kDeleteObject, kind, name, {});
-  AfterChange(kind == ObjectKind::kPush ? Op::kDeletePush : Op::kDeleteSchedule, 0,
-              std::move(done));
+  AfterChange(op, 0, std::move(done));
 }
 
 void LocalBackend::ListObjects(ObjectKind kind, Callback<std::vector<StoredObject>> done) {
