@@ -32,8 +32,9 @@ struct Config {
   std::string redis_tls_ca_file;
   std::string redis_tls_cert;
   std::string redis_tls_key;
-  bool in_memory = false;          // --in-memory: no store, nothing survives a restart
-  std::string fsync = "everysec";  // always | everysec | no
+  TimeMs redis_timeout_ms = 10'000;  // --redis-timeout; 0: none
+  bool in_memory = false;            // --in-memory: no store, nothing survives a restart
+  std::string fsync = "everysec";    // always | everysec | no
   // Delayed jobs due later than this are kept on disk only, and loaded
   // ahead of their time (docs/storage.md, "The horizon"); 0: all in memory.
   TimeMs horizon_ms = 300'000;

@@ -338,6 +338,18 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   ro.address = *address;
   ro.max_job_size = config.max_job_size;
   ro.max_topics = config.max_topics;
+  ro.reply_timeout_ms = config.redis_timeout_ms;
+  // Redis's words name no secret (RedisClient::Fail takes the password out).
+  ro.on_connection = [](const std::string& node, bool up, const std::string& error) {
+    if (up) {
+      spdlog::info("event=redis_reconnected node={}", node);
+    } else {
+      spdlog::warn(
+          "event=redis_disconnected node={} error=\"{}\" note=\"operations on it fail until it "
+          "is back\"",
+          node, error);
+    }
+  };
   auto backend = std::make_unique<backend::RedisBackend>(io, ro, clock);
   backend->Start();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -567,7 +579,7 @@ int main(int argc, char** argv) {
         if (ec) return;
         auto policy = app::LoadAccessPolicy(config.auth_file, config.trusted_networks);
         if (policy.ok()) {
-          ctx.access.Reload(std::move(policy).value());
+          ctx.ReloadAccess(std::move(policy).value());
           spdlog::info("event=reloaded tokens={}", ctx.access.policy()->tokens().size());
         } else {
           spdlog::error("event=reload_failed note=\"the tokens in force stay\" error=\"{}\"",

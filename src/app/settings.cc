@@ -166,6 +166,20 @@ const Setting kSettings[] = {
      .help = "rediss://: the private key (PEM, unencrypted) of --redis-tls-cert",
      .doc = "the private key (PEM, not encrypted) of `--redis-tls-cert`; a key that does not "
             "match the certificate stops the start with a message"},
+    {.flags = "--redis-timeout",
+     .env = "DELAYQ_REDIS_TIMEOUT",
+     .toml = "redis_timeout",
+     .metavar = "DURATION",
+     .kind = K::kDuration,
+     .field = &Config::redis_timeout_ms,
+     .lo = 100,
+     .example = "10s",
+     .help = "With Redis: give up a connection that answers no command for this long\n"
+             "(default 10s; off: wait for ever)",
+     .doc = "with a Redis backend: a connection whose oldest command has had no reply for this "
+            "long (a Redis that is stopped, wedged, or cut off while the socket stays open) is "
+            "given up within a quarter more: its commands fail (`INTERNAL_ERROR`, HTTP 503) and "
+            "it is made again; `off`: wait for ever"},
     {.flags = "--in-memory",
      .env = "DELAYQ_IN_MEMORY",
      .toml = "in_memory",

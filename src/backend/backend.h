@@ -157,7 +157,15 @@ class Backend {
   virtual void Put(SessionId s, const PutRequest& r, Callback<PutResult> done) = 0;
   // Completes with the reserved jobs, or kTimedOut / kDeadlineSoon.
   virtual void Reserve(const ReserveRequest& r, JobsDone done) = 0;
+  // The session's reserve is not answered: not later, even when the
+  // backend was still asking for it (on Redis a job it took meanwhile goes
+  // back as if never reserved). Not for a reserve already served
+  // (ReserveServed): its answer comes.
   virtual void CancelReserve(SessionId s) = 0;
+  // The session's reserve has taken its jobs and its answer only waits for
+  // their puts to be durable (Local, docs/decisions.md): no cancel stops
+  // it any more.
+  virtual bool ReserveServed(SessionId) const { return false; }
   virtual void ReserveJob(SessionId s, JobId id, JobsDone done) = 0;
   // Operations on one job, each one atomic call that answers the job and
   // the state it left it in, or refuses without changing anything:

@@ -183,6 +183,12 @@ void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   Settle();
 }
 
+bool LocalBackend::ReserveServed(SessionId s) const {
+  return std::any_of(deferred_.begin(), deferred_.end(), [s](const Deferred& d) {
+    return d.session == s && d.op == Op::kReserve && d.reply;
+  });
+}
+
 void LocalBackend::CancelReserve(SessionId s) {
   waiting_.erase(s);
   engine_.CancelReserve(s);

@@ -287,8 +287,15 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   // The largest reply asked for: a batch of up to 1,000 jobs (the HTTP
   // API's most) of the largest size, and then some.
   ro.max_reply = std::max<size_t>(size_t{1} << 30, 1001 * options_.max_job_size);
-  ro.on_node_connect = [](RedisClient& node) {
+  ro.reply_timeout = std::chrono::milliseconds(options_.reply_timeout_ms);
+  ro.on_node_connect = [this](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
+    if (lost_.erase(node.address()) != 0 && options_.on_connection)
+      options_.on_connection(node.address(), true, {});
+  };
+  ro.on_node_disconnect = [this](RedisClient& node, const std::string& error) {
+    lost_.insert(node.address());
+    if (options_.on_connection) options_.on_connection(node.address(), false, error);
   };
   router_ = std::make_unique<RedisRouter>(io_, ro);
   // Messages published in a cluster reach the subscribers of every node:
@@ -300,6 +307,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.tls = ro.tls;
   so.subscriber = true;
   so.counts = &counts_;
+  so.reply_timeout = ro.reply_timeout;
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
   // not publish (docs/redis-backend.md, "Missed messages"), so the waiters

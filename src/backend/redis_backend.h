@@ -95,6 +95,11 @@ class RedisBackend final : public Backend {
     // incarnation ends and its number leaves the registry
     // (docs/redis-backend.md, "Topics come and go").
     TimeMs topic_idle_ms = 24 * 3600 * 1000;
+    // Every connection's RedisClient::Options::reply_timeout (0: none).
+    TimeMs reply_timeout_ms = 10'000;
+    // Told when a connection to Redis that was up is lost (`error`: why,
+    // never a secret), and when it is up again: the node's host:port.
+    std::function<void(const std::string& node, bool up, const std::string& error)> on_connection;
     // The TLS context of every connection when `address.tls`
     // (NewRedisTlsContext); null: one trusting the system's CA store.
     std::shared_ptr<boost::asio::ssl::context> tls;
@@ -237,6 +242,10 @@ class RedisBackend final : public Backend {
     std::vector<std::string> watched{"default"};
     std::map<JobId, Held> held;
     bool waiting = false;
+    // Counts the session's reserves and cancels: an attempt whose number
+    // is no longer this one (cancelled, or a reserve after it) answers
+    // nobody and gives what it took back.
+    uint64_t attempt = 0;
     uint64_t wait_gen = 0;
     uint32_t wait_count = 1;
     bool wait_detach = false;
@@ -355,9 +364,10 @@ class RedisBackend final : public Backend {
   bool DeadlineSoon(Session& s);
   // Reserves up to `count` from the best of `topics` for the session.
   // `paused_ready`: a paused topic among them has ready jobs, which defer
-  // DEADLINE_SOON (as in the engine, and beanstalkd).
-  void TryReserve(SessionId sid, const std::vector<std::string>& topics, uint32_t count,
-                  bool detach,
+  // DEADLINE_SOON (as in the engine, and beanstalkd). Jobs taken after the
+  // session's `attempt` moved on go back (Session::attempt).
+  void TryReserve(SessionId sid, uint64_t attempt, const std::vector<std::string>& topics,
+                  uint32_t count, bool detach,
                   std::function<void(Status, std::vector<JobView>, bool paused_ready)> done);
   std::string Owner(SessionId sid) const;
   // The caller of an operation on a job: the session's owner, or "*" for
@@ -385,6 +395,8 @@ class RedisBackend final : public Backend {
   RedisCallCounts counts_;  // before the clients that count in it
   std::unique_ptr<RedisRouter> router_;
   std::unique_ptr<RedisClient> subscriber_;
+  // Nodes whose connection was lost and is not up again (on_connection).
+  std::set<std::string> lost_;
   // Why no TLS context could be made for a rediss:// address (then nothing
   // connects), or empty.
   std::string tls_error_;

@@ -304,7 +304,7 @@ struct RedisClient::Link {
   RedisClient* client;  // null once the client let go of it
   std::shared_ptr<asio::ssl::context> context;
   tcp::resolver resolver;
-  asio::steady_timer timer;  // the connect timeout
+  asio::steady_timer timer;  // the connect timeout, then the reply timeout
   std::optional<tcp::socket> plain;
   std::optional<asio::ssl::stream<tcp::socket>> tls;
   bool tcp_up = false;  // connected (TLS: the handshake may still be going)
@@ -486,12 +486,29 @@ void RedisClient::Ready() {
   retry_ = std::chrono::milliseconds(100);
   link_->ready = true;
   link_->timer.cancel();
+  WatchReplies(link_);
   connected_ = true;
   if (ever_connected_ && options_.counts != nullptr) options_.counts->reconnects++;
   ever_connected_ = true;
   if (options_.on_connect) options_.on_connect();
   if (options_.subscriber)
     for (const std::string& ch : channels_) SendSubscribe("SUBSCRIBE", ch);
+}
+
+void RedisClient::WatchReplies(const std::shared_ptr<Link>& link) {
+  const std::chrono::milliseconds timeout = options_.reply_timeout;
+  if (timeout.count() <= 0) return;
+  // Looked at every quarter of the timeout: one wake-up per 2.5 s by
+  // default, none per command.
+  link->timer.expires_after(std::max(timeout / 4, std::chrono::milliseconds(1)));
+  link->timer.async_wait([this, link, timeout](const boost::system::error_code& ec) {
+    if (ec || link->client == nullptr) return;
+    if (!link->handlers.empty() &&
+        std::chrono::steady_clock::now() - link->handlers.front().sent >= timeout)
+      return Fail(link, "Redis answered no command in " + std::to_string(timeout.count()) +
+                            " ms (--redis-timeout)");
+    WatchReplies(link);
+  });
 }
 
 // The first command of every connection: AUTH with credentials, PING

@@ -95,6 +95,11 @@ class RedisClient {
     // A connection (resolving, TCP, and the TLS handshake) not made within
     // this is given up, and tried again later.
     std::chrono::milliseconds connect_timeout{3000};
+    // A connection whose oldest command in flight has had no reply for
+    // this long (a Redis that is stopped, wedged or cut off while the
+    // socket stays open) is given up within a quarter more: its commands
+    // get null replies, and it is made again. 0: wait for ever.
+    std::chrono::milliseconds reply_timeout{10'000};
     // Sent as AUTH first on every (re)connect: the client counts as
     // connected, runs `on_connect` and takes commands only once Redis has
     // accepted it. A refusal is kept as last_error() ("AUTH refused:
@@ -168,6 +173,9 @@ class RedisClient {
   void SendSubscribe(const char* verb, const std::string& channel);
   // After AUTH or PING: connected; on_connect; the subscriptions.
   void Ready();
+  // While `link` is ready: gives it up when its oldest command has waited
+  // longer than Options::reply_timeout (on its timer).
+  void WatchReplies(const std::shared_ptr<Link>& link);
   void SendAuth();
   void SendSelect();  // after SendAuth, with Options::db
   // Send, connected or not. REQUIRES: link_ != nullptr.

@@ -80,10 +80,14 @@ RedisClient& RedisRouter::ClientFor(const std::string& host, int port) {
   co.tls = options_.tls;
   co.counts = options_.counts;
   co.max_reply = options_.max_reply;
-  if (options_.cluster) {
-    // Its slots may have moved (a failover): asked of a node still up.
+  co.reply_timeout = options_.reply_timeout;
+  {
     std::weak_ptr<bool> alive = alive_;
-    co.on_disconnect = [this, alive](const std::string&) {
+    co.on_disconnect = [this, alive, key](const std::string& error) {
+      if (alive.expired()) return;
+      if (options_.on_node_disconnect) options_.on_node_disconnect(*clients_.at(key), error);
+      if (alive.expired() || !options_.cluster) return;
+      // Its slots may have moved (a failover): asked of a node still up.
       boost::asio::post(io_, [this, alive] {
         if (!alive.expired()) LoadSlots();
       });

@@ -15,6 +15,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -44,9 +45,12 @@ class RedisRouter {
     // Runs after every (re)connect of a node, before later commands to it
     // (e.g. SCRIPT LOAD).
     std::function<void(RedisClient& node)> on_node_connect;
+    // Runs when a node's connection that was up is lost, with why.
+    std::function<void(RedisClient& node, const std::string& error)> on_node_disconnect;
     // Every node's connection counts here (RedisClient::Options::counts).
     RedisCallCounts* counts = nullptr;
-    size_t max_reply = size_t{1} << 30;  // RedisClient::Options::max_reply
+    size_t max_reply = size_t{1} << 30;               // RedisClient::Options::max_reply
+    std::chrono::milliseconds reply_timeout{10'000};  // RedisClient::Options::reply_timeout
   };
 
   RedisRouter(boost::asio::io_context& io, Options options);

@@ -214,21 +214,26 @@ void RedisBackend::Sweep() {
 
 // ---- consuming -------------------------------------------------------------
 
-void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& topics, uint32_t count,
-                              bool detach,
+void RedisBackend::TryReserve(SessionId sid, uint64_t attempt,
+                              const std::vector<std::string>& topics, uint32_t count, bool detach,
                               std::function<void(Status, std::vector<JobView>, bool)> done) {
+  // Whether the session is gone, or no longer waits for this attempt.
+  auto stale = [this, sid, attempt] {
+    auto it = sessions_.find(sid);
+    return it == sessions_.end() || it->second.attempt != attempt;
+  };
   // Reserves from one topic; `then` gets the jobs (owned), and whether the
   // topic is paused with ready jobs.
-  auto reserve_from = [this, sid, count, detach](
+  auto reserve_from = [this, sid, count, detach, stale](
                           Topic* tp, std::function<void(Status, std::vector<Got>, bool)> then) {
-    // A session that closed while its topic was registered reserves
-    // nothing (its reply would be dropped). So the session exists here, and
-    // Owner(sid) below, after it closed, is the owner the jobs got.
-    if (sessions_.count(sid) == 0) return then(Status::Ok(), {}, false);
+    // A session that closed (or cancelled) while its topic was registered
+    // reserves nothing (its reply would be dropped). So the session exists
+    // here, and Owner(sid) below, after it closed, is the owner the jobs got.
+    if (stale()) return then(Status::Ok(), {}, false);
     // Detached: the jobs are held by leases (NameLeases), not the session.
     std::string owner = detach ? NewLeaseBase() : std::string(Caller(sid));
     // One job: the owner alone (its count defaults to 1).
-    ReplyFn got_reply = [this, tp, sid, detach, owner, then = std::move(then)](
+    ReplyFn got_reply = [this, tp, sid, detach, owner, stale, then = std::move(then)](
                             Status st, const redisReply* r) {
       std::vector<Got> got;
       if (!st.ok()) return then(st, got, false);
@@ -237,12 +242,13 @@ void RedisBackend::TryReserve(SessionId sid, const std::vector<std::string>& top
       if (!ReservedIn(tp->no, tp->name, r, &answered))
         return then(Unexpected("reserve"), got, false);
       if (detach) NameLeases(answered, {owner});
-      bool gone = sessions_.count(sid) == 0;
+      const bool gone = stale();
       for (auto& answer : answered) {
         Got& g = answer.first;
         if (gone) {
-          // The session closed while the call ran: nobody will get the
-          // job, so it goes back, as if never reserved.
+          // The session closed (or the reserve was cancelled) while the
+          // call ran: nobody will get the job, so it goes back, as if never
+          // reserved.
           Run(Script::kReturn, *tp, NoOf(g.id), {Member(g.id), detach ? g.lease : Owner(sid), "1"},
               [](Status, const redisReply*) {});
           continue;
@@ -323,17 +329,19 @@ void RedisBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   Session& s = it->second;
   EndWait(s);
   SessionId sid = r.session;
+  const uint64_t attempt = ++s.attempt;
   uint32_t count = std::max<uint32_t>(1, r.count);
   TimeMs timeout = r.timeout_ms;
   bool detach = r.detach;
   done = Guard(sid, std::move(done));
-  TryReserve(sid, s.watched, count, detach,
-             [this, sid, count, timeout, detach, done = std::move(done)](
+  TryReserve(sid, attempt, s.watched, count, detach,
+             [this, sid, attempt, count, timeout, detach, done = std::move(done)](
                  Status st, std::vector<JobView> views, bool paused_ready) mutable {
+               // Cancelled meanwhile (its jobs went back): nobody to answer.
+               auto it = sessions_.find(sid);
+               if (it == sessions_.end() || it->second.attempt != attempt) return;
                if (!st.ok()) return done(st, {});
                if (!views.empty()) return done(Status::Ok(), views);
-               auto it = sessions_.find(sid);
-               if (it == sessions_.end()) return;
                Session& s = it->second;
                if (!paused_ready && DeadlineSoon(s)) return done(Status::DeadlineSoon(), {});
                if (timeout == 0) return done(Status::TimedOut(), {});
@@ -373,7 +381,10 @@ void RedisBackend::EndWait(Session& s) {
 }
 
 void RedisBackend::CancelReserve(SessionId sid) {
-  if (auto it = sessions_.find(sid); it != sessions_.end()) EndWait(it->second);
+  auto it = sessions_.find(sid);
+  if (it == sessions_.end()) return;
+  it->second.attempt++;  // a first attempt still running answers nobody
+  EndWait(it->second);
 }
 
 void RedisBackend::ArmWaitTimer(SessionId sid) {
@@ -486,6 +497,7 @@ void RedisBackend::TryWaiters(Topic& t) {
 void RedisBackend::ReserveJob(SessionId sid, JobId id, JobsDone done) {
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return done(Status::NotFound("no such session"), {});
+  it->second.attempt++;  // a reserve's attempt still running answers nobody
   EndWait(it->second);
   done = Guard(sid, std::move(done));
   ForJob(id, [this, sid, id, done](Status st, Topic* t, std::string member) {

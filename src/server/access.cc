@@ -213,19 +213,23 @@ void Caller::Reset() {
   token_ = nullptr;
 }
 
+Status Caller::Readmit() {
+  if (generation_ != guard_.generation()) Refresh();
+  if (token_ != nullptr) return Status::Ok();
+  if (digest_) {
+    // Its token was removed from the file since.
+    guard_.unauthenticated++;
+    return Status::Unauthenticated("the token this caller authenticated with is gone");
+  }
+  if (trusted_) return Status::Ok();
+  guard_.unauthenticated++;
+  return Status::Unauthenticated("authenticate first: a token's secret is needed");
+}
+
 Status Caller::Admit(Op op, int64_t* retry_ms) {
   if (generation_ != guard_.generation()) Refresh();
   if (OperationOf(op).scope == Scope::kPublic) return Status::Ok();  // quit, auth, health
-  if (token_ == nullptr) {
-    if (digest_) {
-      // Its token was removed from the file since.
-      guard_.unauthenticated++;
-      return Status::Unauthenticated("the token this caller authenticated with is gone");
-    }
-    if (trusted_) return Status::Ok();
-    guard_.unauthenticated++;
-    return Status::Unauthenticated("authenticate first: a token's secret is needed");
-  }
+  if (token_ == nullptr) return Readmit();
   if (int64_t wait = guard_.Take(*token_, AccessGuard::Clock::now()); wait > 0) {
     guard_.rate_limited++;
     *retry_ms = wait;

@@ -141,6 +141,10 @@ class Caller {
   // auth, health); kRateLimited (*retry_ms: when to try again) when its
   // token is over its rate.
   Status Admit(Op op, int64_t* retry_ms);
+  // Whether a request admitted before the last reload (a reserve that
+  // waits) would still be: the policy in force now is looked at, and the
+  // answer is Admit's for an operation with a topic, without its rate.
+  Status Readmit();
   // The right `scope` on `topic`: Ok or kPermissionDenied, saying which.
   Status Check(Scope scope, std::string_view topic) const;
   // The same for the topic of something found by its id or name (a job, a

@@ -210,9 +210,9 @@ void BeanstalkConnection::Run() {
     // ahead: it is not read further, so it would not see the client go
     // (TCP brings the end after the input), and the commands behind the
     // reserve run now.
-    const bool cancel =
-        handler_.reserving() && (peer_closed_ || handler_.input().size() >= server_.input_limit_);
-    if (cancel) handler_.CancelReserve();
+    const bool cancel = handler_.reserving() &&
+                        (peer_closed_ || handler_.input().size() >= server_.input_limit_) &&
+                        handler_.CancelReserve();
     // Process stops at a full output buffer. When the kernel takes all of
     // it at once, the commands after it go on now; when it takes part,
     // EPOLLOUT resumes us once the rest is sent.

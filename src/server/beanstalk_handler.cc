@@ -204,9 +204,13 @@ BeanstalkHandler::BeanstalkHandler(ServerContext& ctx, std::function<void()> wak
       pipeline_(ctx.backend.CompletesInOrder()) {
   ctx_.counters.connections++;
   ctx_.counters.total_connections++;
+  ctx_.access_listeners.insert(this);
 }
 
-BeanstalkHandler::~BeanstalkHandler() { EndSession(); }
+BeanstalkHandler::~BeanstalkHandler() {
+  ctx_.access_listeners.erase(this);
+  EndSession();
+}
 
 void BeanstalkHandler::EndSession() {
   if (session_ended_) return;
@@ -356,36 +360,66 @@ void BeanstalkHandler::Done() {
   if (wake_) wake_();  // resume the connection
 }
 
-void BeanstalkHandler::CancelReserve() {
-  if (!blocked_ || !reserving_) return;
+bool BeanstalkHandler::CancelReserve() {
+  if (!blocked_ || !reserving_ || backend_.ReserveServed(session_)) return false;
   backend_.CancelReserve(session_);
   reserving_ = false;
   CountWaiting(false);
   ReplyCode(Status::TimedOut());
   blocked_ = false;
+  return true;
+}
+
+void BeanstalkHandler::AccessChanged() {
+  // Served before the reload: its answer, on its way, is not taken back.
+  if (!blocked_ || !reserving_ || backend_.ReserveServed(session_)) return;
+  Status st = caller_.Readmit();
+  if (st.ok()) {
+    if (caller_.Everywhere(Scope::kConsume)) return;
+    const std::vector<std::string> watched = backend_.WatchedTopics(session_);
+    if (std::all_of(watched.begin(), watched.end(),
+                    [this](const std::string& t) { return caller_.May(Scope::kConsume, t); }))
+      return;  // it waits on as it was
+  }
+  backend_.CancelReserve(session_);
+  reserving_ = false;
+  CountWaiting(false);
+  if (st.ok()) st = WatchOnlyConsumable();  // ignores the topics out of scope now
+  if (!st.ok()) return Refuse(st);
+  TimeMs left = -1;
+  if (reserve_until_ != kNoDeadline) left = std::max<TimeMs>(0, reserve_until_ - backend_.Now());
+  StartReserve(left);
 }
 
 void BeanstalkHandler::DoReserve(TimeMs timeout_ms, uint32_t count, bool batch) {
   if (Status st = WatchOnlyConsumable(); !st.ok()) return Refuse(st);
   MarkWorker();
+  reserve_count_ = count;
+  reserve_batch_ = batch;
+  reserve_until_ = timeout_ms < 0 ? kNoDeadline : backend_.Now() + timeout_ms;
+  StartReserve(timeout_ms);
+}
+
+void BeanstalkHandler::StartReserve(TimeMs timeout_ms) {
   reserving_ = true;
-  backend_.Reserve(ReserveRequest{session_, ctx_.WaitFor(timeout_ms, "beanstalkd"), count, false},
-                   [this, batch](Status st, Jobs jobs) {
-                     reserving_ = false;
-                     CountWaiting(false);
-                     if (!st.ok()) {
-                       ReplyCode(st);
-                     } else {
-                       Hold(jobs);
-                       if (batch) {
-                         sink().append("RESERVED_BATCH ");
-                         AppendUint(sink(), jobs.size());
-                         sink().append("\r\n");
-                       }
-                       for (const JobView& j : jobs) ReplyJob("RESERVED", j);
-                     }
-                     Done();
-                   });
+  backend_.Reserve(
+      ReserveRequest{session_, ctx_.WaitFor(timeout_ms, "beanstalkd"), reserve_count_, false},
+      [this, batch = reserve_batch_](Status st, Jobs jobs) {
+        reserving_ = false;
+        CountWaiting(false);
+        if (!st.ok()) {
+          ReplyCode(st);
+        } else {
+          Hold(jobs);
+          if (batch) {
+            sink().append("RESERVED_BATCH ");
+            AppendUint(sink(), jobs.size());
+            sink().append("\r\n");
+          }
+          for (const JobView& j : jobs) ReplyJob("RESERVED", j);
+        }
+        Done();
+      });
   if (reserving_) CountWaiting(true);  // not answered at once: it waits
 }
 

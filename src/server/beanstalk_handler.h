@@ -30,7 +30,7 @@
 
 namespace delayq::server {
 
-class BeanstalkHandler {
+class BeanstalkHandler final : public AccessListener {
  public:
   // `wake` is called when output became available, or the connection
   // should close, outside of Process() (a waiting reserve completed).
@@ -62,9 +62,16 @@ class BeanstalkHandler {
 
   // A waiting reserve is answered TIMED_OUT at once: the peer closed its
   // sending side (as beanstalkd does for a half-closed connection), or the
-  // connection stopped reading it (its input is at its limit). Nothing if
-  // no reserve waits.
-  void CancelReserve();
+  // connection stopped reading it (its input is at its limit). False, and
+  // nothing done, if no reserve waits, or the one that did was served and
+  // its answer is on its way (Backend::ReserveServed).
+  bool CancelReserve();
+
+  // After a reload (SIGHUP): a waiting reserve whose caller may no longer
+  // consume every topic it watches stops waiting. It waits again on those
+  // left, for the rest of its timeout, or is refused (UNAUTHORIZED,
+  // FORBIDDEN) when none is.
+  void AccessChanged() override;
 
   // The connection is ending: its replies are all out, and it only waits
   // for the client to close. The session ends now, as at a close (its
@@ -79,7 +86,8 @@ class BeanstalkHandler {
   // A reply is on its way (a change waiting to be durable), not a reserve
   // that waits for a job.
   bool reply_pending() const { return (blocked_ && !reserving_) || !queued_.empty(); }
-  // Blocked on a reserve that waits for a job.
+  // Blocked on a reserve that waits for a job (or was served, its answer
+  // on its way: CancelReserve).
   bool reserving() const { return blocked_ && reserving_; }
   // `quit` came, and every reply before it is in output().
   bool want_close() const { return close_ && queued_.empty(); }
@@ -113,6 +121,8 @@ class BeanstalkHandler {
   void ReplyFirstJob(std::string_view word, Status st, backend::Jobs jobs);
   void ReplyYamlOr(Status st, const std::function<std::string()>& yaml);
   void DoReserve(TimeMs timeout_ms, uint32_t count, bool batch);
+  // Asks the backend for the reserve DoReserve set up (reserve_*_).
+  void StartReserve(TimeMs timeout_ms);
   // A token's connection reserves only from topics it may consume: the
   // others are ignored first. FORBIDDEN when none is left.
   Status WatchOnlyConsumable();
@@ -149,7 +159,13 @@ class BeanstalkHandler {
   bool pipeline_ = false;    // Backend::CompletesInOrder
   size_t out_limit_ = kMaxOutput;
   bool blocked_ = false;
-  bool reserving_ = false;        // the blocking command is a reserve
+  bool reserving_ = false;  // the blocking command is a reserve
+  // The reserve's: how many jobs, whether reserve-batch, and until when it
+  // waits (kNoDeadline: no timeout), for AccessChanged to ask again.
+  static constexpr TimeMs kNoDeadline = -1;
+  uint32_t reserve_count_ = 1;
+  bool reserve_batch_ = false;
+  TimeMs reserve_until_ = kNoDeadline;
   bool counted_waiting_ = false;  // in ServerContext::waiting
   bool in_command_ = false;       // inside Execute: completions are synchronous
   bool close_ = false;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
+#include "delayq/token.h"
 #include "manual_clock.h"
 #include "store/mem_store.h"
 
@@ -262,6 +264,67 @@ TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
   EXPECT_EQ(counting.writes.load(), 1) << "20 puts and a delete, one write";
   EXPECT_EQ(mem.size(), 19u);
   EXPECT_FALSE(c.h.reply_pending());
+}
+
+// A reserve served by a put whose write is still on its way (its answer
+// waits for the store) is no longer cancelled: neither by its client's
+// half-close or full input (CancelReserve), nor by a reload that takes the
+// token's right (the job was taken before it). Its one answer comes once
+// the write is done: no TIMED_OUT or UNAUTHORIZED ahead of it.
+TEST(HandlerOverAStore, AReserveServedWhileItsPutIsWrittenIsAnsweredOnce) {
+  for (const bool by_reload : {false, true}) {
+    SCOPED_TRACE(by_reload ? "reload" : "cancel");
+    boost::asio::io_context io;
+    ManualClock clock;
+    store::MemStore mem;
+    backend::LocalBackend::Options options;
+    options.store = &mem;
+    backend::LocalBackend backend(io, options, clock);
+    ServerContext ctx(backend);
+    Token token;
+    token.name = "worker";
+    token.sha256 = Sha256("dq_worker");
+    token.topics = {"*"};
+    token.rights = kRightProduce | kRightConsume;
+    auto policy = AccessPolicy::Make({token}, *Networks::Parse("none"));
+    ASSERT_TRUE(policy.ok());
+    ctx.access.Reload(*policy);
+    BeanstalkHandler worker(
+        ctx, [] {}, boost::asio::ip::make_address("10.0.0.1"));
+    auto take = [&] {
+      std::string out;
+      out.swap(worker.output());
+      return out;
+    };
+    auto send = [&](std::string_view bytes) {
+      worker.input().Append(bytes);
+      worker.Process();
+      return take();
+    };
+    EXPECT_EQ(send("auth dq_worker\r\n"), "AUTHENTICATED\r\n");
+    EXPECT_EQ(send("reserve-with-timeout 60\r\n"), "");
+    Conn producer(ctx);  // in this process: trusted
+    producer.h.input().Append("put 0 0 10 1\r\nx\r\n");
+    producer.h.Process();
+    ASSERT_TRUE(worker.reserving());
+    if (by_reload) {
+      auto none = AccessPolicy::Make({}, *Networks::Parse("none"));
+      ASSERT_TRUE(none.ok());
+      ctx.ReloadAccess(*none);
+    } else {
+      EXPECT_FALSE(worker.CancelReserve());
+    }
+    EXPECT_EQ(take(), "") << "answered before the job's write";
+    std::string out;
+    for (int i = 0; i < 10'000 && out.empty(); ++i) {
+      io.restart();
+      io.run_for(std::chrono::milliseconds(1));
+      worker.Process();
+      out += take();
+    }
+    EXPECT_EQ(out, "RESERVED 1 1\r\nx\r\n");
+    EXPECT_EQ(send("touch 1\r\n"), by_reload ? "UNAUTHORIZED\r\n" : "TOUCHED\r\n");
+  }
 }
 
 }  // namespace

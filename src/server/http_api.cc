@@ -48,6 +48,9 @@ struct HttpApi::Wait {
   std::vector<std::string> topics;
   std::function<void(Status, std::vector<OwnedJob>)> finish;
   bool finished = false;
+  // Who asked, as admitted (none: trusted, in this process); a reload
+  // checks it again.
+  std::optional<Caller> caller;
 };
 
 // The HTTP front-end's mapping: a handler for each route of the operation
@@ -120,9 +123,12 @@ const std::vector<HttpApiRoutes::Route>& HttpApiRoutes::Table() {
 }
 
 HttpApi::HttpApi(ServerContext& ctx, HttpApiOptions options)
-    : ctx_(ctx), backend_(ctx.backend), options_(options), local_(ctx.access, std::nullopt) {}
+    : ctx_(ctx), backend_(ctx.backend), options_(options), local_(ctx.access, std::nullopt) {
+  ctx_.access_listeners.insert(this);
+}
 
 HttpApi::~HttpApi() {
+  ctx_.access_listeners.erase(this);
   *alive_ = false;
   for (auto& [id, w] : waits_) {
     Uncount(*w);
@@ -182,6 +188,32 @@ void HttpApi::Cancel(CallId id) {
   w->finished = true;
   Uncount(*w);
   backend_.CloseSession(w->session);
+}
+
+void HttpApi::AccessChanged() {
+  std::vector<std::shared_ptr<Wait>> refused;
+  std::vector<Status> why;
+  for (auto& [id, w] : waits_) {
+    // Served before the reload: its answer, on its way, is not taken back.
+    if (w->finished || !w->caller || backend_.ReserveServed(w->session)) continue;
+    Status st = w->caller->Readmit();
+    for (size_t i = 0; st.ok() && i < w->topics.size(); ++i)
+      st = w->caller->Check(Scope::kConsume, w->topics[i]);
+    if (st.ok()) continue;
+    refused.push_back(w);
+    why.push_back(std::move(st));
+  }
+  // Answered after the walk: an answer may end its connection, and with it
+  // other calls (Cancel).
+  for (size_t i = 0; i < refused.size(); ++i) {
+    Wait& w = *refused[i];
+    if (w.finished) continue;
+    waits_.erase(w.id);
+    w.finished = true;
+    Uncount(w);
+    backend_.CloseSession(w.session);
+    w.finish(why[i], {});
+  }
 }
 
 void HttpApi::WakeWaiters() {
@@ -312,6 +344,10 @@ std::optional<HttpReply> HttpApiRoutes::Admit(HttpApi& api, const HttpRequest& r
   int64_t retry_ms = 0;
   Status st = caller.Admit(op, &retry_ms);
   if (st.ok()) return std::nullopt;
+  return AccessReply(st, retry_ms);
+}
+
+HttpReply HttpApiRoutes::AccessReply(const Status& st, int64_t retry_ms) {
   HttpReply r = StatusReply(st);
   if (st.code() == Code::kUnauthenticated)
     r.headers = "WWW-Authenticate: Bearer realm=\"delayq\"\r\n";
@@ -361,8 +397,8 @@ Status HttpApiRoutes::CheckEach(const HttpRequest& req, Scope scope,
 
 // ---- the reserve both faces share -----------------------------------------------
 
-void HttpApiRoutes::Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
-                            uint32_t count,
+void HttpApiRoutes::Reserve(HttpApi& api, const Caller* caller, std::vector<std::string> topics,
+                            TimeMs timeout_ms, uint32_t count,
                             std::function<void(Status, std::vector<OwnedJob>)> finish,
                             HttpApi::CallId* call) {
   auto s = api.ReserveSession(topics);
@@ -372,6 +408,7 @@ void HttpApiRoutes::Reserve(HttpApi& api, std::vector<std::string> topics, TimeM
   w->session = *s;
   w->topics = std::move(topics);
   w->finish = std::move(finish);
+  if (caller != nullptr) w->caller.emplace(*caller);
   api.waits_.emplace(w->id, w);
   std::weak_ptr<bool> alive = api.alive_;
   api.backend_.Reserve(ReserveRequest{*s, api.ctx_.WaitFor(timeout_ms, "http"), count,

@@ -79,7 +79,7 @@ std::string_view HttpReasonPhrase(int status);
 // The JSON error body {"error":{"code":...,"message":...}}.
 std::string HttpErrorBody(std::string_view code, std::string_view message);
 
-class HttpApi {
+class HttpApi final : public AccessListener {
  public:
   using Reply = std::function<void(HttpReply)>;
   using CallId = uint64_t;
@@ -100,6 +100,9 @@ class HttpApi {
   // Answers every waiting reserve now as if its timeout had passed (the
   // server is stopping).
   void WakeWaiters();
+  // After a reload (SIGHUP): a waiting reserve whose caller may no longer
+  // consume one of its topics is answered with the refusal (401, 403).
+  void AccessChanged() override;
   size_t waiting() const { return waits_.size(); }
 
  private:

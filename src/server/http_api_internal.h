@@ -69,8 +69,15 @@ struct HttpApiRoutes {
                           const std::vector<std::string>& topics);
 
   // ---- shared steps ----
-  static void Reserve(HttpApi& api, std::vector<std::string> topics, TimeMs timeout_ms,
-                      uint32_t count, std::function<void(Status, std::vector<OwnedJob>)> finish,
+  // A refusal by access (401 with WWW-Authenticate, 403, 429), or any
+  // other error, as StatusReply words it.
+  static HttpReply AccessReply(const Status& st, int64_t retry_ms = 0);
+  // A reserve of `caller` (null: trusted, in this process) that may wait:
+  // a reload that takes its `consume` right on one of `topics` ends it,
+  // answered with the refusal (HttpApi::AccessChanged).
+  static void Reserve(HttpApi& api, const Caller* caller, std::vector<std::string> topics,
+                      TimeMs timeout_ms, uint32_t count,
+                      std::function<void(Status, std::vector<OwnedJob>)> finish,
                       HttpApi::CallId* call);
   static void ReplyJobs(std::vector<OwnedJob> jobs, HttpApi::Reply done);
   static void ReplyJob(Status st, backend::Jobs jobs, HttpApi::Reply done);

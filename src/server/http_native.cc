@@ -402,10 +402,10 @@ void HttpApiRoutes::ReserveRoute(HttpApi& api, const HttpRequest& req, const Par
       1, static_cast<int64_t>(kReserveReplyBudget / std::max<size_t>(api.ctx_.max_job_size, 1)));
   count = std::min(count, fit);
   Reserve(
-      api, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
+      api, req.caller, std::move(topics), timeout_ms, static_cast<uint32_t>(count),
       [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
-          return done(StatusReply(st));
+          return done(AccessReply(st));  // a reload's refusal among them
         ReplyJobs(std::move(jobs), done);
       },
       call);

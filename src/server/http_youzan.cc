@@ -177,8 +177,12 @@ void HttpApiRoutes::YPop(HttpApi& api, const HttpRequest& req, const Params&, Ht
     timeout = it->value.GetInt64() * 1000;
   }
   Reserve(
-      api, std::move(topics), timeout, 1,
+      api, req.caller, std::move(topics), timeout, 1,
       [done = std::move(done)](Status st, std::vector<OwnedJob> jobs) {
+        // A reload took the caller's right while it waited: refused as the
+        // request would be now.
+        if (st.code() == Code::kUnauthenticated || st.code() == Code::kPermissionDenied)
+          return done(AccessReply(st));
         if (!st.ok() && st.code() != Code::kTimedOut && st.code() != Code::kDeadlineSoon)
           return done(YouzanFail(st));
         if (jobs.empty()) return done(HttpReply{200, YouzanBody(0, "ok"), {}});

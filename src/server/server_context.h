@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <vector>
 
 #include "backend/backend.h"
 #include "delayq/operations.h"
@@ -55,6 +57,18 @@ struct ServerCounters {
   uint64_t workers = 0;    // open connections that have reserved
 };
 
+// What holds a request admitted before a reload and still running: a
+// reserve that waits (ServerContext::ReloadAccess).
+class AccessListener {
+ public:
+  // A new access policy is in force: a waiting reserve whose caller may no
+  // longer take from its topics stops waiting.
+  virtual void AccessChanged() = 0;
+
+ protected:
+  ~AccessListener() = default;
+};
+
 struct ServerContext {
   explicit ServerContext(backend::Backend& b) : backend(b) {}
   backend::Backend& backend;
@@ -82,6 +96,18 @@ struct ServerContext {
   std::function<void()> schedules_changed;
   // Tokens, trusted networks, rate buckets (access.h; docs/security.md).
   AccessGuard access;
+  // Who is told of a reload: each beanstalkd handler and HTTP API, from
+  // its making to its end.
+  std::unordered_set<AccessListener*> access_listeners;
+  // SIGHUP: `policy` is in force from now on, for the requests that wait
+  // too.
+  void ReloadAccess(std::shared_ptr<const AccessPolicy> policy) {
+    access.Reload(std::move(policy));
+    // A listener told may end others (a connection that closes).
+    const std::vector<AccessListener*> told(access_listeners.begin(), access_listeners.end());
+    for (AccessListener* l : told)
+      if (access_listeners.count(l) != 0) l->AccessChanged();
+  }
   // Warnings about clients (limits reached, timeouts), rate-limited per
   // cause; delayqd gives it a sink.
   RateLimitedLog warn;

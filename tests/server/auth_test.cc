@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -564,6 +565,74 @@ TEST_P(AuthTest, SighupRevokesATokenOnOpenConnectionsAndABadFileChangesNothing) 
   EXPECT_EQ(payments.Call("reserve-with-timeout 0\r\n"), "FORBIDDEN\r\n");  // consume is gone
   // Secrets never reach the log.
   EXPECT_EQ(server_.Log().find("dq_"), std::string::npos) << server_.Log();
+}
+
+// A reserve already waiting when SIGHUP takes its right: refused when
+// its token is gone, narrowed to the topics left when some are, and in
+// neither case handed a job of a topic out of scope. HTTP long-polls too.
+TEST_P(AuthTest, AReloadEndsOrNarrowsTheReservesThatWait) {
+  RawClient gone = Conn(kOrders);
+  EXPECT_EQ(gone.Call("watch orders.eu\r\n"), "WATCHING 2\r\n");
+  ASSERT_TRUE(gone.Send("reserve-with-timeout 60\r\n"));
+  RawClient narrowed = Conn(kWorker);
+  EXPECT_EQ(narrowed.Call("watch orders.eu\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(narrowed.Call("watch orders.us\r\n"), "WATCHING 3\r\n");
+  EXPECT_EQ(narrowed.Call("ignore default\r\n"), "WATCHING 2\r\n");
+  ASSERT_TRUE(narrowed.Send("reserve\r\n"));
+  // One that waits on for the rest of its timeout, not a new one.
+  RawClient timed = Conn(kWorker);
+  EXPECT_EQ(timed.Call("watch orders.eu\r\n"), "WATCHING 2\r\n");
+  EXPECT_EQ(timed.Call("watch orders.us\r\n"), "WATCHING 3\r\n");
+  const auto timed_sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(timed.Send("reserve-with-timeout 3\r\n"));
+  auto long_poll = [this](const std::string& target, const std::string& body, const char* secret) {
+    auto h = std::make_unique<HttpClient>(http_port_);
+    EXPECT_TRUE(h->Send("POST " + target + " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
+                        secret + "\r\nContent-Type: application/json\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body));
+    return h;
+  };
+  auto native = long_poll("/topics/payments/reserve", R"({"timeout_ms":60000})", kPayments);
+  auto youzan = long_poll("/pop", R"({"topic":"payments","timeout":60})", kPayments);
+  auto gone_http = long_poll("/topics/orders.eu/reserve", R"({"timeout_ms":60000})", kOrders);
+  // All wait (nothing to take), then the reload, 1.3 s into the timed
+  // reserve: the orders token goes, the worker keeps orders.us alone,
+  // payments may only produce.
+  std::this_thread::sleep_for(milliseconds(1300));
+  EXPECT_EQ(gone.ReadReply(milliseconds(50)), "<timeout>");
+  std::ofstream(file_) << Entry("worker", kWorker, R"(["orders.us"])", R"(["consume"])") +
+                              Entry("payments", kPayments, R"(["payments"])", R"(["produce"])") +
+                              Entry("ops", kOps, R"(["*"])", R"(["produce", "consume", "admin"])");
+  server_.Signal(SIGHUP);
+  EXPECT_EQ(gone.ReadReply(milliseconds(5000)), "UNAUTHORIZED\r\n") << server_.Log();
+  HttpResponse r = native->Read(milliseconds(5000));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(ErrorCode(r), "forbidden") << r.body;
+  r = youzan->Read(milliseconds(5000));
+  EXPECT_EQ(r.status, 403) << r.body;
+  r = gone_http->Read(milliseconds(5000));
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(r.Header("www-authenticate"), "Bearer realm=\"delayq\"");
+  // The timed reserve ran out 3 s after it was sent, not 3 s after the
+  // reload.
+  EXPECT_EQ(timed.ReadReply(milliseconds(5000)), "TIMED_OUT\r\n");
+  const auto timed_waited = std::chrono::steady_clock::now() - timed_sent;
+  EXPECT_GE(timed_waited, milliseconds(2900));
+  EXPECT_LT(timed_waited, milliseconds(3900)) << "the reload started its timeout again";
+  // The narrowed reserve waits on: a job of orders.eu is not its, one of
+  // orders.us is.
+  const std::string eu = Put("orders.eu");
+  EXPECT_EQ(narrowed.ReadReply(milliseconds(500)), "<timeout>") << "handed a job out of its scope";
+  RawClient ops = Conn(kOps);
+  std::string stats = ops.Call("stats-job " + eu + "\r\n");
+  EXPECT_NE(stats.find("state: ready"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("reserves: 0"), std::string::npos) << stats;
+  const std::string us = Put("orders.us");
+  EXPECT_EQ(narrowed.ReadReply(milliseconds(5000)), "RESERVED " + us + " 1\r\nx\r\n");
+  EXPECT_EQ(narrowed.Call("list-tubes-watched\r\n"), "OK 16\r\n---\n- orders.us\n\r\n");
+  // The connections go on, held to the new tokens.
+  EXPECT_EQ(gone.Call("watch orders.eu\r\n"), "UNAUTHORIZED\r\n");
+  EXPECT_EQ(narrowed.Call("delete " + us + "\r\n"), "DELETED\r\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, AuthTest, ::testing::Values(Backend::kLocal, Backend::kRedis),

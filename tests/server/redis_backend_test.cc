@@ -615,6 +615,33 @@ TEST_F(RedisBackendTest, ClosedSessionReturnsItsJobs) {
   EXPECT_EQ(got.jobs[0].id, put->id);
 }
 
+// A reserve cancelled while its first call to Redis still runs is never
+// answered, and the job that call took goes back as if never reserved
+// (the front-ends cancel a reserve when a reload takes its right, or its
+// client stops reading).
+TEST_F(RedisBackendTest, AReserveCancelledInFlightAnswersNobodyAndGivesItsJobBack) {
+  auto b = Make();
+  SessionId s = b->OpenSession();
+  auto put = Put(*b, s, "taken back");
+  ASSERT_TRUE(put.ok());
+  for (bool detach : {false, true}) {
+    std::optional<ReplyJobs> got;
+    b->Reserve(ReserveRequest{s, 10'000, 1, detach},
+               [&](Status st, backend::Jobs v) { got = Own(st, v); });
+    b->CancelReserve(s);  // before the loop has run: the call is in flight
+    RunFor(milliseconds(300));
+    EXPECT_FALSE(got.has_value()) << "a cancelled reserve was answered";
+    auto st = StatsJob(*b, put->id);
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    EXPECT_EQ(st->state, JobState::kReady);
+    EXPECT_EQ(st->reserves, 0u);
+  }
+  // A reserve after a cancelled one is answered, with the job.
+  ReplyJobs again = Reserve(*b, s, 1000);
+  ASSERT_EQ(again.jobs.size(), 1u);
+  EXPECT_EQ(again.jobs[0].id, put->id);
+}
+
 TEST_F(RedisBackendTest, WaitingReserveOnOneInstanceIsWokenByAPutOnAnother) {
   auto a = Make();
   // No sweep within the test: only the pub/sub wake-up can serve b's wait.

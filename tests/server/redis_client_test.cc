@@ -227,6 +227,54 @@ TEST_P(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) 
   EXPECT_EQ(events.back(), "b:after");
 }
 
+// A Redis that keeps the connection open and answers nothing (here busy
+// in a script for 1.5 s; stopped or wedged alike): a command waits no
+// longer than the reply timeout and a quarter, the connection is made
+// again, and commands run once Redis answers.
+TEST_P(RedisClientTest, ACommandWithNoReplyFailsItsConnectionAfterTheReplyTimeout) {
+  RedisClient busy(io_, Options());
+  busy.Start();
+  RedisClient::Options o = Options();
+  o.reply_timeout = milliseconds(400);
+  RedisClient watched(io_, o);
+  watched.Start();
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return busy.connected() && watched.connected(); }, milliseconds(5000)));
+  // The reply timeout only counts from a command: an idle connection stays.
+  testing::RunIoFor(io_, milliseconds(600));
+  EXPECT_TRUE(watched.connected()) << watched.last_error();
+  bool script_done = false;
+  busy.Command({"EVAL",
+                "local a = redis.call('TIME') repeat local b = redis.call('TIME') "
+                "until (b[1] - a[1]) * 1000000 + b[2] - a[2] > 1500000 return 1",
+                "0"},
+               [&](const redisReply*) { script_done = true; });
+  testing::RunIoFor(io_, milliseconds(50));  // the script runs
+  const auto sent = std::chrono::steady_clock::now();
+  bool answered = false, null_reply = false;
+  watched.Command({"PING"}, [&](const redisReply* r) {
+    answered = true;
+    null_reply = r == nullptr;
+  });
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return answered; }, milliseconds(5000)));
+  const auto waited = std::chrono::steady_clock::now() - sent;
+  EXPECT_TRUE(null_reply);
+  EXPECT_FALSE(script_done) << "the reply came only after the script";
+  EXPECT_GE(waited, milliseconds(400));
+  EXPECT_LT(waited, milliseconds(1200));
+  EXPECT_NE(watched.last_error().find("answered no command in 400 ms"), std::string::npos)
+      << watched.last_error();
+  // Made again once Redis answers.
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return script_done && watched.connected(); }, milliseconds(10000)))
+      << watched.last_error();
+  bool pong = false;
+  watched.Command({"PING"}, [&](const redisReply* r) { pong = r != nullptr; });
+  EXPECT_TRUE(testing::RunIoUntil(
+      io_, [&] { return pong; }, milliseconds(5000)));
+}
+
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisClientTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Tls" : "Plain";
