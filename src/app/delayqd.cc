@@ -37,6 +37,7 @@
 #include "server/beanstalk_server.h"
 #include "server/event_loop.h"
 #include "server/http_server.h"
+#include "server/rate_limited_log.h"
 #include "server/schedule_put.h"
 #include "server/server_context.h"
 #include "server/tls.h"
@@ -339,15 +340,21 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   ro.max_job_size = config.max_job_size;
   ro.max_topics = config.max_topics;
   ro.reply_timeout_ms = config.redis_timeout_ms;
-  // Redis's words name no secret (RedisClient::Fail takes the password out).
-  ro.on_connection = [](const std::string& node, bool up, const std::string& error) {
+  // Redis's words name no secret (RedisClient::Fail takes the password
+  // out). At most one line of each kind per 10 s: a node that takes the
+  // connection and drops it again at once would otherwise log ten a second.
+  auto lost = std::make_shared<server::RateLimitedLog>();
+  lost->set_sink([](std::string_view line) { spdlog::warn("{}", line); });
+  auto back = std::make_shared<server::RateLimitedLog>();
+  back->set_sink([](std::string_view line) { spdlog::info("{}", line); });
+  ro.on_connection = [lost, back](const std::string& node, bool up, const std::string& error) {
+    std::string words = error;
+    std::replace(words.begin(), words.end(), '"', '\'');  // the line stays logfmt
     if (up) {
-      spdlog::info("event=redis_reconnected node={}", node);
+      back->Warn("redis_reconnected", "node=\"" + node + "\"");
     } else {
-      spdlog::warn(
-          "event=redis_disconnected node={} error=\"{}\" note=\"operations on it fail until it "
-          "is back\"",
-          node, error);
+      lost->Warn("redis_disconnected", "node=\"" + node + "\" error=\"" + words +
+                                           "\" note=\"operations on it fail until it is back\"");
     }
   };
   auto backend = std::make_unique<backend::RedisBackend>(io, ro, clock);

@@ -173,13 +173,15 @@ const Setting kSettings[] = {
      .kind = K::kDuration,
      .field = &Config::redis_timeout_ms,
      .lo = 100,
+     .hi = 86'400'000,
      .example = "10s",
-     .help = "With Redis: give up a connection that answers no command for this long\n"
-             "(default 10s; off: wait for ever)",
-     .doc = "with a Redis backend: a connection whose oldest command has had no reply for this "
-            "long (a Redis that is stopped, wedged, or cut off while the socket stays open) is "
-            "given up within a quarter more: its commands fail (`INTERNAL_ERROR`, HTTP 503) and "
-            "it is made again; `off`: wait for ever"},
+     .help = "With Redis: give up a connection that sends nothing for this long while\n"
+             "commands wait (default 10s; off: wait for ever)",
+     .doc = "with a Redis backend: a connection that has sent nothing for this long while "
+            "commands wait on it (a Redis that is stopped, wedged, or cut off while the socket "
+            "stays open) is given up within a quarter more and made again; its commands are "
+            "answered `INTERNAL_ERROR` (HTTP 503), their outcome unknown (Redis may still run "
+            "them); `off`: wait for ever"},
     {.flags = "--in-memory",
      .env = "DELAYQ_IN_MEMORY",
      .toml = "in_memory",

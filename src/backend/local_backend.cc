@@ -88,6 +88,7 @@ SessionId LocalBackend::OpenSession() { return engine_.OpenSession(EngineNow());
 
 void LocalBackend::CloseSession(SessionId s) {
   waiting_.erase(s);
+  served_.erase(s);
   for (Deferred& d : deferred_)
     if (d.session == s) d.reply = nullptr;
   engine_.CloseSession(EngineNow(), s);
@@ -167,7 +168,8 @@ void LocalBackend::ReplyViews(Op op, SessionId s, JobsDone done, std::span<const
                                  }
                                  done(Status::Ok(), out);
                                },
-                               Status::Ok()});
+                               Status::Ok(), op == Op::kReserve});
+  if (op == Op::kReserve) served_[s]++;
 }
 
 void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
@@ -183,11 +185,7 @@ void LocalBackend::Reserve(const ReserveRequest& r, JobsDone done) {
   Settle();
 }
 
-bool LocalBackend::ReserveServed(SessionId s) const {
-  return std::any_of(deferred_.begin(), deferred_.end(), [s](const Deferred& d) {
-    return d.session == s && d.op == Op::kReserve && d.reply;
-  });
-}
+bool LocalBackend::ReserveServed(SessionId s) const { return served_.contains(s); }
 
 void LocalBackend::CancelReserve(SessionId s) {
   waiting_.erase(s);

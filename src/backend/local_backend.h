@@ -338,6 +338,7 @@ class LocalBackend final : public Backend {
     Op op;                              // counted when it replies
     std::function<void(Status)> reply;  // empty: its session closed
     Status outcome;                     // its answer once the batch is durable
+    bool serves_reserve = false;        // a reserve's answer (served_)
   };
   store::Store* store_;
   std::function<void(bool, const Status&)> on_store_health_;
@@ -347,6 +348,8 @@ class LocalBackend final : public Backend {
   uint64_t store_completions_ = 0;  // the writer's posts run on this thread
   bool flush_posted_ = false;
   std::deque<Deferred> deferred_;
+  // Sessions whose reserve was served and waits in deferred_ (how many).
+  std::unordered_map<SessionId, uint32_t> served_;
   // Puts of ids up to this are durable (ids grow with batch order); a job
   // above it is not handed to anyone before its batch is written, so that
   // no client sees a job, or an id, that a crash could take back.

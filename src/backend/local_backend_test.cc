@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <cerrno>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -323,7 +325,8 @@ TEST_F(LocalBackendStoreTest, NamedObjectsAreRefusedWhileTheStoreFails) {
 class LocalBackendJournalTest : public LocalBackendStoreTest {
  protected:
   void SetUp() override { OpenJournal(store::FsyncPolicy::kEverySec); }
-  void OpenJournal(store::FsyncPolicy fsync) {
+  void OpenJournal(store::FsyncPolicy fsync,
+                   ssize_t (*write_at)(int, const void*, size_t, off_t) = ::pwrite) {
     char tmpl[] = "/tmp/delayq-backend-journal-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -331,6 +334,7 @@ class LocalBackendJournalTest : public LocalBackendStoreTest {
     jo.dir = dir_;
     jo.fsync = fsync;
     jo.preallocate = fsync == store::FsyncPolicy::kAlways;  // as delayqd does
+    jo.pwrite = write_at;
     auto j = store::Journal::Create(jo, 1);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
     journal_ = std::move(j).value();
@@ -519,6 +523,79 @@ TEST_F(LocalBackendAlwaysTest, AChangeOfNothingDoesNotWaitForAWriteWithNothingTo
     EXPECT_EQ((*again)->id, first->id);
   }
   ASSERT_TRUE(RunUntil([&] { return mem.size() == 1; }));
+}
+
+// The journal's next `failing_appends` record writes fail as on a full disk.
+std::atomic<int> failing_appends{0};
+ssize_t FailingPwrite(int fd, const void* data, size_t n, off_t at) {
+  if (failing_appends.load() > 0) {
+    failing_appends--;
+    errno = ENOSPC;
+    return -1;
+  }
+  return ::pwrite(fd, data, n, at);
+}
+
+// Under always, a store whose writes sync the journal only once its gate
+// is open (RocksStore syncs it before each write).
+class GateThenSyncStore final : public store::ForwardingStore {
+ public:
+  GateThenSyncStore(store::Store& inner, store::Journal& journal)
+      : ForwardingStore(inner), journal_(journal) {}
+  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return open_; });
+    }
+    if (Status st = journal_.SyncThrough(journal_lsn); !st.ok()) return st;
+    return inner_.Apply(batch);
+  }
+  void Set(bool open) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+
+ private:
+  store::Journal& journal_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+// A put whose journal append failed is answered with the error, kept, and
+// appended again once the disk takes it. Until that record is synced, a
+// put of the same key (which finds the job and changes nothing) is not
+// answered: it would acknowledge a job a crash could still lose.
+TEST_F(LocalBackendAlwaysTest, AChangeOfNothingWaitsForTheSyncOfARetriedAppend) {
+  journal_.reset();
+  std::filesystem::remove_all(dir_);
+  OpenJournal(store::FsyncPolicy::kAlways, FailingPwrite);
+  store::MemStore mem;
+  GateThenSyncStore st(mem, *journal_);
+  auto b = MakeJournaled(&st, uint64_t{32} << 20);
+  SessionId s = b->OpenSession();
+  st.Set(false);
+  failing_appends = 1;
+  Result<PutResult> first = PutAndWait(*b, s, Req("one", 0, "order-1"));
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), Code::kUnavailable) << first.status().ToString();
+  // Appended again by the retry (the gate keeps the writer from syncing it).
+  ASSERT_TRUE(RunUntil([&] { return journal_->last_lsn() > 0 && b->store_healthy(); }, 5s));
+  EXPECT_LT(journal_->synced_lsn(), journal_->last_lsn());
+  std::optional<Result<PutResult>> again;
+  uint64_t synced_at_reply = 0;
+  b->Put(s, Req("two", 0, "order-1"), [&](Result<PutResult> r) {
+    synced_at_reply = journal_->synced_lsn();
+    again = std::move(r);
+  });
+  EXPECT_FALSE(RunUntil([&] { return again.has_value(); }, 300ms))
+      << "acknowledged a job whose record is not synced";
+  st.Set(true);
+  ASSERT_TRUE(RunUntil([&] { return again.has_value(); }));
+  ASSERT_TRUE(again->ok()) << again->status().ToString();
+  EXPECT_FALSE((*again)->created);
+  EXPECT_GE(synced_at_reply, journal_->last_lsn());
 }
 
 TEST_F(LocalBackendStoreTest, ChangesOfOneLoopTurnShareOneWrite) {

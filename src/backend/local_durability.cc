@@ -264,6 +264,12 @@ Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
         },
         a.lsn, durable);
   }
+  // Under always, batches settled with their failed append's error are
+  // appended now, not yet synced: what needs them waits again, until the
+  // writer's sync settles them (a put of a key they hold changes nothing,
+  // and would otherwise be answered at once).
+  if (writer_syncs_journal_ && !synced && !appended.empty() && appended.front().seq <= settled_seq_)
+    settled_seq_ = appended.front().seq - 1;
   if (through != 0) {
     journaled_seq_ = through;
     // Under always a put is durable once synced (OnSettled).
@@ -307,7 +313,8 @@ void LocalBackend::SetHealth(bool journal_ok, bool writer_ok, const Status& erro
 
 void LocalBackend::OnSettled(uint64_t seq, Status st, bool in_store) {
   // (A batch whose append failed was settled with the error, and settles
-  // again when it is appended and written: never backwards.)
+  // again when it is appended and written; under always its append takes
+  // settled_seq_ back until then, AppendUnjournaled.)
   settled_seq_ = std::max(settled_seq_, seq);
   // A write that worked also wrote every batch kept from failed ones.
   if (st.ok() && (journal_ == nullptr || writer_syncs_journal_)) {
@@ -317,6 +324,10 @@ void LocalBackend::OnSettled(uint64_t seq, Status st, bool in_store) {
   while (!deferred_.empty() && deferred_.front().seq <= seq) {
     Deferred d = std::move(deferred_.front());
     deferred_.pop_front();
+    if (d.serves_reserve) {
+      auto it = served_.find(d.session);
+      if (it != served_.end() && --it->second == 0) served_.erase(it);
+    }
     if (!d.reply) continue;
     Status answer = st.ok() ? std::move(d.outcome) : st;
     Count(d.op, answer.code());

@@ -307,7 +307,14 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.tls = ro.tls;
   so.subscriber = true;
   so.counts = &counts_;
-  so.reply_timeout = ro.reply_timeout;
+  so.on_disconnect = [this, node = "subscriber " + so.host + ":" +
+                                   std::to_string(so.port)](const std::string& error) {
+    lost_.insert(node);
+    if (options_.on_connection) options_.on_connection(node, false, error);
+  };
+  so.on_connect = [this, node = "subscriber " + so.host + ":" + std::to_string(so.port)] {
+    if (lost_.erase(node) != 0 && options_.on_connection) options_.on_connection(node, true, {});
+  };
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
   // not publish (docs/redis-backend.md, "Missed messages"), so the waiters

@@ -98,7 +98,8 @@ class RedisBackend final : public Backend {
     // Every connection's RedisClient::Options::reply_timeout (0: none).
     TimeMs reply_timeout_ms = 10'000;
     // Told when a connection to Redis that was up is lost (`error`: why,
-    // never a secret), and when it is up again: the node's host:port.
+    // never a secret), and when it is up again: the node's host:port
+    // ("subscriber host:port" for the connection that hears wake-ups).
     std::function<void(const std::string& node, bool up, const std::string& error)> on_connection;
     // The TLS context of every connection when `address.tls`
     // (NewRedisTlsContext); null: one trusting the system's CA store.

@@ -316,9 +316,10 @@ struct RedisClient::Link {
     Handler handler;
     std::chrono::steady_clock::time_point sent;
   };
-  std::deque<InFlight> handlers;  // of the commands in flight, oldest first
-  std::string out;                // queued, not yet being written
-  std::string writing;            // being written (asynchronously)
+  std::deque<InFlight> handlers;                      // of the commands in flight, oldest first
+  std::chrono::steady_clock::time_point last_read{};  // bytes from Redis, last
+  std::string out;                                    // queued, not yet being written
+  std::string writing;                                // being written (asynchronously)
   bool write_in_flight = false;
   std::unique_ptr<char[]> buf = std::make_unique<char[]>(kReadSize);
 };
@@ -503,10 +504,13 @@ void RedisClient::WatchReplies(const std::shared_ptr<Link>& link) {
   link->timer.expires_after(std::max(timeout / 4, std::chrono::milliseconds(1)));
   link->timer.async_wait([this, link, timeout](const boost::system::error_code& ec) {
     if (ec || link->client == nullptr) return;
+    // Silent for the timeout while a command waits: not a backlog Redis
+    // works through, nor a long reply still arriving.
     if (!link->handlers.empty() &&
-        std::chrono::steady_clock::now() - link->handlers.front().sent >= timeout)
-      return Fail(link, "Redis answered no command in " + std::to_string(timeout.count()) +
-                            " ms (--redis-timeout)");
+        std::chrono::steady_clock::now() - std::max(link->handlers.front().sent, link->last_read) >=
+            timeout)
+      return Fail(link, "Redis sent nothing for " + std::to_string(timeout.count()) +
+                            " ms while commands waited (--redis-timeout)");
     WatchReplies(link);
   });
 }
@@ -609,6 +613,7 @@ void RedisClient::ReadMore(const std::shared_ptr<Link>& link) {
 }
 
 void RedisClient::OnRead(const std::shared_ptr<Link>& link, size_t n) {
+  if (options_.reply_timeout.count() > 0) link->last_read = std::chrono::steady_clock::now();
   if (redisReaderFeed(link->reader, link->buf.get(), n) != REDIS_OK)
     return Fail(link, "out of memory");
   for (;;) {

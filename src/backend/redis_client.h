@@ -95,10 +95,12 @@ class RedisClient {
     // A connection (resolving, TCP, and the TLS handshake) not made within
     // this is given up, and tried again later.
     std::chrono::milliseconds connect_timeout{3000};
-    // A connection whose oldest command in flight has had no reply for
-    // this long (a Redis that is stopped, wedged or cut off while the
-    // socket stays open) is given up within a quarter more: its commands
-    // get null replies, and it is made again. 0: wait for ever.
+    // A connection that has had commands in flight and heard nothing from
+    // Redis for this long (a Redis that is stopped, wedged or cut off while
+    // the socket stays open) is given up within a quarter more: its
+    // commands get null replies, and it is made again. 0: wait for ever.
+    // (A subscriber has no commands in flight once subscribed: not
+    // watched.)
     std::chrono::milliseconds reply_timeout{10'000};
     // Sent as AUTH first on every (re)connect: the client counts as
     // connected, runs `on_connect` and takes commands only once Redis has

@@ -83,9 +83,12 @@ class BeanstalkHandler final : public AccessListener {
   std::string& output() { return out_; }
   const std::string& output() const { return out_; }
   bool blocked() const { return blocked_ || queued_.size() >= kMaxQueuedReplies; }
-  // A reply is on its way (a change waiting to be durable), not a reserve
-  // that waits for a job.
-  bool reply_pending() const { return (blocked_ && !reserving_) || !queued_.empty(); }
+  // A reply is on its way (a change waiting to be durable, or a reserve's
+  // served job waiting for its put to be), not a reserve that waits for a
+  // job.
+  bool reply_pending() const {
+    return (blocked_ && (!reserving_ || backend_.ReserveServed(session_))) || !queued_.empty();
+  }
   // Blocked on a reserve that waits for a job (or was served, its answer
   // on its way: CancelReserve).
   bool reserving() const { return blocked_ && reserving_; }

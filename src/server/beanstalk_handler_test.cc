@@ -307,6 +307,9 @@ TEST(HandlerOverAStore, AReserveServedWhileItsPutIsWrittenIsAnsweredOnce) {
     producer.h.input().Append("put 0 0 10 1\r\nx\r\n");
     producer.h.Process();
     ASSERT_TRUE(worker.reserving());
+    // A connection whose client half-closed now waits for this answer
+    // instead of closing (BeanstalkConnection::Settle).
+    EXPECT_TRUE(worker.reply_pending());
     if (by_reload) {
       auto none = AccessPolicy::Make({}, *Networks::Parse("none"));
       ASSERT_TRUE(none.ok());

@@ -104,9 +104,10 @@ Status Errno(const std::string& what) {
   return Status::Unavailable(msg);
 }
 
-Status WriteAll(int fd, const char* data, size_t n, uint64_t at) {
+Status WriteAll(int fd, const char* data, size_t n, uint64_t at,
+                ssize_t (*write_at)(int, const void*, size_t, off_t) = ::pwrite) {
   while (n > 0) {
-    ssize_t w = ::pwrite(fd, data, n, static_cast<off_t>(at));
+    ssize_t w = write_at(fd, data, n, static_cast<off_t>(at));
     if (w < 0) {
       if (errno == EINTR) continue;
       return Errno("appending to the journal");
@@ -303,7 +304,7 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
     if (Status st = OpenSegment(next_lsn_); !st.ok()) return st;
   }
   if (options_.preallocate && size_ + buf_.size() > zeroed_) ZeroAhead(size_ + buf_.size());
-  if (Status st = WriteAll(fd_, buf_.data(), buf_.size(), size_); !st.ok()) {
+  if (Status st = WriteAll(fd_, buf_.data(), buf_.size(), size_, options_.pwrite); !st.ok()) {
     // Never a record after a torn one: cut back now, or before the next.
     cut_pending_ = true;
     if (::ftruncate(fd_, static_cast<off_t>(size_)) == 0) {

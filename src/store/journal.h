@@ -56,6 +56,8 @@ class Journal {
     bool preallocate = false;
     // How a file's data is synced: ::fdatasync, or a failing one in tests.
     int (*datasync)(int fd) = ::fdatasync;
+    // How a record is written: ::pwrite, or a failing one in tests.
+    ssize_t (*pwrite)(int fd, const void* data, size_t n, off_t at) = ::pwrite;
   };
   // How far ahead of the appends zeros are written (Options::preallocate).
   static constexpr uint64_t kPreallocateBytes = uint64_t{1} << 20;

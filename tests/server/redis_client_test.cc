@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -263,7 +264,7 @@ TEST_P(RedisClientTest, ACommandWithNoReplyFailsItsConnectionAfterTheReplyTimeou
   EXPECT_FALSE(script_done) << "the reply came only after the script";
   EXPECT_GE(waited, milliseconds(400));
   EXPECT_LT(waited, milliseconds(1200));
-  EXPECT_NE(watched.last_error().find("answered no command in 400 ms"), std::string::npos)
+  EXPECT_NE(watched.last_error().find("sent nothing for 400 ms"), std::string::npos)
       << watched.last_error();
   // Made again once Redis answers.
   ASSERT_TRUE(testing::RunIoUntil(
@@ -281,11 +282,13 @@ INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisClientTest, ::testing::Bool(),
                          });
 
 // A server that answers the client's first command (PING) with +PONG and
-// its second with `script`, then reads and drops whatever comes, keeping
-// the connection open until the test ends: a broken or hostile Redis.
+// its second with `script` (a byte each `gap` when not 0), then reads and
+// drops whatever comes, keeping the connection open until the test ends: a
+// broken or hostile Redis, or a slow link.
 class ScriptedRedis {
  public:
-  explicit ScriptedRedis(std::string script) : script_(std::move(script)) {
+  explicit ScriptedRedis(std::string script, milliseconds gap = milliseconds(0))
+      : script_(std::move(script)), gap_(gap) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -325,7 +328,9 @@ class ScriptedRedis {
       const std::string out = commands++ == 0 ? std::string("+PONG\r\n") : script_;
       in.clear();
       for (size_t off = 0; off < out.size() && !stop_;) {
-        ssize_t w = ::send(conn_, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (gap_.count() > 0 && off > 0) std::this_thread::sleep_for(gap_);
+        const size_t len = gap_.count() > 0 ? 1 : out.size() - off;
+        ssize_t w = ::send(conn_, out.data() + off, len, MSG_NOSIGNAL);
         if (w <= 0) return;
         off += static_cast<size_t>(w);
       }
@@ -333,6 +338,7 @@ class ScriptedRedis {
   }
 
   std::string script_;
+  milliseconds gap_;
   int listener_ = -1, conn_ = -1, port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -402,6 +408,29 @@ TEST(RedisClientHostileServer, AReplyPastTheLimitFailsTheConnection) {
     EXPECT_NE(client->last_error().find("a reply of more than 1048576 bytes"), std::string::npos)
         << client->last_error();
   }
+}
+
+// A reply that arrives slowly (a large one, a slow link) is no silence:
+// the reply timeout counts from the last bytes heard, not from the
+// command's sending.
+TEST(RedisClientHostileServer, ASlowReplyThatKeepsComingIsNotGivenUp) {
+  ScriptedRedis server("$20\r\n01234567890123456789\r\n", milliseconds(40));  // ~1 s in all
+  boost::asio::io_context io;
+  RedisClient::Options o;
+  o.port = server.port();
+  o.reply_timeout = milliseconds(300);
+  RedisClient client(io, o);
+  client.Start();
+  ASSERT_TRUE(testing::RunIoUntil(
+      io, [&] { return client.connected(); }, milliseconds(5000)));
+  std::optional<std::string> got;
+  client.Command({"GET", "k"}, [&](const redisReply* r) {
+    got = r == nullptr ? "<null>" : std::string(r->str, r->len);
+  });
+  ASSERT_TRUE(testing::RunIoUntil(
+      io, [&] { return got.has_value(); }, milliseconds(5000)));
+  EXPECT_EQ(*got, "01234567890123456789") << client.last_error();
+  EXPECT_TRUE(client.connected()) << client.last_error();
 }
 
 // A server that takes the connection and never answers its first command
