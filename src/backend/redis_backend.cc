@@ -25,6 +25,8 @@ namespace {
 
 // Jobs a clear script deletes at once.
 constexpr int kClearChunk = 1000;
+// Jobs one dq_kick call moves at most (a kick of millions is many calls).
+constexpr uint64_t kKickChunk = 1000;
 
 // Names are unique across topics, which takes one hash that every
 // topic's call may reach (docs/redis-backend.md, "Names").
@@ -770,20 +772,29 @@ void RedisBackend::Touch(const Claim& c, JobId id, Callback<JobChange> done) {
 void RedisBackend::Kick(SessionId sid, std::string_view topic, uint64_t bound,
                         Callback<uint64_t> done) {
   done = Guard(sid, std::move(done));
-  std::string b = std::to_string(std::min<uint64_t>(bound, uint64_t{1} << 50));
   std::string name(topic);
   if (!IsValidTopicName(name)) return done(Status::NotFound("no such topic"));
-  Topic* t = &GetTopic(name);
-  Run(Script::kKick, *t, {b}, [this, t, done](Status st, const redisReply* r) {
-    if (!st.ok()) return done(st);
-    uint64_t n = static_cast<uint64_t>(Int(r));
-    if (n > 0) TryWaiters(*t);
-    // A topic exists while it has a job or a pause, or a session uses or
-    // watches it.
-    if (n == 0 && !t->live && !LocallyKnown(t->name))
-      return done(Status::NotFound("no such topic"));
-    done(n);
-  });
+  KickStep(&GetTopic(name), std::min<uint64_t>(bound, uint64_t{1} << 50), "", 0, done);
+}
+
+void RedisBackend::KickStep(Topic* t, uint64_t left, std::string only, uint64_t total,
+                            Callback<uint64_t> done) {
+  const uint64_t chunk = std::min<uint64_t>(left, kKickChunk);
+  Run(Script::kKick, *t, {std::to_string(chunk), only},
+      [this, t, left, chunk, total, done](Status st, const redisReply* r) {
+        // A chunk that failed after others worked: those were kicked.
+        if (!st.ok()) return total > 0 ? done(total) : done(st);
+        const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(0, Int(At(r, 0))));
+        if (n > 0) TryWaiters(*t);
+        // A full chunk: more of the same state may follow.
+        if (n == chunk && left > n)
+          return KickStep(t, left - n, std::string(Str(At(r, 1))), total + n, done);
+        // A topic exists while it has a job or a pause, or a session uses
+        // or watches it.
+        if (total + n == 0 && !t->live && !LocallyKnown(t->name))
+          return done(Status::NotFound("no such topic"));
+        done(total + n);
+      });
 }
 
 void RedisBackend::KickJob(SessionId sid, JobId id, Callback<JobChange> done) {

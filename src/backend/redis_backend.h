@@ -388,6 +388,9 @@ class RedisBackend final : public Backend {
   std::optional<JobView> PeekView(const Topic& t, const redisReply* r) const;
   // Deletes the topic's jobs of `mask` a chunk at a time.
   void ClearStep(Topic* t, std::string mask, uint64_t total, Callback<uint64_t> done);
+  // Kicks up to `left` more jobs of the state `only` ("b", "d"; "" for the
+  // first chunk, which picks it), a chunk per call.
+  void KickStep(Topic* t, uint64_t left, std::string only, uint64_t total, Callback<uint64_t> done);
 
   boost::asio::io_context& io_;
   Options options_;

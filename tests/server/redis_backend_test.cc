@@ -564,6 +564,42 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
   EXPECT_EQ(bury.status().message(), "job " + std::to_string(id) + " is ready, not reserved");
 }
 
+// A kick of many jobs is many calls of at most 1,000 (no call holds Redis
+// long), and keeps to the state its first chunk took: once buried jobs are
+// kicked, delayed ones are not, even when the buried run out.
+TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
+  auto b = Make(/*sweep_ms=*/600'000);  // no sweep's calls among the kick's
+  SessionId s = b->OpenSession();
+  constexpr uint32_t kBuried = 2000;
+  for (uint32_t i = 0; i < kBuried; ++i) ASSERT_TRUE(Put(*b, s, "b").ok());
+  for (int round = 0; round < 2; ++round) {
+    ReplyJobs got = Reserve(*b, s, 0, 1000);
+    ASSERT_EQ(got.jobs.size(), 1000u);
+    int buried = 0;
+    for (const Job& j : got.jobs)
+      b->Bury(s, j.id, std::nullopt, [&](Result<JobChange> r) {
+        EXPECT_TRUE(r.ok());
+        buried++;
+      });
+    ASSERT_TRUE(RunUntil([&] { return buried == 1000; }));
+  }
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(Put(*b, s, "d", 600'000).ok());
+  const int calls = Calls("fcall");
+  auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 5000, cb); });
+  ASSERT_TRUE(kicked.ok()) << kicked.status().ToString();
+  EXPECT_EQ(*kicked, kBuried);
+  EXPECT_EQ(Calls("fcall") - calls, 3) << "1,000 + 1,000 + the call that found no more";
+  auto ts = StatsTopic(*b, "default");
+  ASSERT_TRUE(ts.ok());
+  EXPECT_EQ(ts->ready, kBuried);
+  EXPECT_EQ(ts->buried, 0u);
+  EXPECT_EQ(ts->delayed, 10u);
+  // With none buried, delayed ones, a chunk at a time too.
+  kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 4, cb); });
+  ASSERT_TRUE(kicked.ok());
+  EXPECT_EQ(*kicked, 4u);
+}
+
 TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
   auto b = Make(50);
   SessionId s = b->OpenSession();

@@ -977,13 +977,18 @@ topic_function('dq_touch', 'h', function(c, args, o, n)
   return change(j)
 end)
 
+-- Kicks up to `bound` buried jobs, or when there are none up to `bound`
+-- delayed ones (beanstalkd's kick); with a second argument 'b' or 'd',
+-- only that state's (the next chunk of one kick: the caller asks a chunk at
+-- a time, so that no call holds Redis long). Answers {kicked, 'b' or 'd'}.
 topic_function('dq_kick', 'k', function(c, args, o, n)
   local bound = tonumber(args[o + 2])
-  if bound <= 0 then return 0 end
-  local from = c.B
-  local list = members(redis.call('ZRANGE', c.B, 0, bound - 1))
-  if #list == 0 then
-    from = c.D
+  local only = n >= 2 and args[o + 3] or ''
+  if bound <= 0 then return {0, only} end
+  local from, took, list = c.B, 'b', {}
+  if only ~= 'd' then list = members(redis.call('ZRANGE', c.B, 0, bound - 1)) end
+  if #list == 0 and only ~= 'b' then
+    from, took = c.D, 'd'
     list = members(redis.call('ZRANGE', c.D, 0, bound - 1))
   end
   for _, m in ipairs(list) do
@@ -995,7 +1000,7 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
       make_ready(c, m, j)
     end
   end
-  return #list
+  return {#list, took}
 end)
 
 -- Answers change(), or '!n', or '!k' and the state (neither buried nor
