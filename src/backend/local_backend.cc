@@ -43,8 +43,9 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
           // The write that worked took every batch kept since the failure
           // (all settled ones, failed, come before this in the loop's queue).
           if (ok && (journal_ == nullptr || writer_syncs_journal_)) {
-            PutsDurableThrough(settled_seq_);
-            ForgetWritten(settled_seq_);
+            const uint64_t written = std::min(settled_seq_, submitted_seq_);
+            PutsDurableThrough(written);
+            ForgetWritten(written);
           }
           SetHealth(!journal_failing_, ok, error);
         });

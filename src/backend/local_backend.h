@@ -348,6 +348,9 @@ class LocalBackend final : public Backend {
   uint64_t store_completions_ = 0;  // the writer's posts run on this thread
   bool flush_posted_ = false;
   std::deque<Deferred> deferred_;
+  // The last batch handed to the writer (its batches go in order): under
+  // always a batch whose append failed is settled but never handed over.
+  uint64_t submitted_seq_ = 0;
   // Sessions whose reserve was served and waits in deferred_ (how many).
   std::unordered_map<SessionId, uint32_t> served_;
   // Puts of ids up to this are durable (ids grow with batch order); a job

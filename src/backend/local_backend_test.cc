@@ -574,6 +574,11 @@ TEST_F(LocalBackendAlwaysTest, AChangeOfNothingWaitsForTheSyncOfARetriedAppend) 
   store::MemStore mem;
   GateThenSyncStore st(mem, *journal_);
   auto b = MakeJournaled(&st, uint64_t{32} << 20);
+  // Open before the backend goes, whatever fails: its writer waits there.
+  struct OpenAtExit {
+    GateThenSyncStore& st;
+    ~OpenAtExit() { st.Set(true); }
+  } open_at_exit{st};
   SessionId s = b->OpenSession();
   st.Set(false);
   failing_appends = 1;

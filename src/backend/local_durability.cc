@@ -125,6 +125,7 @@ void LocalBackend::Flush() {
   open_batch_.reserve(std::min<size_t>(batch.size(), 1024));
   if (journal_ != nullptr) return JournalBatch(seq, std::move(batch));
   std::weak_ptr<bool> alive = alive_;
+  submitted_seq_ = seq;
   writer_->Submit(std::move(batch), [this, alive, seq, io = &io_](Status st) {
     boost::asio::post(*io, [this, alive, seq, st = std::move(st)] {
       if (alive.expired()) return;
@@ -237,6 +238,7 @@ Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
                                   journal_->synced_lsn() >= journal_->last_lsn());
   for (Appended& a : appended) {
     submitted_bytes_ += a.bytes;
+    submitted_seq_ = a.seq;
     writer_->Submit(
         std::move(a.batch),
         [this, alive = std::weak_ptr<bool>(alive_), io = &io_, p = progress_, seq = a.seq,
@@ -268,7 +270,10 @@ Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
   // appended now, not yet synced: what needs them waits again, until the
   // writer's sync settles them (a put of a key they hold changes nothing,
   // and would otherwise be answered at once).
-  if (writer_syncs_journal_ && !synced && !appended.empty() && appended.front().seq <= settled_seq_)
+  // (Not when some are still unjournaled: the store is degraded then, and
+  // what needs them is answered unavailable, not kept waiting.)
+  if (writer_syncs_journal_ && st.ok() && !synced && !appended.empty() &&
+      appended.front().seq <= settled_seq_)
     settled_seq_ = appended.front().seq - 1;
   if (through != 0) {
     journaled_seq_ = through;

@@ -782,13 +782,22 @@ void RedisBackend::KickStep(Topic* t, uint64_t left, std::string only, uint64_t 
   const uint64_t chunk = std::min<uint64_t>(left, kKickChunk);
   Run(Script::kKick, *t, {std::to_string(chunk), only},
       [this, t, left, chunk, total, done](Status st, const redisReply* r) {
-        // A chunk that failed after others worked: those were kicked.
-        if (!st.ok()) return total > 0 ? done(total) : done(st);
-        const uint64_t n = static_cast<uint64_t>(std::max<int64_t>(0, Int(At(r, 0))));
+        // (A chunk that failed after others worked: the kick's outcome is
+        // unknown, as a clear's.)
+        if (!st.ok()) return done(st);
+        if (Size(r) != 3) return done(Unexpected("dq_kick"));
+        auto count = [&](size_t i) {
+          return static_cast<uint64_t>(std::max<int64_t>(0, Int(At(r, i))));
+        };
+        const uint64_t n = count(0);
         if (n > 0) TryWaiters(*t);
+        uint64_t rest = left - std::min(left, n);
+        // No more in all than the state held at the first chunk: the kick
+        // ends, however fast others bury or delay jobs meanwhile.
+        if (total == 0) rest = std::min(rest, count(2) - std::min(count(2), n));
         // A full chunk: more of the same state may follow.
-        if (n == chunk && left > n)
-          return KickStep(t, left - n, std::string(Str(At(r, 1))), total + n, done);
+        if (n == chunk && rest > 0)
+          return KickStep(t, rest, std::string(Str(At(r, 1))), total + n, done);
         // A topic exists while it has a job or a pause, or a session uses
         // or watches it.
         if (total + n == 0 && !t->live && !LocallyKnown(t->name))

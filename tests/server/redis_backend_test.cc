@@ -565,8 +565,9 @@ TEST_F(RedisBackendTest, ReleaseBuryKickTouchPeek) {
 }
 
 // A kick of many jobs is many calls of at most 1,000 (no call holds Redis
-// long), and keeps to the state its first chunk took: once buried jobs are
-// kicked, delayed ones are not, even when the buried run out.
+// long), keeps to the state its first chunk took (once buried jobs are
+// kicked, delayed ones are not), and kicks no more in all than that state
+// held at its first call.
 TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   auto b = Make(/*sweep_ms=*/600'000);  // no sweep's calls among the kick's
   SessionId s = b->OpenSession();
@@ -588,7 +589,7 @@ TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 5000, cb); });
   ASSERT_TRUE(kicked.ok()) << kicked.status().ToString();
   EXPECT_EQ(*kicked, kBuried);
-  EXPECT_EQ(Calls("fcall") - calls, 3) << "1,000 + 1,000 + the call that found no more";
+  EXPECT_EQ(Calls("fcall") - calls, 2) << "1,000 + 1,000, and no more than the 2,000 there were";
   auto ts = StatsTopic(*b, "default");
   ASSERT_TRUE(ts.ok());
   EXPECT_EQ(ts->ready, kBuried);
@@ -598,6 +599,22 @@ TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 4, cb); });
   ASSERT_TRUE(kicked.ok());
   EXPECT_EQ(*kicked, 4u);
+  // No more calls than the state held asks: 1,000 buried, one full chunk,
+  // and the kick ends there (it kicks no more than that in all).
+  ReplyJobs got = Reserve(*b, s, 0, 1000);
+  ASSERT_EQ(got.jobs.size(), 1000u);
+  int buried = 0;
+  for (const Job& j : got.jobs)
+    b->Bury(s, j.id, std::nullopt, [&](Result<JobChange> r) {
+      EXPECT_TRUE(r.ok());
+      buried++;
+    });
+  ASSERT_TRUE(RunUntil([&] { return buried == 1000; }));
+  const int before = Calls("fcall");
+  kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 5000, cb); });
+  ASSERT_TRUE(kicked.ok());
+  EXPECT_EQ(*kicked, 1000u);
+  EXPECT_EQ(Calls("fcall") - before, 1);
 }
 
 TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {

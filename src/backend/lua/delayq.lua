@@ -980,11 +980,13 @@ end)
 -- Kicks up to `bound` buried jobs, or when there are none up to `bound`
 -- delayed ones (beanstalkd's kick); with a second argument 'b' or 'd',
 -- only that state's (the next chunk of one kick: the caller asks a chunk at
--- a time, so that no call holds Redis long). Answers {kicked, 'b' or 'd'}.
+-- a time, so that no call holds Redis long). Answers {kicked, 'b' or 'd',
+-- how many that state held before}: the caller kicks no more than that in
+-- all, so that a kick ends even while others bury or delay jobs as fast.
 topic_function('dq_kick', 'k', function(c, args, o, n)
   local bound = tonumber(args[o + 2])
   local only = n >= 2 and args[o + 3] or ''
-  if bound <= 0 then return {0, only} end
+  if bound <= 0 then return {0, only, 0} end
   local from, took, list = c.B, 'b', {}
   if only ~= 'd' then list = members(redis.call('ZRANGE', c.B, 0, bound - 1)) end
   if #list == 0 and only ~= 'b' then
@@ -1000,7 +1002,7 @@ topic_function('dq_kick', 'k', function(c, args, o, n)
       make_ready(c, m, j)
     end
   end
-  return {#list, took}
+  return {#list, took, #list + count_of(from)}
 end)
 
 -- Answers change(), or '!n', or '!k' and the state (neither buried nor
