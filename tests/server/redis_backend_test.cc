@@ -573,17 +573,20 @@ TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   SessionId s = b->OpenSession();
   constexpr uint32_t kBuried = 2000;
   for (uint32_t i = 0; i < kBuried; ++i) ASSERT_TRUE(Put(*b, s, "b").ok());
-  for (int round = 0; round < 2; ++round) {
+  // Reserves 1,000 ready jobs and buries them: whether it could.
+  auto bury_1000 = [&] {
     ReplyJobs got = Reserve(*b, s, 0, 1000);
-    ASSERT_EQ(got.jobs.size(), 1000u);
+    if (got.jobs.size() != 1000u) return false;
     int buried = 0;
     for (const Job& j : got.jobs)
       b->Bury(s, j.id, std::nullopt, [&](Result<JobChange> r) {
         EXPECT_TRUE(r.ok());
         buried++;
       });
-    ASSERT_TRUE(RunUntil([&] { return buried == 1000; }));
-  }
+    return RunUntil([&] { return buried == 1000; });
+  };
+  ASSERT_TRUE(bury_1000());
+  ASSERT_TRUE(bury_1000());
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(Put(*b, s, "d", 600'000).ok());
   const int calls = Calls("fcall");
   auto kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 5000, cb); });
@@ -601,15 +604,7 @@ TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   EXPECT_EQ(*kicked, 4u);
   // No more calls than the state held asks: 1,000 buried, one full chunk,
   // and the kick ends there (it kicks no more than that in all).
-  ReplyJobs got = Reserve(*b, s, 0, 1000);
-  ASSERT_EQ(got.jobs.size(), 1000u);
-  int buried = 0;
-  for (const Job& j : got.jobs)
-    b->Bury(s, j.id, std::nullopt, [&](Result<JobChange> r) {
-      EXPECT_TRUE(r.ok());
-      buried++;
-    });
-  ASSERT_TRUE(RunUntil([&] { return buried == 1000; }));
+  ASSERT_TRUE(bury_1000());
   const int before = Calls("fcall");
   kicked = Get<uint64_t>([&](Callback<uint64_t> cb) { b->Kick(s, "default", 5000, cb); });
   ASSERT_TRUE(kicked.ok());
