@@ -7,12 +7,15 @@
 // "worker" (orders.*: consume) and "slow" (slow.*: produce, 1 a second); the
 // dictionary (fuzz/access.dict) holds their secrets. Before the input runs,
 // a job is put into the topic `payments`, which no token may touch, and one
-// into `default`. Checks:
+// into `default`. With an odd-sized input, a reserve left waiting sees a
+// reload (SIGHUP) that removes "orders" and narrows "worker" to orders.us,
+// and then a job put into orders.eu. Checks:
 //  - whatever the input, both jobs are still there, unchanged, afterwards:
 //    no command and no request of a caller without a right on their topic
 //    removed, reserved, buried, kicked, released or paused them;
 //  - no beanstalkd reply shows either job (FOUND, RESERVED, stats-job),
-//    nor an HTTP body;
+//    nor an HTTP body; nor the orders.eu job put after the reload, which
+//    stays ready and never reserved;
 //  - every HTTP request is answered once, with a documented status and
 //    error code in a JSON body (http_fuzz_common.h); a 401 carries
 //    WWW-Authenticate, a 429 Retry-After.
@@ -136,14 +139,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bean = in.substr(0, split);
   std::string_view http =
       split == std::string_view::npos ? std::string_view() : in.substr(split + 1);
+  // With an odd input, a reserve that waits sees a reload (SIGHUP) take
+  // "orders" away and narrow "worker" to orders.us; then a job is put into
+  // orders.eu, which no token may take any more: it is never handed out.
+  JobId revoked = 0;
   {
     server::BeanstalkHandler h(ctx, nullptr, peer);
     h.input().Append(bean);
     for (int round = 0; round < 64 && !h.want_close(); ++round) {
       h.Process();
       for (JobId id : HandedOut(h.output()))
-        FUZZ_CHECK(id != payments && id != dflt,
+        FUZZ_CHECK(id != payments && id != dflt && id != revoked,
                    "a reply hands out a job out of every token's scope");
+      if (h.reserving() && revoked == 0 && size % 2 == 1) {
+        auto narrowed = server::AccessPolicy::Make(
+            {MakeToken("worker", "dq_worker", "orders.us", kRightConsume),
+             MakeToken("slow", "dq_slow", "slow.*", kRightProduce, 1)},
+            *server::Networks::Parse("none"));
+        FUZZ_CHECK(narrowed.ok(), "the narrowed policy");
+        ctx.ReloadAccess(*narrowed);
+        const SessionId later = b.OpenSession();
+        revoked = PutInto(b, later, "orders.eu");
+        b.CloseSession(later);
+        continue;
+      }
       if (h.output().empty() && (h.blocked() || h.input().size() == 0)) break;
       h.output().clear();
       if (h.reserving()) h.CancelReserve();
@@ -184,6 +203,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       api.WakeWaiters();
       FUZZ_CHECK(calls == 1, "an HTTP request was not answered exactly once");
     }
+  }
+  if (revoked != 0) {
+    bool seen = false;
+    b.StatsJob(revoked, [&](Result<JobStats> r) {
+      seen = true;
+      FUZZ_CHECK(r.ok() && r->state == JobState::kReady && r->reserves == 0,
+                 "a job put after the reload, out of every token's new scope, was taken");
+    });
+    FUZZ_CHECK(seen, "StatsJob did not answer");
   }
   CheckUntouched(b, payments, "payments");
   // `default` is out of every token's scope too.
