@@ -330,5 +330,43 @@ TEST(HandlerOverAStore, AReserveServedWhileItsPutIsWrittenIsAnsweredOnce) {
   }
 }
 
+// A token's reserve leaves out the watched topics it may not consume
+// without counting a refusal for each; one that may consume none of them
+// is refused, and counted, once.
+TEST_F(HandlerTest, AReserveCountsOneRefusalNotOnePerTopicLeftOut) {
+  Token token;
+  token.name = "worker";
+  token.sha256 = Sha256("dq_worker");
+  token.topics = {"orders.*"};
+  token.rights = kRightConsume;
+  auto policy = AccessPolicy::Make({token}, *Networks::Parse("none"));
+  ASSERT_TRUE(policy.ok());
+  ctx_.access.Reload(*policy);
+  auto worker = [&] {
+    auto h = std::make_unique<BeanstalkHandler>(
+        ctx_, [] {}, boost::asio::ip::make_address("10.0.0.1"));
+    h->input().Append("auth dq_worker\r\n");
+    h->Process();
+    h->output().clear();
+    return h;
+  };
+  auto send = [](BeanstalkHandler& h, std::string_view bytes) {
+    h.input().Append(bytes);
+    h.Process();
+    std::string out;
+    out.swap(h.output());
+    return out;
+  };
+  auto some = worker();
+  EXPECT_EQ(send(*some, "watch orders.eu\r\nwatch a\r\nwatch b\r\n"),
+            "WATCHING 2\r\nFORBIDDEN\r\nFORBIDDEN\r\n");
+  const uint64_t before = ctx_.access.forbidden;
+  EXPECT_EQ(send(*some, "reserve-with-timeout 0\r\n"), "TIMED_OUT\r\n");
+  EXPECT_EQ(ctx_.access.forbidden, before) << "default, left out, counted as refused";
+  auto none = worker();  // watches default alone
+  EXPECT_EQ(send(*none, "reserve-with-timeout 0\r\n"), "FORBIDDEN\r\n");
+  EXPECT_EQ(ctx_.access.forbidden, before + 1);
+}
+
 }  // namespace
 }  // namespace delayq::server
