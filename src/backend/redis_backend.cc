@@ -292,12 +292,10 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   ro.reply_timeout = std::chrono::milliseconds(options_.reply_timeout_ms);
   ro.on_node_connect = [this](RedisClient& node) {
     node.Command({"FUNCTION", "LOAD", "REPLACE", redis::Library()}, [](const redisReply*) {});
-    if (lost_.erase(node.address()) != 0 && options_.on_connection)
-      options_.on_connection(node.address(), true, {});
+    ConnectionChanged(node.address(), true, {});
   };
   ro.on_node_disconnect = [this](RedisClient& node, const std::string& error) {
-    lost_.insert(node.address());
-    if (options_.on_connection) options_.on_connection(node.address(), false, error);
+    ConnectionChanged(node.address(), false, error);
   };
   router_ = std::make_unique<RedisRouter>(io_, ro);
   // Messages published in a cluster reach the subscribers of every node:
@@ -309,14 +307,11 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.tls = ro.tls;
   so.subscriber = true;
   so.counts = &counts_;
-  so.on_disconnect = [this, node = "subscriber " + so.host + ":" +
-                                   std::to_string(so.port)](const std::string& error) {
-    lost_.insert(node);
-    if (options_.on_connection) options_.on_connection(node, false, error);
+  const std::string node = "subscriber " + so.host + ":" + std::to_string(so.port);
+  so.on_disconnect = [this, node](const std::string& error) {
+    ConnectionChanged(node, false, error);
   };
-  so.on_connect = [this, node = "subscriber " + so.host + ":" + std::to_string(so.port)] {
-    if (lost_.erase(node) != 0 && options_.on_connection) options_.on_connection(node, true, {});
-  };
+  so.on_connect = [this, node] { ConnectionChanged(node, true, {}); };
   // A wake-up, or a subscription confirmed: a job that became ready before
   // Redis had the subscription published to nobody, and the next one may
   // not publish (docs/redis-backend.md, "Missed messages"), so the waiters
@@ -331,6 +326,12 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.on_message = [serve](std::string_view channel, std::string_view) { serve(channel); };
   so.on_subscribed = serve;
   subscriber_ = std::make_unique<RedisClient>(io_, so);
+}
+
+void RedisBackend::ConnectionChanged(const std::string& node, bool up, const std::string& error) {
+  // Up: told only after a loss (not at the first connect).
+  if (up ? lost_.erase(node) == 0 : !lost_.insert(node).second) return;
+  if (options_.on_connection) options_.on_connection(node, up, error);
 }
 
 RedisBackend::~RedisBackend() {

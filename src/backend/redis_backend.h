@@ -401,6 +401,9 @@ class RedisBackend final : public Backend {
   std::unique_ptr<RedisClient> subscriber_;
   // Nodes whose connection was lost and is not up again (on_connection).
   std::set<std::string> lost_;
+  // A connection to `node` was lost (`up` false) or is up again after a
+  // loss: Options::on_connection is told, once for each.
+  void ConnectionChanged(const std::string& node, bool up, const std::string& error);
   // Why no TLS context could be made for a rediss:// address (then nothing
   // connects), or empty.
   std::string tls_error_;

@@ -185,9 +185,13 @@ void HttpApi::Cancel(CallId id) {
   if (it == waits_.end()) return;
   std::shared_ptr<Wait> w = it->second;
   waits_.erase(it);
-  w->finished = true;
-  Uncount(*w);
-  backend_.CloseSession(w->session);
+  Drop(*w);
+}
+
+void HttpApi::Drop(Wait& w) {
+  w.finished = true;
+  Uncount(w);
+  backend_.CloseSession(w.session);
 }
 
 void HttpApi::AccessChanged() {
@@ -209,9 +213,7 @@ void HttpApi::AccessChanged() {
     Wait& w = *refused[i];
     if (w.finished) continue;
     waits_.erase(w.id);
-    w.finished = true;
-    Uncount(w);
-    backend_.CloseSession(w.session);
+    Drop(w);
     w.finish(why[i], {});
   }
 }
@@ -221,9 +223,7 @@ void HttpApi::WakeWaiters() {
   waits_.clear();
   for (auto& [id, w] : all) {
     if (w->finished) continue;
-    w->finished = true;
-    Uncount(*w);
-    backend_.CloseSession(w->session);
+    Drop(*w);
     w->finish(Status::TimedOut(), {});
   }
 }

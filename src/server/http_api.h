@@ -114,6 +114,10 @@ class HttpApi final : public AccessListener {
   void ReleaseSession(SessionId s, std::vector<std::string> topics);
   // A reserve stopped waiting: no longer in ServerContext::waiting.
   void Uncount(Wait& w);
+  // A waiting reserve ends unanswered by the backend (its client went, the
+  // server stops, a reload refused it): its session closes, and a job it
+  // got meanwhile comes back after its TTR.
+  void Drop(Wait& w);
 
   ServerContext& ctx_;
   backend::Backend& backend_;
