@@ -130,7 +130,7 @@ test: format-check build
 	$(ctest_release_beside_asan_build)
 	$(ctest_asan)
 	$(replay_fuzzers)
-	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 8 + 1))
+	$(call run_fuzzers,$(shell expr $(TEST_FUZZ_SECONDS) / 9 + 1))
 
 # libFuzzer targets (built in the sanitizer build, see above), run on scratch
 # copies of their seed corpora for FUZZ_SECONDS in all (split between the targets); a crash or a failed check
@@ -144,8 +144,8 @@ TEST_FUZZ_SECONDS ?= 40
 # Scratch copies of the corpora (what fuzzing adds to them).
 FUZZ_DIR ?= build-fuzz
 FUZZ_TARGETS := beanstalk_decoder_fuzz http_api_fuzz http_request_fuzz json_input_fuzz \
-	access_fuzz auth_file_fuzz tls_front_door_fuzz tls_session_fuzz
-FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 8 + 1)
+	access_fuzz auth_file_fuzz tls_front_door_fuzz tls_session_fuzz journal_replay_fuzz
+FUZZ_EACH = $(shell expr $(FUZZ_SECONDS) / 9 + 1)
 FUZZ_MAX_LEN_HTTP ?= 8388608
 # A report of either sanitizer ends the run (the build does not recover).
 FUZZ_ENV = UBSAN_OPTIONS=print_stacktrace=1
@@ -156,6 +156,8 @@ FUZZ_MAX_LEN_ACCESS ?= 65536
 # The TLS front door's input: a connection's first bytes (a ClientHello is
 # under 2 KiB); the TLS session's: a few records.
 FUZZ_MAX_LEN_TLS ?= 65536
+# The journal's: one or two segment files (a few hundred records).
+FUZZ_MAX_LEN_JOURNAL ?= 262144
 define build_fuzzers
 	$(configure_asan)
 	$(CMAKE) --build $(ASAN_BUILD_DIR) -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -175,10 +177,16 @@ define fuzz_pair
 	for t in $(strip $(2)) $(strip $(4)); do echo "--- fuzz: $$t"; cat $(FUZZ_DIR)/$$t.log; done; \
 	[ $$first -eq 0 ] && [ $$second -eq 0 ]
 endef
+# $(call fuzz_one,seconds,target,options): one target alone, likewise.
+define fuzz_one
+	@$(FUZZ_ENV) $(ASAN_BUILD_DIR)/$(strip $(2)) -max_total_time=$(1) -print_final_stats=1 $(3) \
+	  >$(FUZZ_DIR)/$(strip $(2)).log 2>&1; status=$$?; \
+	echo "--- fuzz: $(strip $(2))"; cat $(FUZZ_DIR)/$(strip $(2)).log; [ $$status -eq 0 ]
+endef
 define run_fuzzers
 	mkdir -p $(FUZZ_DIR)/corpus-beanstalk $(FUZZ_DIR)/corpus-http $(FUZZ_DIR)/corpus-json \
 	  $(FUZZ_DIR)/corpus-http-request $(FUZZ_DIR)/corpus-access $(FUZZ_DIR)/corpus-auth-file \
-	  $(FUZZ_DIR)/corpus-tls-front-door $(FUZZ_DIR)/corpus-tls-session
+	  $(FUZZ_DIR)/corpus-tls-front-door $(FUZZ_DIR)/corpus-tls-session $(FUZZ_DIR)/corpus-journal
 	$(call fuzz_pair,$(1),beanstalk_decoder_fuzz,-max_len=$(FUZZ_MAX_LEN_BEANSTALK) \
 	  -dict=fuzz/beanstalk_decoder.dict $(FUZZ_DIR)/corpus-beanstalk fuzz/corpus/beanstalk,\
 	  http_api_fuzz,-max_len=$(FUZZ_MAX_LEN_HTTP) -dict=fuzz/http_api.dict \
@@ -193,6 +201,8 @@ define run_fuzzers
 	$(call fuzz_pair,$(1),tls_front_door_fuzz,-max_len=$(FUZZ_MAX_LEN_TLS) \
 	  $(FUZZ_DIR)/corpus-tls-front-door fuzz/corpus/tls-front-door,\
 	  tls_session_fuzz,-max_len=$(FUZZ_MAX_LEN_TLS) $(FUZZ_DIR)/corpus-tls-session fuzz/corpus/tls-session)
+	$(call fuzz_one,$(1),journal_replay_fuzz,-max_len=$(FUZZ_MAX_LEN_JOURNAL) \
+	  $(FUZZ_DIR)/corpus-journal fuzz/corpus/journal)
 endef
 
 # Each target once over its seed corpus (libFuzzer's -runs=0: every input
@@ -211,6 +221,8 @@ define replay_fuzzers
 	  fuzz/corpus/tls-front-door
 	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/tls_session_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_TLS) \
 	  fuzz/corpus/tls-session
+	$(FUZZ_ENV) $(ASAN_BUILD_DIR)/journal_replay_fuzz -runs=0 -max_len=$(FUZZ_MAX_LEN_JOURNAL) \
+	  fuzz/corpus/journal
 endef
 
 fuzz: setup

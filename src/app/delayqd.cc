@@ -404,6 +404,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     rocks = std::move(opened).value();
+    if (const store::JournalCut& cut = rocks->journal_cut(); cut.lsn != 0)
+      spdlog::warn(
+          "event=journal_cut first_lost={} segment=\"{}\" offset={} records_after={} "
+          "last_synced={} damage=\"{}\" note=\"the journal ends where a power cut left it "
+          "unwritten; no record written later says a sync covered it (docs/storage.md, "
+          "Replay)\"",
+          cut.lsn, cut.path, cut.offset, cut.records_after, cut.last_synced, cut.what);
     if (rocks->replayed_records() > 0)
       spdlog::info(
           "event=journal_replayed records={} seconds={:.3f} note=\"changes a stop without a "

@@ -74,6 +74,10 @@ LocalBackend::~LocalBackend() {
     if (!open_batch_.empty()) writer_->Submit(std::move(open_batch_), nullptr);
     writer_.reset();
   }
+  // No id past the last one handed out was: the next start goes on from
+  // there, not from the end of the lease (LeaseIds).
+  const JobId handed = engine_.next_id() - 1;
+  if (store_ != nullptr && id_lease_ > handed) (void)store_->NoteMaxId(handed);
 }
 
 void LocalBackend::AfterChange(Op op, SessionId s, std::function<void(Status)> reply,

@@ -298,6 +298,13 @@ class LocalBackend final : public Backend {
   // journal on this thread first if the writer is not syncing, and says
   // whether that was done.
   Status AppendUnjournaled(Waiting waiting, bool* synced_here = nullptr);
+  // With a journal: before the batches that hand out ids are appended (and
+  // answered), leases ids ahead of them in the store (Store::NoteMaxId),
+  // kIdLeaseBlock at a time, once half of the last lease is used. An error
+  // only when an id handed out is past every lease (a lease that failed
+  // with ids still leased is tried again at the next append).
+  Status LeaseIds();
+  static constexpr JobId kIdLeaseBlock = JobId{1} << 20;
   void ArmJournalRetry();
   // With a journal: whether the writer is more than max_unwritten_bytes_
   // behind; if so, asks it to post OnWriterProgress (true returned).
@@ -357,6 +364,8 @@ class LocalBackend final : public Backend {
   // above it is not handed to anyone before its batch is written, so that
   // no client sees a job, or an id, that a crash could take back.
   JobId durable_put_id_ = 0;
+  // Ids up to this are leased (LeaseIds): a restart hands out none of them.
+  JobId id_lease_ = 0;
   JobId open_max_put_id_ = 0;
   std::deque<std::pair<uint64_t, JobId>> batch_max_put_id_;  // submitted, unsettled
   bool degraded_ = false;

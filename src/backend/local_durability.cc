@@ -65,6 +65,7 @@ Status LocalBackend::Recover(const std::function<void(uint64_t)>& progress, uint
   if (!st.ok()) return st;
   engine_.SkipIdsThrough(max_id);
   durable_put_id_ = engine_.next_id() - 1;
+  id_lease_ = durable_put_id_;  // what the store holds, or leased before
   if (progress) progress(loaded);
   Settle();
   return Status::Ok();
@@ -206,7 +207,11 @@ Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
     std::vector<Mutation> batch;
   };
   std::vector<Appended> appended;
-  while (!unjournaled_.empty()) {
+  // A reply tells a put's id once its record is appended: before that, its
+  // id is leased, so that a power cut that takes the record back does not
+  // take back the id too (docs/storage.md, "Ids").
+  st = LeaseIds();
+  while (st.ok() && !unjournaled_.empty()) {
     auto& [seq, batch] = unjournaled_.front();
     uint64_t lsn = 0;
     st = journal_->Append(batch, &lsn);
@@ -286,6 +291,19 @@ Status LocalBackend::AppendUnjournaled(Waiting waiting, bool* synced_here) {
   } else if (journal_failing_) {
     SetHealth(true, !writer_failing_, st);
   }
+  return st;
+}
+
+Status LocalBackend::LeaseIds() {
+  const JobId handed = engine_.next_id() - 1;
+  if (handed + kIdLeaseBlock / 2 <= id_lease_) return Status::Ok();
+  Status st = store_->NoteMaxId(handed + kIdLeaseBlock);
+  if (st.ok()) {
+    id_lease_ = handed + kIdLeaseBlock;
+    return st;
+  }
+  if (handed <= id_lease_) return Status::Ok();  // tried again at the next append
+  journal_errors_++;
   return st;
 }
 

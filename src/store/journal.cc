@@ -54,12 +54,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A segment starts with 8 bytes: the magic, then the format version.
+// A segment starts with the magic and the format version (8 bytes); since
+// version 3 then the size at which it is sealed (8 bytes, little endian)
+// and the CRC-32C of those 16 bytes (4): a sealed segment whose records end
+// below that size lost its end (Replay).
 constexpr char kMagic[7] = {'d', 'q', 'j', 'r', 'n', 'l', '\n'};
-constexpr size_t kHeaderBytes = 8;
+constexpr size_t kHeaderBytesV2 = 8;
+constexpr size_t kHeaderBytes = 20;
 // A record: the payload's length, the CRC-32C of those 4 bytes, the
 // CRC-32C of the payload (4 bytes each, little endian), then the payload:
-// the record number (8 bytes, little endian), the count of changes
+// the record number (8 bytes, little endian), since version 3 the number
+// of the last record synced when it was appended (8 bytes, little
+// endian), the count of changes
 // (varint), and per change its kind (1 byte) and the job's value (its
 // length in 4 bytes, little endian, then EncodeJobValue's bytes; a named
 // object's change carries EncodeObjectValue's bytes instead). The
@@ -68,6 +74,10 @@ constexpr size_t kHeaderBytes = 8;
 constexpr size_t kRecordHeaderBytes = 12;
 // No batch comes near this; a larger length is damage.
 constexpr uint32_t kMaxRecordBytes = uint32_t{1} << 30;
+// What a power cut leaves unwritten comes in whole pages.
+constexpr size_t kPageBytes = 4096;
+// The first version whose records say what was synced.
+constexpr uint8_t kVersionWithSynced = 3;
 
 void PutFixed64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -160,10 +170,21 @@ Status ReadFile(const std::string& path, std::string* out) {
   return Status::Ok();
 }
 
-Status DecodeRecord(std::string_view payload, uint64_t* lsn, std::vector<Mutation>* batch) {
-  if (payload.size() < 8) return Status::Corruption("record shorter than its number");
-  *lsn = GetFixed(payload, 8);
-  payload.remove_prefix(8);
+// The payload's numbers: its own and (version 3 on) the last one synced
+// when it was appended (0 before version 3). False: too short.
+bool DecodeNumbers(std::string_view* payload, uint8_t version, uint64_t* lsn, uint64_t* synced) {
+  const size_t n = version >= kVersionWithSynced ? 16 : 8;
+  if (payload->size() < n) return false;
+  *lsn = GetFixed(*payload, 8);
+  *synced = n == 16 ? GetFixed(payload->substr(8), 8) : 0;
+  payload->remove_prefix(n);
+  return true;
+}
+
+Status DecodeRecord(std::string_view payload, uint8_t version, uint64_t* lsn, uint64_t* synced,
+                    std::vector<Mutation>* batch) {
+  if (!DecodeNumbers(&payload, version, lsn, synced))
+    return Status::Corruption("record shorter than its numbers");
   uint64_t n = 0;
   if (!GetVarint(&payload, &n) || n > payload.size())
     return Status::Corruption("bad count of changes");
@@ -192,6 +213,57 @@ Status DecodeRecord(std::string_view payload, uint64_t* lsn, std::vector<Mutatio
   }
   if (!payload.empty()) return Status::Corruption("bytes after the last change");
   return Status::Ok();
+}
+
+// Whether the record at `at` of a segment of `version` reads whole (both
+// checksums; its changes are not decoded): its extent, its number and the
+// last record synced when it was appended.
+bool RecordAt(std::string_view data, size_t at, uint8_t version, size_t* extent, uint64_t* lsn,
+              uint64_t* synced) {
+  if (at > data.size() || data.size() - at < kRecordHeaderBytes) return false;
+  std::string_view rest = data.substr(at);
+  const uint64_t len = GetFixed(rest, 4);
+  if (len < 8 || len > rest.size() - kRecordHeaderBytes) return false;
+  if (JournalCrc32c(rest.substr(0, 4)) != static_cast<uint32_t>(GetFixed(rest.substr(4), 4)))
+    return false;
+  std::string_view payload = rest.substr(kRecordHeaderBytes, len);
+  if (JournalCrc32c(payload) != static_cast<uint32_t>(GetFixed(rest.substr(8), 4))) return false;
+  if (!DecodeNumbers(&payload, version, lsn, synced)) return false;
+  *extent = kRecordHeaderBytes + len;
+  return true;
+}
+
+// Every record of `data` from `from` on that reads whole, whatever lies
+// between them (a hole, damage): found(at, extent, lsn, synced).
+template <typename Found>
+void ScanRecords(std::string_view data, size_t from, uint8_t version, Found&& found) {
+  size_t at = from;
+  while (at < data.size() && data.size() - at >= kRecordHeaderBytes) {
+    size_t extent = 0;
+    uint64_t lsn = 0;
+    uint64_t synced = 0;
+    if (RecordAt(data, at, version, &extent, &lsn, &synced)) {
+      found(at, extent, lsn, synced);
+      at += extent;
+    } else {
+      ++at;
+    }
+  }
+}
+
+// Whether a whole page of the file (kPageBytes, aligned) that overlaps
+// [from, to) reads as zeros: what a page that never reached the disk reads
+// as (a hole, or preallocated zeros).
+bool HasZeroPage(std::string_view data, size_t from, size_t to) {
+  to = std::min(to, data.size());
+  for (size_t page = from / kPageBytes * kPageBytes; page < to; page += kPageBytes) {
+    const size_t end = page + kPageBytes;
+    if (end > data.size()) break;
+    if (std::all_of(data.begin() + static_cast<ptrdiff_t>(page),
+                    data.begin() + static_cast<ptrdiff_t>(end), [](char c) { return c == '\0'; }))
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -227,6 +299,10 @@ Status Journal::OpenSegment(uint64_t first_lsn) {
   if (fd < 0) return Errno("creating " + path);
   std::string header(kMagic, sizeof kMagic);
   header.push_back(static_cast<char>(kJournalVersion));
+  PutFixed64(&header, options_.segment_bytes);
+  std::string crc(4, '\0');
+  SetFixed32(crc.data(), JournalCrc32c(header));
+  header += crc;
   if (Status st = WriteAll(fd, header.data(), header.size(), 0); !st.ok()) {
     ::close(fd);
     ::unlink(path.c_str());
@@ -281,6 +357,7 @@ Status Journal::Append(const std::vector<Mutation>& batch, uint64_t* lsn) {
   }
   buf_.assign(kRecordHeaderBytes, '\0');
   PutFixed64(&buf_, next_lsn_);
+  PutFixed64(&buf_, synced_lsn_.load(std::memory_order_acquire));
   PutVarint(&buf_, count);
   for (const Mutation& m : batch) {
     if (m.deferrable) continue;
@@ -434,8 +511,9 @@ void Journal::ReleaseThrough(uint64_t lsn) {
 
 Status Journal::Replay(const std::string& dir, uint64_t after,
                        const std::function<Status(uint64_t, std::vector<Mutation>&)>& apply,
-                       uint64_t* last) {
+                       uint64_t* last, JournalCut* cut) {
   *last = after;
+  if (cut != nullptr) *cut = JournalCut{};
   std::vector<std::pair<uint64_t, std::string>> segments;
   if (Status st = ListSegments(dir, &segments); !st.ok()) return st;
   if (!segments.empty() && segments[0].first > after + 1)
@@ -445,63 +523,175 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
   uint64_t expect = 0;  // the next record's number, once one was seen
   std::string data;
   std::vector<Mutation> batch;
-  for (size_t s = 0; s < segments.size(); ++s) {
+  // One delayqd wrote every segment here (a start replays and removes
+  // them all): the first header that reads gives their version, for a
+  // segment whose own header a power cut left unwritten.
+  uint8_t dir_version = kJournalVersion;
+  for (const auto& segment : segments) {
+    std::ifstream in(segment.second, std::ios::binary);
+    char header[kHeaderBytesV2];
+    if (in.read(header, kHeaderBytesV2) &&
+        std::string_view(header, sizeof kMagic) == std::string_view(kMagic, sizeof kMagic)) {
+      dir_version = static_cast<uint8_t>(header[7]);
+      break;
+    }
+  }
+  // Damage at byte `at` of segment `s` (in `data`), where record `due` was
+  // to be. It ends the journal (true, *cut filled) when it is what a power
+  // cut leaves of the part not yet synced: a hole (`hole`: records missing
+  // between segments or a sealed segment's end; otherwise a whole page of
+  // zeros between `at` and the next record that reads), and no record
+  // written after it says a sync had covered `due`. Otherwise *st is the
+  // corruption to report.
+  auto unwritten_tail = [&](size_t s, size_t at, uint64_t due, bool hole, Status damage,
+                            Status* st) -> bool {
+    *st = std::move(damage);
+    if (dir_version < kVersionWithSynced) return false;  // records that say nothing synced
+    JournalCut found;
+    // (Records up to `after` are in the store: none of them is lost.)
+    found.lsn = std::max(due, after + 1);
+    found.path = segments[s].second;
+    found.offset = at;
+    found.what = st->message();
+    size_t readable = data.size();  // where the next record that reads starts
+    bool first = true;
+    auto note = [&](size_t record_at, size_t, uint64_t lsn, uint64_t synced) {
+      if (first) readable = record_at;
+      first = false;
+      found.last_synced = std::max(found.last_synced, synced);
+      if (lsn >= found.lsn) found.records_after++;
+    };
+    ScanRecords(data, at + 1, dir_version, note);
+    first = false;
+    if (!hole && !HasZeroPage(data, at, readable)) return false;
+    std::string more;
+    for (size_t t = s + 1; t < segments.size(); ++t) {
+      if (!ReadFile(segments[t].second, &more).ok()) return false;  // cannot tell
+      ScanRecords(more, 0, dir_version, note);
+    }
+    if (found.last_synced >= due) {
+      *st = Status::Corruption(st->message() + " (records written after it say record " +
+                               std::to_string(found.last_synced) + " was synced)");
+      return false;
+    }
+    if (cut != nullptr) *cut = std::move(found);
+    return true;
+  };
+  bool ended = false;  // at the end of what a power cut left
+  // The segment before was sealed before its records reached the size it
+  // is sealed at (version 3): it lost its end, where records missing
+  // before the next segment were. (A segment that reached that size and
+  // then a whole segment missing is not what a power cut does: a
+  // segment's name reached the directory before any later segment's.)
+  bool short_before = false;
+  Status st;
+  for (size_t s = 0; s < segments.size() && !ended; ++s) {
     const std::string& path = segments[s].second;
     bool last_segment = s + 1 == segments.size();
-    if (Status st = ReadFile(path, &data); !st.ok()) return st;
+    if (st = ReadFile(path, &data); !st.ok()) return st;
+    const uint64_t due = expect != 0 ? expect : segments[s].first;
     auto damaged = [&](size_t at, const std::string& what) {
       return Status::Corruption("the journal " + path + " is damaged at byte " +
                                 std::to_string(at) + ": " + what);
     };
-    if (data.size() < kHeaderBytes) {
+    if (data.size() < kHeaderBytesV2) {
       // A crash right after the segment was created.
       if (last_segment && std::string_view(data) == std::string_view(kMagic, data.size())) break;
-      return damaged(0, "no header");
+      if (unwritten_tail(s, 0, due, true, damaged(0, "no header"), &st)) break;
+      return st;
     }
-    if (std::string_view(data.data(), sizeof kMagic) != std::string_view(kMagic, sizeof kMagic))
-      return damaged(0, "not a delayq journal");
-    if (static_cast<uint8_t>(data[7]) > kJournalVersion)
+    if (std::string_view(data.data(), sizeof kMagic) != std::string_view(kMagic, sizeof kMagic)) {
+      if (unwritten_tail(s, 0, due, false, damaged(0, "not a delayq journal"), &st)) break;
+      return st;
+    }
+    const uint8_t version = static_cast<uint8_t>(data[7]);
+    if (version > kJournalVersion)
       return Status::InvalidArgument("the journal " + path +
                                      " has a format this delayqd does not know");
+    size_t header = kHeaderBytesV2;
+    uint64_t seal_at = 0;  // the size it is sealed at (version 3 on)
+    if (version >= kVersionWithSynced) {
+      header = kHeaderBytes;
+      if (data.size() < kHeaderBytes) {
+        if (last_segment) break;  // a crash while its header was written
+        if (unwritten_tail(s, 0, due, true, damaged(0, "a header cut short"), &st)) break;
+        return st;
+      }
+      if (JournalCrc32c(std::string_view(data.data(), 16)) !=
+          static_cast<uint32_t>(GetFixed(std::string_view(data).substr(16), 4))) {
+        if (unwritten_tail(s, 0, due, false, damaged(0, "checksum mismatch in its header"), &st))
+          break;
+        return st;
+      }
+      seal_at = GetFixed(std::string_view(data).substr(8), 8);
+    }
     // The first record of a segment is the one its name gives.
-    if (expect != 0 && segments[s].first != expect)
-      return damaged(0, "records " + std::to_string(expect) + " to " +
-                            std::to_string(segments[s].first - 1) + " are missing");
-    size_t at = kHeaderBytes;
+    if (expect != 0 && segments[s].first < expect)
+      return damaged(0, "it starts at record " + std::to_string(segments[s].first) +
+                            ", which the segment before holds");
+    if (expect != 0 && segments[s].first > expect) {
+      if (unwritten_tail(s, 0, expect, short_before,
+                         damaged(0, "records " + std::to_string(expect) + " to " +
+                                        std::to_string(segments[s].first - 1) + " are missing"),
+                         &st))
+        break;
+      return st;
+    }
+    size_t at = header;
     while (at < data.size()) {
       std::string_view rest(data.data() + at, data.size() - at);
       // Zeros after a segment's last record: the part of a preallocated
       // segment no record reached (a gap before the next segment shows as
       // missing numbers there).
       if (ZerosFrom(rest, 0)) break;
+      const uint64_t here = expect != 0 ? expect : segments[s].first;
       // Torn: the append a crash cut short, the last one written. Its bytes
       // are a prefix of what was written, then nothing, or zeros (where a
       // power cut left the file longer than its data, or it was
       // preallocated), past the `extent` the record takes; anything else is
-      // damage.
+      // damage, unless a power cut left it unwritten (unwritten_tail).
       auto torn = [&](size_t extent) { return last_segment && ZerosFrom(rest, extent); };
       if (rest.size() < kRecordHeaderBytes) {
         if (torn(kRecordHeaderBytes)) break;
-        return damaged(at, "a record header cut short");
+        if (unwritten_tail(s, at, here, true, damaged(at, "a record header cut short"), &st)) {
+          ended = true;
+          break;
+        }
+        return st;
       }
       uint32_t len = static_cast<uint32_t>(GetFixed(rest, 4));
       if (JournalCrc32c(rest.substr(0, 4)) != static_cast<uint32_t>(GetFixed(rest.substr(4), 4))) {
         if (torn(kRecordHeaderBytes)) break;
-        return damaged(at, "checksum mismatch in a record header");
+        if (unwritten_tail(s, at, here, false, damaged(at, "checksum mismatch in a record header"),
+                           &st)) {
+          ended = true;
+          break;
+        }
+        return st;
       }
       if (len > kMaxRecordBytes)
         return damaged(at, "a record of " + std::to_string(len) + " bytes");
       if (len > rest.size() - kRecordHeaderBytes) {
         if (last_segment) break;  // the payload was not all written
-        return damaged(at, "a record runs past the end of its segment");
+        if (unwritten_tail(s, at, here, true,
+                           damaged(at, "a record runs past the end of its segment"), &st)) {
+          ended = true;
+          break;
+        }
+        return st;
       }
       std::string_view payload = rest.substr(kRecordHeaderBytes, len);
       if (JournalCrc32c(payload) != static_cast<uint32_t>(GetFixed(rest.substr(8), 4))) {
         if (torn(kRecordHeaderBytes + len)) break;  // its data blocks not all written
-        return damaged(at, "checksum mismatch");
+        if (unwritten_tail(s, at, here, false, damaged(at, "checksum mismatch"), &st)) {
+          ended = true;
+          break;
+        }
+        return st;
       }
       uint64_t lsn = 0;
-      if (Status st = DecodeRecord(payload, &lsn, &batch); !st.ok())
+      uint64_t synced = 0;
+      if (st = DecodeRecord(payload, version, &lsn, &synced, &batch); !st.ok())
         return damaged(at, st.message());
       if (expect == 0 && lsn != segments[s].first)
         return damaged(at, "record " + std::to_string(lsn) + " opens segment " +
@@ -511,12 +701,13 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
             at, "record " + std::to_string(lsn) + " where " + std::to_string(expect) + " was due");
       expect = lsn + 1;
       if (lsn > after) {
-        if (Status st = apply(lsn, batch); !st.ok()) return st;
+        if (st = apply(lsn, batch); !st.ok()) return st;
         *last = lsn;
       }
       at += kRecordHeaderBytes + len;
     }
     if (expect == 0) expect = segments[s].first;  // an empty segment
+    short_before = !ended && at < seal_at;
   }
   return Status::Ok();
 }
@@ -524,8 +715,13 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
 Status Journal::RemoveAll(const std::string& dir) {
   std::vector<std::pair<uint64_t, std::string>> segments;
   if (Status st = ListSegments(dir, &segments); !st.ok()) return st;
-  for (const auto& [first, path] : segments) {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("removing " + path);
+  // Newest first: a crash part way leaves the oldest, from which the
+  // next start replays as this one did (a journal whose first segments
+  // were gone would read as records lost, and one cut short by a power
+  // cut may hold records past the cut).
+  for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+    if (::unlink(it->second.c_str()) != 0 && errno != ENOENT)
+      return Errno("removing " + it->second);
   }
   return segments.empty() ? Status::Ok() : SyncDir(dir);
 }

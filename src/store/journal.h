@@ -33,9 +33,23 @@
 namespace delayq::store {
 
 // The journal's format version, in every segment's header. Version 2 adds
-// the change kinds 3 and 4 (a named object put or deleted); a version 1
-// segment reads as before.
-inline constexpr uint8_t kJournalVersion = 2;
+// the change kinds 3 and 4 (a named object put or deleted); version 3 puts
+// in every record the number of the last record synced when it was
+// appended (what Replay tells a power cut's unwritten tail from damage
+// by). Older segments read as before.
+inline constexpr uint8_t kJournalVersion = 3;
+
+// Where Replay ended the journal early: records a power cut left unwritten
+// (pages of the part not yet synced that never reached the disk), none of
+// them known to have been synced. `lsn` 0: no cut.
+struct JournalCut {
+  uint64_t lsn = 0;            // the first record not replayed
+  std::string path;            // the segment it was due in
+  uint64_t offset = 0;         // where in it
+  uint64_t records_after = 0;  // whole records found past the hole, not replayed
+  uint64_t last_synced = 0;    // the highest record any record says was synced
+  std::string what;            // what was found there
+};
 
 // CRC-32C (Castagnoli) as the journal uses it, with the CPU's instruction
 // where there is one, and the table-driven reference (for tests).
@@ -116,12 +130,16 @@ class Journal {
   // A record torn at the very end of the last segment (a crash in the
   // middle of an append: a prefix of it written, and nothing or zeros
   // after it) ends the journal; zeros after a segment's last record (a
-  // preallocated segment) end that segment; any other damage, or a gap in
-  // the numbers, is kCorruption.
+  // preallocated segment) end that segment. A record that cannot be read
+  // where a whole page (4 KB) reads as zeros, or records missing between
+  // segments, end the journal there too (*cut says where) when no record
+  // written after says a sync covered it: the part a power cut left
+  // unwritten before it was synced (version 3 segments). Any other damage,
+  // or a gap in the numbers, is kCorruption.
   static Status Replay(
       const std::string& dir, uint64_t after,
       const std::function<Status(uint64_t lsn, std::vector<Mutation>& batch)>& apply,
-      uint64_t* last);
+      uint64_t* last, JournalCut* cut = nullptr);
   // Deletes every segment in `dir`.
   static Status RemoveAll(const std::string& dir);
 

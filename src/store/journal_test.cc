@@ -26,6 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A version 3 segment's header: magic, version, the size it is sealed at,
+// a checksum.
+constexpr size_t kSegmentHeader = 20;
+
 class JournalTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_FALSE(dir_.empty()) << "mkdtemp failed"; }
@@ -174,7 +178,7 @@ TEST_F(JournalTest, ATornLastAppendEndsTheJournalAtEveryCut) {
   ASSERT_TRUE(ReplayAll(0, &all).ok());
   ASSERT_EQ(all.size(), 3u);
   // Where the third record starts: the file less its length.
-  size_t third = whole.size() - (whole.size() - 8) / 3;
+  size_t third = whole.size() - (whole.size() - kSegmentHeader) / 3;
   for (size_t cut = third; cut < whole.size(); ++cut) {
     WriteFile(seg, std::string_view(whole).substr(0, cut));
     std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
@@ -210,11 +214,11 @@ TEST_F(JournalTest, PreallocatedSegmentsReadBackAndATornRecordEndsThem) {
   ASSERT_TRUE(ReplayAll(0, &all).ok());
   ASSERT_EQ(all.size(), 3u);
   // Every record is as long as the first: its header's length (4 bytes,
-  // little endian, after the segment's 8) and the header's 12.
+  // little endian, after the segment's 20) and the header's 12.
   size_t record = 12;
   for (int i = 0; i < 4; ++i)
-    record += static_cast<size_t>(static_cast<uint8_t>(whole[8 + i])) << (8 * i);
-  const size_t end = 8 + 3 * record, third = end - record;
+    record += static_cast<size_t>(static_cast<uint8_t>(whole[kSegmentHeader + i])) << (8 * i);
+  const size_t end = kSegmentHeader + 3 * record, third = end - record;
   ASSERT_TRUE(std::all_of(whole.begin() + static_cast<ptrdiff_t>(end), whole.end(),
                           [](char c) { return c == '\0'; }));
   for (size_t cut = third; cut < end; ++cut) {
@@ -235,7 +239,8 @@ TEST_F(JournalTest, PreallocatedSegmentsReadBackAndATornRecordEndsThem) {
   WriteFile(seg, whole);
 
   // Sealed segments, each with its zeros: every record, in order; one
-  // gone: missing.
+  // gone: missing (never synced: the segment before reached the size it
+  // was sealed at, so this is no power cut's lost end).
   fs::remove_all(dir_ + "/journal");
   {
     auto j = Create(1, 256, /*preallocate=*/true);
@@ -308,7 +313,7 @@ TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {
   fs::path seg = Segments().at(0);
   std::string whole = ReadFile(seg);
   // Every byte of the first two records and of the header.
-  size_t third = whole.size() - (whole.size() - 8) / 3;
+  size_t third = whole.size() - (whole.size() - kSegmentHeader) / 3;
   for (size_t at = 0; at < third; ++at) {
     std::string bad = whole;
     bad[at] = static_cast<char>(bad[at] ^ 0x40);
@@ -318,6 +323,201 @@ TEST_F(JournalTest, DamageBeforeTheEndIsCorruption) {
     EXPECT_FALSE(st.ok()) << "a flip at byte " << at << " went unnoticed";
     if (at >= 8) EXPECT_EQ(st.code(), Code::kCorruption) << at << ": " << st.ToString();
   }
+}
+
+// Where each record of a segment's bytes starts and ends.
+std::vector<std::pair<size_t, size_t>> RecordExtents(const std::string& seg) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t at = kSegmentHeader;
+  while (at + 12 <= seg.size()) {
+    size_t len = 0;
+    for (int i = 0; i < 4; ++i)
+      len |= static_cast<size_t>(static_cast<uint8_t>(seg[at + i])) << (8 * i);
+    if (len == 0) break;  // zeros: the end
+    out.emplace_back(at, at + 12 + len);
+    at += 12 + len;
+  }
+  return out;
+}
+
+// A power cut loses pages of what was appended and not yet synced, and not
+// only the last ones: writeback goes in any order, so a page in the middle
+// can read as zeros with records after it. Since no record written later
+// says a sync covered the first one lost, nothing acknowledged under
+// `always` lies past it: the journal ends there. A page lost among records
+// a sync covered is damage.
+TEST_F(JournalTest, AHoleInWhatWasNotSyncedEndsTheJournalWhereItStarts) {
+  {
+    auto j = Create();
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 30; ++id)
+      ASSERT_TRUE(j->Append({Put(id, std::string(200, 'h'))}, &lsn).ok());
+    ASSERT_TRUE(j->Sync().ok());  // records 31 on say 30 was synced
+    for (JobId id = 31; id <= 80; ++id)
+      ASSERT_TRUE(j->Append({Put(id, std::string(200, 'h'))}, &lsn).ok());
+  }
+  fs::path seg = Segments().at(0);
+  const std::string whole = ReadFile(seg);
+  const auto records = RecordExtents(whole);
+  ASSERT_EQ(records.size(), 80u);
+  ASSERT_GT(whole.size(), 5u * 4096);
+  // Record n (1-based) is records[n - 1].
+  auto first_touching = [&](size_t from) {
+    size_t n = 0;
+    while (records[n].second <= from) n++;
+    return n + 1;
+  };
+  auto holed_at = [&](size_t page) {
+    std::string holed = whole;
+    std::fill(holed.begin() + static_cast<ptrdiff_t>(page * 4096),
+              holed.begin() + static_cast<ptrdiff_t>((page + 1) * 4096), '\0');
+    WriteFile(seg, holed);
+  };
+  // A page after record 30's end: the records from the first it touches on
+  // were never synced.
+  size_t page = records[29].second / 4096 + 1;
+  const size_t lost = first_touching(page * 4096);
+  ASSERT_GE(lost, 31u);
+  ASSERT_LT(records[lost - 1].first, (page + 1) * 4096);
+  holed_at(page);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  uint64_t last = 0;
+  JournalCut cut;
+  Status st = Journal::Replay(
+      dir_ + "/journal", 0,
+      [&](uint64_t lsn, std::vector<Mutation>& batch) {
+        got.emplace_back(lsn, batch);
+        return Status::Ok();
+      },
+      &last, &cut);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(last, lost - 1);
+  ASSERT_EQ(got.size(), lost - 1);
+  EXPECT_EQ(got.back().second.at(0).record.id, lost - 1);
+  EXPECT_EQ(cut.lsn, lost);
+  EXPECT_EQ(cut.offset, records[lost - 1].first);
+  EXPECT_EQ(cut.path, seg.string());
+  EXPECT_EQ(cut.last_synced, 30u);
+  // The records that start past the hole read, and are left out.
+  size_t after = 0;
+  for (const auto& r : records) after += r.first >= (page + 1) * 4096 ? 1 : 0;
+  EXPECT_EQ(cut.records_after, after);
+  EXPECT_GT(after, 10u);
+
+  // A page among records 1 to 30, which the sync covered: damage.
+  holed_at(1);
+  ASSERT_LT(first_touching(4096), 30u);
+  got.clear();
+  st = Journal::Replay(
+      dir_ + "/journal", 0, [&](uint64_t, std::vector<Mutation>&) { return Status::Ok(); }, &last,
+      &cut);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("say record 30 was synced"), std::string::npos) << st.ToString();
+  EXPECT_EQ(cut.lsn, 0u);
+
+  // A byte changed past the sync, with no page of zeros: not what a power
+  // cut does, damage too.
+  std::string flipped = whole;
+  flipped[records[lost].first + 20] ^= 0x10;
+  WriteFile(seg, flipped);
+  st = Journal::Replay(
+      dir_ + "/journal", 0, [&](uint64_t, std::vector<Mutation>&) { return Status::Ok(); }, &last,
+      &cut);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+}
+
+// A sealed segment whose last pages never reached the disk: it ends short,
+// in the middle of a record or in zeros, and the next segment's records
+// start later than due.
+TEST_F(JournalTest, ASealedSegmentCutShortByAPowerCutEndsTheJournal) {
+  WriteJournal(40, std::string(200, 's'), 2048);
+  std::vector<fs::path> segs = Segments();
+  ASSERT_GE(segs.size(), 4u);
+  const std::string second = ReadFile(segs[1]);
+  const auto records = RecordExtents(second);
+  ASSERT_GE(records.size(), 3u);
+  const uint64_t first_of_second = std::stoull(segs[1].filename().string().substr(0, 20));
+  auto replay = [&](JournalCut* cut, uint64_t* last) {
+    return Journal::Replay(
+        dir_ + "/journal", 0, [&](uint64_t, std::vector<Mutation>&) { return Status::Ok(); }, last,
+        cut);
+  };
+  for (int shape = 0; shape < 3; ++shape) {
+    SCOPED_TRACE(shape == 0   ? "its file ends inside a record"
+                 : shape == 1 ? "its end in zeros"
+                              : "its file ends where a record does");
+    // The segment loses its last two records: cut inside the first of
+    // them, zeroed from there on, or cut where it starts.
+    const size_t from = records[records.size() - 2].first;
+    std::string shorter = second.substr(0, shape == 0 ? from + 5 : from);
+    if (shape == 1) shorter.append(second.size() + 4096 - shorter.size(), '\0');
+    WriteFile(segs[1], shorter);
+    JournalCut cut;
+    uint64_t last = 0;
+    Status st = replay(&cut, &last);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const uint64_t lost = first_of_second + records.size() - 2;
+    EXPECT_EQ(last, lost - 1);
+    EXPECT_EQ(cut.lsn, lost);
+    EXPECT_GT(cut.records_after, 10u);  // the later segments'
+  }
+  // A whole segment gone is not what a power cut leaves (its name reached
+  // the directory before the next one's): AMissingSegmentIsCorruption.
+
+  // The same shape with a later record saying all of it was synced:
+  // damage.
+  fs::remove_all(dir_ + "/journal");
+  {
+    auto j = Create(1, 2048);
+    uint64_t lsn = 0;
+    for (JobId id = 1; id <= 40; ++id) {
+      ASSERT_TRUE(j->Append({Put(id, std::string(200, 's'))}, &lsn).ok());
+      ASSERT_TRUE(j->Sync().ok());
+    }
+  }
+  segs = Segments();
+  const std::string synced_second = ReadFile(segs[1]);
+  const auto synced_records = RecordExtents(synced_second);
+  WriteFile(segs[1], synced_second.substr(0, synced_records.back().first + 5));
+  JournalCut cut;
+  uint64_t last = 0;
+  Status st = replay(&cut, &last);
+  EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
+  EXPECT_EQ(cut.lsn, 0u);
+}
+
+// Segments of version 2 (before records said what was synced) still read;
+// a hole in one is damage, as it was then.
+TEST_F(JournalTest, AnOlderSegmentReadsAndItsHoleIsDamage) {
+  WriteJournal(40, std::string(200, 'o'));
+  fs::path seg = Segments().at(0);
+  const std::string v3 = ReadFile(seg);
+  // The same records without the synced number, in a version 2 segment
+  // (its header the magic and the version alone).
+  std::string v2 = v3.substr(0, 7) + std::string(1, '\x02');
+  for (const auto& [from, to] : RecordExtents(v3)) {
+    std::string payload = v3.substr(from + 12, 8) + v3.substr(from + 12 + 16, to - from - 12 - 16);
+    std::string header(12, '\0');
+    auto set32 = [&](size_t at, uint32_t v) {
+      for (int i = 0; i < 4; ++i) header[at + i] = static_cast<char>(v >> (8 * i));
+    };
+    set32(0, static_cast<uint32_t>(payload.size()));
+    set32(4, JournalCrc32c(std::string_view(header.data(), 4)));
+    set32(8, JournalCrc32c(payload));
+    v2 += header + payload;
+  }
+  WriteFile(seg, v2);
+  std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
+  uint64_t last = 0;
+  ASSERT_TRUE(ReplayAll(0, &got, &last).ok());
+  ASSERT_EQ(got.size(), 40u);
+  EXPECT_EQ(got[39].second.at(0).record, Put(40, "").record);
+  EXPECT_EQ(got[39].second.at(0).body, std::string(200, 'o'));
+  std::string holed = v2;
+  std::fill(holed.begin() + 4096, holed.begin() + 8192, '\0');
+  WriteFile(seg, holed);
+  got.clear();
+  EXPECT_EQ(ReplayAll(0, &got).code(), Code::kCorruption);
 }
 
 TEST_F(JournalTest, SegmentsAreSealedAndGoOnceReleased) {
@@ -520,6 +720,39 @@ TEST_F(RocksJournalTest, AStartThatFailsOnADamagedJournalLeavesItForTheNext) {
     EXPECT_EQ(r.status().code(), Code::kCorruption) << r.status().ToString();
     ASSERT_TRUE(fs::exists(seg)) << "attempt " << attempt << " removed the journal";
   }
+}
+
+// A store whose journal a power cut left with a hole opens with what came
+// before it, says where it ended, and starts a journal of its own that the
+// next start replays as usual.
+TEST_F(RocksJournalTest, AStoreOpensUpToAHoleAPowerCutLeftAndGoesOn) {
+  WriteJournal(60, std::string(200, 'p'));
+  fs::path seg = Segments().at(0);
+  std::string holed = ReadFile(seg);
+  const auto records = RecordExtents(holed);
+  size_t kept = 0;
+  while (records[kept].second <= 2 * 4096) kept++;
+  std::fill(holed.begin() + 2 * 4096, holed.begin() + 3 * 4096, '\0');
+  WriteFile(seg, holed);
+  auto store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->journal_cut().lsn, kept + 1);
+  EXPECT_EQ(store->replayed_records(), kept);
+  std::map<JobId, std::string> bodies = Bodies(*store);
+  ASSERT_EQ(bodies.size(), kept);
+  EXPECT_EQ(bodies.rbegin()->first, kept);
+  EXPECT_FALSE(fs::exists(seg));
+  uint64_t lsn = 0;
+  std::vector<Mutation> b = {Put(1000, "after")};
+  ASSERT_TRUE(store->journal()->Append(b, &lsn).ok());
+  EXPECT_EQ(lsn, kept + 1);
+  store.reset();
+  store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->journal_cut().lsn, 0u);
+  bodies = Bodies(*store);
+  EXPECT_EQ(bodies.size(), kept + 1);
+  EXPECT_EQ(bodies[1000], "after");
 }
 
 TEST_F(RocksJournalTest, ACheckpointLetsTheSealedSegmentsGo) {

@@ -27,6 +27,9 @@ constexpr const char* kFormatKey = "format";
 constexpr const char* kMaxIdKey = "max_id";
 // The last journal record the jobs families hold (8 bytes, big-endian).
 constexpr const char* kJournalLsnKey = "journal_lsn";
+// Ids up to this may have been handed out (NoteMaxId): written ahead of
+// them, and apart from `max_id`, which the writer thread's batches carry.
+constexpr const char* kIdLeaseKey = "id_lease";
 // Journal records applied again at start per write.
 constexpr size_t kReplayBatch = 4096;
 
@@ -212,7 +215,13 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
   } else if (!s.IsNotFound()) {
     return FromRocks(s, "reading the highest id");
   }
+  std::string lease;
+  s = db->Get(rocksdb::ReadOptions(), store->meta_, kIdLeaseKey, &lease);
+  if (!s.ok() && !s.IsNotFound()) return FromRocks(s, "reading the ids handed out");
   if (Status st = store->ReplayJournal(); !st.ok()) return st;
+  // (After the replay: its puts of ids above max_id need no look-up of an
+  // image they replace.)
+  if (s.ok()) store->max_id_ = std::max(store->max_id_, ReadBigEndian(lease));
   {
     Journal::Options jo;
     jo.dir = JournalDir(options.dir);
@@ -262,7 +271,7 @@ Status RocksStore::ReplayJournal() {
         replayed_records_++;
         return pending.size() >= kReplayBatch ? apply_pending() : Status::Ok();
       },
-      &last);
+      &last, &journal_cut_);
   if (st.ok()) st = apply_pending();
   if (!st.ok()) return st;
   wal_off_ = false;
@@ -634,12 +643,12 @@ uint64_t RocksStore::ApproximateJobs() const {
 }
 
 Status RocksStore::NoteMaxId(JobId id) {
-  if (id <= max_id_) return Status::Ok();
+  // Through RocksDB's log, synced (under `no` written only), on the
+  // calling thread; max_id_ is the writer thread's and stays as it is.
   rocksdb::WriteOptions wo;
-  wo.sync = options_.fsync == FsyncPolicy::kAlways;
-  rocksdb::Status s = db_->Put(wo, meta_, kMaxIdKey, BigEndian(id));
-  if (!s.ok()) return FromRocks(s, "writing the highest id");
-  max_id_ = id;
+  wo.sync = options_.fsync != FsyncPolicy::kNo;
+  rocksdb::Status s = db_->Put(wo, meta_, kIdLeaseKey, BigEndian(id));
+  if (!s.ok()) return FromRocks(s, "writing the ids handed out");
   return Status::Ok();
 }
 

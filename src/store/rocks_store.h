@@ -67,6 +67,9 @@ class RocksStore final : public Store {
   StoreSample Sample() const override;
   // How many journal records Open applied again (a crash left them).
   uint64_t replayed_records() const { return replayed_records_; }
+  // Where Open ended the journal early: the records a power cut left
+  // unwritten before they were synced (lsn 0: nowhere).
+  const JournalCut& journal_cut() const { return journal_cut_; }
 
  private:
   explicit RocksStore(const RocksStoreOptions& options);
@@ -101,6 +104,7 @@ class RocksStore final : public Store {
   bool wal_off_ = false;      // writes skip RocksDB's log (a journal holds them)
   uint64_t journal_lsn_ = 0;  // the last journal record written to RocksDB
   uint64_t replayed_records_ = 0;
+  JournalCut journal_cut_;
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
   size_t recent_bytes_ = 0;
