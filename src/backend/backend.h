@@ -214,9 +214,9 @@ class Backend {
   virtual void StatsJob(JobId id, Callback<JobStats> done) = 0;
   // A page of a topic's jobs in one state, in id order after a cursor
   // (ListJobsRequest; docs/http-api.md, "Browsing jobs"); an unknown topic
-  // has none. One call, whose cost grows with the jobs of that topic in
-  // that state, never with the other topics' (docs/engine.md,
-  // docs/redis-backend.md).
+  // has none. Its cost grows with the jobs of that topic in that state,
+  // never with the other topics' (docs/engine.md, docs/redis-backend.md:
+  // on Redis, calls that each read a bounded part).
   virtual void ListJobs(const ListJobsRequest& r, PageDone done) = 0;
   // The live job with user key `key` in each topic that has one.
   virtual void FindKey(std::string_view key, JobsDone done) = 0;

@@ -895,12 +895,30 @@ void RedisBackend::ListJobs(const ListJobsRequest& r, PageDone done) {
   // (The cursor's member, and its incarnation's number: -1 for none.)
   const std::string member = r.after != 0 ? Member(r.after) : std::string();
   const int64_t no = r.after != 0 ? NoOf(r.after) : -1;
-  Topic* t = &GetTopic(std::string(r.topic));
-  Run(Script::kList, *t, no,
-      {state, member, std::to_string(r.limit), r.desc ? std::string("1") : std::string("0")},
-      [this, t, done](Status st, const redisReply* reply) {
+  ListStep(&GetTopic(std::string(r.topic)), no,
+           {state, member, std::to_string(r.limit), r.desc ? std::string("1") : std::string("0"),
+            "0", ""},
+           std::move(done));
+}
+
+void RedisBackend::ListStep(Topic* t, int64_t no, std::vector<std::string> args, PageDone done) {
+  Run(Script::kList, *t, no, args,
+      [this, t, no, args, done](Status st, const redisReply* reply) mutable {
         if (!st.ok()) return done(st, {}, false);
         if (Size(reply) < 1) return done(Unexpected("dq_list"), {}, false);
+        // {2, rank, member, ...}: the set goes on; again from that rank,
+        // with the members chosen so far.
+        if (Int(At(reply, 0)) == 2) {
+          if (Size(reply) < 2) return done(Unexpected("dq_list"), {}, false);
+          args[4] = std::to_string(Int(At(reply, 1)));
+          std::string& kept = args[5];
+          kept.clear();
+          for (size_t i = 2; i < Size(reply); ++i) {
+            if (i > 2) kept += ' ';
+            kept += Str(At(reply, i));
+          }
+          return ListStep(t, no, std::move(args), std::move(done));
+        }
         std::vector<JobView> views;
         views.reserve(Size(reply) - 1);
         for (size_t i = 1; i < Size(reply); ++i)

@@ -391,6 +391,9 @@ class RedisBackend final : public Backend {
   // Kicks up to `left` more jobs of the state `only` ("b", "d"; "" for the
   // first chunk, which picks it), a chunk per call.
   void KickStep(Topic* t, uint64_t left, std::string only, uint64_t total, Callback<uint64_t> done);
+  // One call of dq_list (ListJobs): again, from where it stopped, until the
+  // set is read through.
+  void ListStep(Topic* t, int64_t no, std::vector<std::string> args, PageDone done);
 
   boost::asio::io_context& io_;
   Options options_;

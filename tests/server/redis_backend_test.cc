@@ -612,6 +612,67 @@ TEST_F(RedisBackendTest, AKickOfManyJobsGoesInChunksOfOneState) {
   EXPECT_EQ(Calls("fcall") - before, 1);
 }
 
+// A page of a state larger than one call of dq_list reads (20,000
+// members) is made in several calls of bounded length, so that Redis serves
+// others between them, and is the page one call would make: the first jobs
+// in id order after the cursor, either way.
+TEST_F(RedisBackendTest, BrowsingAStateOfManyJobsGoesInCallsOfBoundedLength) {
+  auto b = Make(/*sweep_ms=*/600'000);  // no sweep's calls among the list's
+  SessionId s = b->OpenSession();
+  constexpr size_t kJobs = 45'000;
+  std::vector<JobId> ids;
+  size_t answered = 0;
+  PutRequest r;
+  r.body = "x";
+  for (size_t i = 0; i < kJobs; ++i)
+    b->Put(s, r, [&](Result<PutResult> x) {
+      answered++;
+      if (x.ok()) ids.push_back(x->id);
+    });
+  ASSERT_TRUE(RunUntil([&] { return answered == kJobs; }, std::chrono::seconds(60)));
+  ASSERT_EQ(ids.size(), kJobs);
+  std::sort(ids.begin(), ids.end());
+  struct Page {
+    std::vector<JobId> ids;
+    bool more = false;
+  };
+  auto list = [&](JobId after, uint32_t limit, bool desc) {
+    ListJobsRequest q;
+    q.topic = "default";
+    q.state = JobState::kReady;
+    q.after = after;
+    q.limit = limit;
+    q.desc = desc;
+    std::optional<Page> page;
+    b->ListJobs(q, [&](Status st, Jobs jobs, bool more) {
+      EXPECT_TRUE(st.ok()) << st.ToString();
+      page.emplace();
+      for (const JobView& v : jobs) page->ids.push_back(v.id);
+      page->more = more;
+    });
+    EXPECT_TRUE(RunUntil([&] { return page.has_value(); }));
+    return page.value_or(Page{});
+  };
+  const int calls = Calls("fcall");
+  Page p = list(0, 10, false);
+  EXPECT_EQ(Calls("fcall") - calls, 3) << "45,000 members, 20,000 a call";
+  EXPECT_EQ(p.ids, std::vector<JobId>(ids.begin(), ids.begin() + 10));
+  EXPECT_TRUE(p.more);
+  p = list(ids[kJobs - 5], 10, false);
+  EXPECT_EQ(p.ids, std::vector<JobId>(ids.end() - 4, ids.end()));
+  EXPECT_FALSE(p.more);
+  p = list(0, 3, true);
+  EXPECT_EQ(p.ids, (std::vector<JobId>{ids[kJobs - 1], ids[kJobs - 2], ids[kJobs - 3]}));
+  EXPECT_TRUE(p.more);
+  p = list(ids[2], 10, true);
+  EXPECT_EQ(p.ids, (std::vector<JobId>{ids[1], ids[0]}));
+  EXPECT_FALSE(p.more);
+  // From the middle: what follows the cursor, wherever the calls cut.
+  p = list(ids[29'999], 5, false);
+  EXPECT_EQ(p.ids, std::vector<JobId>(ids.begin() + 30'000, ids.begin() + 30'005));
+  EXPECT_TRUE(p.more);
+}
+
 TEST_F(RedisBackendTest, TtrExpiryReturnsTheJobAndCountsATimeout) {
   auto b = Make(50);
   SessionId s = b->OpenSession();

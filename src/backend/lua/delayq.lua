@@ -1067,18 +1067,25 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
 end)
 
 -- Arguments: the state ('r', 'd', 'u' or 'b'), the member the page starts
--- after ('': from the start), the limit, '1' for newest first. The cursor
--- is a member of the incarnation args[2] names: when that is not the
--- topic's, every job of this incarnation lies after an older one's cursor
--- (or before a newer one's). Answers {more, job, ...}: more is 1 when more
--- jobs follow; each job as dq_peek answers it. The set is read a thousand
--- members at a time and the page's members chosen as it goes (sorted and
--- cut back to limit + 1 whenever twice as many gathered): O(n log limit)
--- for the n jobs of the topic in that state (docs/redis-backend.md,
--- "Browsing jobs").
+-- after ('': from the start), the limit, '1' for newest first, the rank to
+-- read the set from (0 at first) and the members an earlier call chose
+-- (space-separated). The cursor is a member of the incarnation args[2]
+-- names: when that is not the topic's, every job of this incarnation lies
+-- after an older one's cursor (or before a newer one's). The set is read a
+-- thousand members at a time, at most LIST_BUDGET members a call, and the
+-- page's members chosen as it goes (sorted and cut back to limit + 1
+-- whenever twice as many gathered): O(n log limit) for the n jobs of the
+-- topic in that state, in calls of bounded length (docs/redis-backend.md,
+-- "Browsing jobs"). Answers {2, rank, member, ...} when the set goes on
+-- past what this call read: the caller calls again from that rank with
+-- those members; else {more, job, ...}: more is 1 when more jobs follow;
+-- each job as dq_peek answers it.
+local LIST_BUDGET = 20000
 topic_function('dq_list', 'L', function(c, args, o, n)
   local st, after, limit = args[o + 2], args[o + 3], tonumber(args[o + 4])
   local desc = args[o + 5] == '1'
+  local from = tonumber(args[o + 6] or '0') or 0
+  local kept = args[o + 7] or ''
   if c.no < 0 then return {0} end
   if after ~= '' and not c.eok then
     if (c.E < c.no) == desc then return {0} end
@@ -1091,7 +1098,27 @@ topic_function('dq_list', 'L', function(c, args, o, n)
   end
   local cmp = function(a, b) return a < b end
   if desc then cmp = function(a, b) return a > b end end
-  local keep, picked, np, from = limit + 1, {}, 0, 0
+  local keep, picked, np = limit + 1, {}, 0
+  for m in string.gmatch(kept, '%S+') do
+    np = np + 1
+    picked[np] = m
+  end
+  -- Sorted, each member once (ranks move between calls: a member may be
+  -- read twice), at most `keep`.
+  local function trim()
+    table.sort(picked, cmp)
+    local w = 0
+    for k = 1, np do
+      if w == 0 or picked[k] ~= picked[w] then
+        w = w + 1
+        picked[w] = picked[k]
+      end
+    end
+    if w > keep then w = keep end
+    for k = np, w + 1, -1 do picked[k] = nil end
+    np = w
+  end
+  local read, ended = 0, false
   while true do
     local chunk = redis.call('ZRANGE', set, from, from + 999)
     for i = 1, #chunk do
@@ -1099,17 +1126,33 @@ topic_function('dq_list', 'L', function(c, args, o, n)
       if m ~= SENT and (after == '' or cmp(after, m)) then
         np = np + 1
         picked[np] = m
-        if np >= 2 * keep then
-          table.sort(picked, cmp)
-          for k = np, keep + 1, -1 do picked[k] = nil end
-          np = keep
-        end
+        if np >= 2 * keep then trim() end
       end
     end
-    if #chunk < 1000 then break end
+    if #chunk < 1000 then
+      ended = true
+      break
+    end
     from = from + 1000
+    read = read + 1000
+    if read >= LIST_BUDGET then break end
   end
-  table.sort(picked, cmp)
+  trim()
+  if not ended then
+    local out = {2, from}
+    for k = 1, np do out[k + 2] = picked[k] end
+    return out
+  end
+  -- Members an earlier call chose may have left the state since.
+  local w = 0
+  for k = 1, np do
+    if redis.call('ZSCORE', set, picked[k]) then
+      w = w + 1
+      picked[w] = picked[k]
+    end
+  end
+  for k = np, w + 1, -1 do picked[k] = nil end
+  np = w
   local out = {0}
   if np > limit then out[1] = 1 end
   for k = 1, math.min(np, limit) do
