@@ -897,27 +897,54 @@ void RedisBackend::ListJobs(const ListJobsRequest& r, PageDone done) {
   const int64_t no = r.after != 0 ? NoOf(r.after) : -1;
   ListStep(&GetTopic(std::string(r.topic)), no,
            {state, member, std::to_string(r.limit), r.desc ? std::string("1") : std::string("0"),
-            "0", ""},
-           std::move(done));
+            "0", "", "", "0"},
+           ListProgress{}, std::move(done));
 }
 
-void RedisBackend::ListStep(Topic* t, int64_t no, std::vector<std::string> args, PageDone done) {
+void RedisBackend::ListStep(Topic* t, int64_t no, std::vector<std::string> args,
+                            ListProgress progress, PageDone done) {
   Run(Script::kList, *t, no, args,
-      [this, t, no, args, done](Status st, const redisReply* reply) mutable {
+      [this, t, no, args, progress, done](Status st, const redisReply* reply) mutable {
         if (!st.ok()) return done(st, {}, false);
         if (Size(reply) < 1) return done(Unexpected("dq_list"), {}, false);
-        // {2, rank, member, ...}: the set goes on; again from that rank,
-        // with the members chosen so far.
-        if (Int(At(reply, 0)) == 2) {
-          if (Size(reply) < 2) return done(Unexpected("dq_list"), {}, false);
+        const int64_t kind = Int(At(reply, 0));
+        // {3}: members an earlier call chose left the state; from the
+        // start again, a few times, then the page as it is.
+        if (kind == 3) {
+          progress.restarts++;
+          progress.calls = 0;
+          progress.bound = 0;
+          args[4] = "0";
+          args[5].clear();
+          args[6].clear();
+          args[7] = progress.restarts >= kListRestarts ? "1" : "0";
+          return ListStep(t, no, std::move(args), progress, std::move(done));
+        }
+        // {2, rank, size, last members read, member, ...}: the set goes on;
+        // again from there, with the members chosen so far. No more calls
+        // than the set's size at the first one asks for, and a few (a set
+        // that grows at its end as fast as it is read ends too).
+        if (kind == 2) {
+          if (Size(reply) < 4) return done(Unexpected("dq_list"), {}, false);
+          if (progress.calls++ == 0)
+            progress.bound =
+                static_cast<uint64_t>(std::max<int64_t>(0, Int(At(reply, 2)))) / kListChunk + 3;
           args[4] = std::to_string(Int(At(reply, 1)));
+          args[6] = std::string(Str(At(reply, 3)));
+          if (progress.calls > progress.bound) {
+            // The last call reads nothing more (a rank past any set's
+            // end): the page of what was read.
+            args[4] = std::to_string(uint64_t{1} << 40);
+            args[6].clear();
+            args[7] = "1";
+          }
           std::string& kept = args[5];
           kept.clear();
-          for (size_t i = 2; i < Size(reply); ++i) {
-            if (i > 2) kept += ' ';
+          for (size_t i = 4; i < Size(reply); ++i) {
+            if (i > 4) kept += ' ';
             kept += Str(At(reply, i));
           }
-          return ListStep(t, no, std::move(args), std::move(done));
+          return ListStep(t, no, std::move(args), progress, std::move(done));
         }
         std::vector<JobView> views;
         views.reserve(Size(reply) - 1);

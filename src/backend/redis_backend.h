@@ -392,8 +392,17 @@ class RedisBackend final : public Backend {
   // first chunk, which picks it), a chunk per call.
   void KickStep(Topic* t, uint64_t left, std::string only, uint64_t total, Callback<uint64_t> done);
   // One call of dq_list (ListJobs): again, from where it stopped, until the
-  // set is read through.
-  void ListStep(Topic* t, int64_t no, std::vector<std::string> args, PageDone done);
+  // set is read through; from the start again (kListRestarts times at
+  // most) when jobs it chose left the state meanwhile.
+  struct ListProgress {
+    uint64_t calls = 0;  // since the last start
+    uint64_t bound = 0;  // of calls, from the set's size at the first
+    int restarts = 0;
+  };
+  static constexpr uint64_t kListChunk = 20'000;  // members a call reads (delayq.lua)
+  static constexpr int kListRestarts = 3;
+  void ListStep(Topic* t, int64_t no, std::vector<std::string> args, ListProgress progress,
+                PageDone done);
 
   boost::asio::io_context& io_;
   Options options_;

@@ -56,10 +56,13 @@ enum class Script : size_t {
                 //     {next_wake, result, number, topic, member} | '!n': kFinish, kDelete or
                 //     kPeek, by the operator, on the job a name names (docs/redis-backend.md,
                 //     "Names"); member and number: of the job whose id the name is
-  kList,        // state ('r'|'d'|'u'|'b'), member|'' (the cursor), limit, '1' descending ->
-                //     {more 0|1, job...}, each job as kPeek answers it (docs/redis-backend.md,
-                //     "Browsing jobs"); a member of another incarnation (args[2]) starts at
-                //     the beginning or answers none, as the order puts it
+  kList,        // state ('r'|'d'|'u'|'b'), member|'' (the cursor), limit, '1' descending,
+                //     rank, members chosen, last members read, '1' last try ->
+                //     {more 0|1, job...}, each job as kPeek answers it | {2, rank, size,
+                //     last members read, member...}: call again | {3}: start again
+                //     (docs/redis-backend.md, "Browsing jobs"); a member of another
+                //     incarnation (args[2]) starts at the beginning or answers none, as the
+                //     order puts it
   kFire,        // schedule, fire_ms, revision, then kPut's arguments -> kPut's answer | '!f': that
                 // firing,
                 //     or a later one, was made (the cursor, dq:{T}:cursors, moves with the put)

@@ -636,7 +636,11 @@ TEST_F(RedisBackendTest, BrowsingAStateOfManyJobsGoesInCallsOfBoundedLength) {
     std::vector<JobId> ids;
     bool more = false;
   };
-  auto list = [&](JobId after, uint32_t limit, bool desc) {
+  // A page; with `worker`, a reserve of the first 1,000 ready jobs is sent
+  // right after the first call (on the same connection: Redis runs it
+  // between that call and the next).
+  SessionId worker = b->OpenSession();
+  auto list = [&](JobId after, uint32_t limit, bool desc, bool reserving = false) {
     ListJobsRequest q;
     q.topic = "default";
     q.state = JobState::kReady;
@@ -650,7 +654,12 @@ TEST_F(RedisBackendTest, BrowsingAStateOfManyJobsGoesInCallsOfBoundedLength) {
       for (const JobView& v : jobs) page->ids.push_back(v.id);
       page->more = more;
     });
-    EXPECT_TRUE(RunUntil([&] { return page.has_value(); }));
+    std::optional<ReplyJobs> taken;
+    if (reserving)
+      b->Reserve(ReserveRequest{worker, 0, 1000, false},
+                 [&](Status st, backend::Jobs v) { taken = Own(st, v); });
+    EXPECT_TRUE(RunUntil([&] { return page.has_value() && (!reserving || taken.has_value()); }));
+    if (reserving) EXPECT_EQ(taken ? taken->jobs.size() : 0u, 1000u);
     return page.value_or(Page{});
   };
   const int calls = Calls("fcall");
@@ -670,6 +679,20 @@ TEST_F(RedisBackendTest, BrowsingAStateOfManyJobsGoesInCallsOfBoundedLength) {
   // From the middle: what follows the cursor, wherever the calls cut.
   p = list(ids[29'999], 5, false);
   EXPECT_EQ(p.ids, std::vector<JobId>(ids.begin() + 30'000, ids.begin() + 30'005));
+  EXPECT_TRUE(p.more);
+
+  // A busy topic: a worker reserves the first 1,000 ready jobs between the
+  // first call and the second. The ranks of the jobs not read yet move
+  // back by 1,000: the next call goes on after the last job read, not at
+  // its old rank, so none of them is skipped.
+  p = list(ids[19'999], 5, false, /*reserving=*/true);
+  EXPECT_EQ(p.ids, std::vector<JobId>(ids.begin() + 20'000, ids.begin() + 20'005));
+  EXPECT_TRUE(p.more);
+  // The jobs the first call chose (the first ones after the cursor) are
+  // reserved before the last call: it starts again, and the page is of
+  // the jobs ready now, not a short one that says nothing follows.
+  p = list(0, 5, false, /*reserving=*/true);
+  EXPECT_EQ(p.ids, std::vector<JobId>(ids.begin() + 2'000, ids.begin() + 2'005));
   EXPECT_TRUE(p.more);
 }
 

@@ -1067,25 +1067,34 @@ topic_function('dq_peek', 'e', function(c, args, o, n)
 end)
 
 -- Arguments: the state ('r', 'd', 'u' or 'b'), the member the page starts
--- after ('': from the start), the limit, '1' for newest first, the rank to
--- read the set from (0 at first) and the members an earlier call chose
--- (space-separated). The cursor is a member of the incarnation args[2]
--- names: when that is not the topic's, every job of this incarnation lies
--- after an older one's cursor (or before a newer one's). The set is read a
--- thousand members at a time, at most LIST_BUDGET members a call, and the
--- page's members chosen as it goes (sorted and cut back to limit + 1
--- whenever twice as many gathered): O(n log limit) for the n jobs of the
--- topic in that state, in calls of bounded length (docs/redis-backend.md,
--- "Browsing jobs"). Answers {2, rank, member, ...} when the set goes on
--- past what this call read: the caller calls again from that rank with
--- those members; else {more, job, ...}: more is 1 when more jobs follow;
--- each job as dq_peek answers it.
+-- after ('': from the start), the limit, '1' for newest first, and for a
+-- call after the first: the rank the last one stopped at, the members the
+-- calls so far chose, the last members it read (each space-separated), and
+-- '1' when the caller starts again no more.
+-- The cursor is a member of the incarnation args[2] names: when that is
+-- not the topic's, every job of this incarnation lies after an older one's
+-- cursor (or before a newer one's). The set is read a thousand members at
+-- a time, at most LIST_BUDGET members a call, and the page's members chosen
+-- as it goes (sorted and cut back to limit + 1 whenever twice as many
+-- gathered): O(n log limit) for the n jobs of the topic in that state, in
+-- calls of bounded length (docs/redis-backend.md, "Browsing jobs"). A call
+-- goes on right after the last member read by the call before that is
+-- still in the set (members leave the front of a set between calls: a
+-- reserve takes the first ready job); at the rank it stopped at when none
+-- is. Answers {2, rank, size of the set, last members read, member, ...}
+-- when the set goes on past what this call read: the caller calls again;
+-- {3} when members chosen by earlier calls left the state meanwhile, so
+-- that others cut back for them may be missing (the caller starts again);
+-- else {more, job, ...}: more is 1 when more jobs follow (or, when the
+-- caller starts again no more, may follow); each job as dq_peek answers it.
 local LIST_BUDGET = 20000
 topic_function('dq_list', 'L', function(c, args, o, n)
   local st, after, limit = args[o + 2], args[o + 3], tonumber(args[o + 4])
   local desc = args[o + 5] == '1'
-  local from = tonumber(args[o + 6] or '0') or 0
-  local kept = args[o + 7] or ''
+  local from = n >= 5 and tonumber(args[o + 6]) or 0
+  local kept = n >= 6 and args[o + 7] or ''
+  local resume = n >= 7 and args[o + 8] or ''
+  local last_try = n >= 8 and args[o + 9] == '1'
   if c.no < 0 then return {0} end
   if after ~= '' and not c.eok then
     if (c.E < c.no) == desc then return {0} end
@@ -1096,15 +1105,27 @@ topic_function('dq_list', 'L', function(c, args, o, n)
     flush_reserved(c)
     set = c.U
   end
+  if resume ~= '' then
+    local last = {}
+    for m in string.gmatch(resume, '%S+') do last[#last + 1] = m end
+    for k = #last, 1, -1 do
+      local r = redis.call('ZRANK', set, last[k])
+      if r then
+        from = r + 1
+        break
+      end
+    end
+  end
   local cmp = function(a, b) return a < b end
   if desc then cmp = function(a, b) return a > b end end
-  local keep, picked, np = limit + 1, {}, 0
+  local keep, picked, np, earlier = limit + 1, {}, 0, 0
   for m in string.gmatch(kept, '%S+') do
     np = np + 1
     picked[np] = m
   end
-  -- Sorted, each member once (ranks move between calls: a member may be
-  -- read twice), at most `keep`.
+  earlier = np
+  -- Sorted, each member once (a member may be read twice when calls go
+  -- on from a moved rank), at most `keep`.
   local function trim()
     table.sort(picked, cmp)
     local w = 0
@@ -1118,9 +1139,9 @@ topic_function('dq_list', 'L', function(c, args, o, n)
     for k = np, w + 1, -1 do picked[k] = nil end
     np = w
   end
-  local read, ended = 0, false
+  local read, ended, chunk = 0, false, {}
   while true do
-    local chunk = redis.call('ZRANGE', set, from, from + 999)
+    chunk = redis.call('ZRANGE', set, from, from + 999)
     for i = 1, #chunk do
       local m = chunk[i]
       if m ~= SENT and (after == '' or cmp(after, m)) then
@@ -1139,8 +1160,10 @@ topic_function('dq_list', 'L', function(c, args, o, n)
   end
   trim()
   if not ended then
-    local out = {2, from}
-    for k = 1, np do out[k + 2] = picked[k] end
+    local tail = {}
+    for i = math.max(1, #chunk - 15), #chunk do tail[#tail + 1] = chunk[i] end
+    local out = {2, from, redis.call('ZCARD', set), table.concat(tail, ' ')}
+    for k = 1, np do out[k + 4] = picked[k] end
     return out
   end
   -- Members an earlier call chose may have left the state since.
@@ -1151,10 +1174,11 @@ topic_function('dq_list', 'L', function(c, args, o, n)
       picked[w] = picked[k]
     end
   end
+  if w < np and earlier > 0 and not last_try then return {3} end
+  local out = {0}
+  if w > limit or (w < np and np > limit) then out[1] = 1 end
   for k = np, w + 1, -1 do picked[k] = nil end
   np = w
-  local out = {0}
-  if np > limit then out[1] = 1 end
   for k = 1, math.min(np, limit) do
     local j = load(c, picked[k])
     if j then out[#out + 1] = peek_answer(picked[k], j) end
