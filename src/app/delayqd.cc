@@ -564,6 +564,15 @@ int main(int argc, char** argv) {
     ConfigureSchedules(io, backend, scheduler, std::move(configured_schedules));
   // Signals first: a SIGTERM that comes while we start is still graceful.
   boost::asio::signal_set stop_signals(io, SIGTERM, SIGINT);
+  // Never destroyed (reachable from here, never waited on): Asio gives a
+  // signal its default action back when the last set holding it lets it
+  // go, and clearing stop_signals below would then leave SIGTERM deadly
+  // for the moment before it is ignored; a SIGTERM repeated just then
+  // (the protocol test that sends its second one when its connection
+  // closes hit it) ended delayqd in the middle of its stop.
+  static boost::asio::signal_set* const stop_guard =
+      new boost::asio::signal_set(io, SIGTERM, SIGINT);
+  (void)stop_guard;
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("event=stopping signal={} connections={} http_connections={}", sig,
@@ -656,7 +665,8 @@ int main(int argc, char** argv) {
   // store still writes what the loop left it and closes) is ignored: its
   // default action would end the process in the middle of that, with a
   // signal's exit status. Clearing a signal_set restores the default
-  // action, so that comes first. SIGKILL still ends it at once.
+  // action when no other set holds the signal (stop_guard does), so the
+  // clearing comes first. SIGKILL still ends it at once.
   boost::system::error_code ignored;
   stop_signals.clear(ignored);
   drain_signal.clear(ignored);

@@ -838,6 +838,37 @@ TEST(PowerCutTest, DelayqdStartsFromAJournalWithAHoleInWhatWasNotSynced) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "SIGTERM: wait status " << st;
 }
 
+// SIGTERM after SIGTERM, as fast as they can be sent, from the first until
+// delayqd is gone: the first stops it, the others are ignored at every
+// moment of the stop, and it exits with 0 (before, the moment its signal
+// sets were cleared left SIGTERM's default action in place, and a storm
+// like this one ended it by the signal in some rounds).
+TEST(StopTest, ASigtermStormEndsDelayqdWithZero) {
+  for (int round = 0; round < 20; ++round) {
+    TempDir dir;
+    ServerProcess server;
+    std::string error;
+    ASSERT_TRUE(server.Start(DelayqdPath(), {"-b", dir.path()}, &error)) << error;
+    {
+      RawClient c(server.port());
+      ASSERT_TRUE(c.ok());
+      ASSERT_EQ(c.Call("put 0 0 60 3\r\nabc\r\n").rfind("INSERTED", 0), 0u);
+    }
+    const pid_t pid = server.pid();
+    const auto deadline = Clock::now() + 20s;
+    while (::kill(pid, SIGTERM) == 0 && Clock::now() < deadline) {
+      if (!server.Alive()) break;  // reaped: the pid is no longer its
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    while (server.Alive() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    ASSERT_FALSE(server.Alive()) << "round " << round << ": delayqd did not stop";
+    const int st = server.exit_status();
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        << "round " << round << ": wait status " << st << "\n"
+        << server.Log();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Crash, CrashTest, ::testing::Values("always", "everysec", "always_one", "always_one_pipelined"),
     [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
