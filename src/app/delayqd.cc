@@ -570,9 +570,10 @@ int main(int argc, char** argv) {
   // for the moment before it is ignored; a SIGTERM repeated just then
   // (the protocol test that sends its second one when its connection
   // closes hit it) ended delayqd in the middle of its stop.
+  // SIGHUP and SIGUSR1 likewise: their default action ends a process too.
   static boost::asio::signal_set* const stop_guard =
-      new boost::asio::signal_set(io, SIGTERM, SIGINT);
-  (void)stop_guard;
+      new boost::asio::signal_set(io, SIGTERM, SIGINT, SIGHUP);
+  stop_guard->add(SIGUSR1);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     spdlog::info("event=stopping signal={} connections={} http_connections={}", sig,
@@ -673,6 +674,8 @@ int main(int argc, char** argv) {
   reload_signal.clear(ignored);
   std::signal(SIGTERM, SIG_IGN);
   std::signal(SIGINT, SIG_IGN);
+  std::signal(SIGHUP, SIG_IGN);
+  std::signal(SIGUSR1, SIG_IGN);
   // Connections still open after the grace period are closed; their
   // handlers run now, while the backend they point to still exists.
   beanstalk.CloseAll();

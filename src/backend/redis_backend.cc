@@ -931,12 +931,13 @@ void RedisBackend::ListStep(Topic* t, int64_t no, std::vector<std::string> args,
                 static_cast<uint64_t>(std::max<int64_t>(0, Int(At(reply, 2)))) / kListChunk + 3;
           args[4] = std::to_string(Int(At(reply, 1)));
           args[6] = std::string(Str(At(reply, 3)));
-          if (progress.calls > progress.bound) {
+          if (progress.calls >= progress.bound) {
             // The last call reads nothing more (a rank past any set's
-            // end): the page of what was read.
+            // end): the page of what was read, which says that more may
+            // follow.
             args[4] = std::to_string(uint64_t{1} << 40);
             args[6].clear();
-            args[7] = "1";
+            args[7] = "2";
           }
           std::string& kept = args[5];
           kept.clear();

@@ -57,7 +57,8 @@ enum class Script : size_t {
                 //     kPeek, by the operator, on the job a name names (docs/redis-backend.md,
                 //     "Names"); member and number: of the job whose id the name is
   kList,        // state ('r'|'d'|'u'|'b'), member|'' (the cursor), limit, '1' descending,
-                //     rank, members chosen, last members read, '1' last try ->
+                //     rank, members chosen, last members read, '1' last try ('2': and
+                //     read no further) ->
                 //     {more 0|1, job...}, each job as kPeek answers it | {2, rank, size,
                 //     last members read, member...}: call again | {3}: start again
                 //     (docs/redis-backend.md, "Browsing jobs"); a member of another

@@ -251,15 +251,17 @@ void ScanRecords(std::string_view data, size_t from, uint8_t version, Found&& fo
   }
 }
 
-// Whether a whole page of the file (kPageBytes, aligned) that overlaps
-// [from, to) reads as zeros: what a page that never reached the disk reads
-// as (a hole, or preallocated zeros).
+// Whether a page of the file (kPageBytes, aligned, all in the file) that
+// overlaps [from, to) reads as zeros from `from` (or its start) to its end:
+// what a page that never reached the disk reads as (a hole, or
+// preallocated zeros), or one whose last version did not (it reads as it
+// was written back before: the records then, zeros after them).
 bool HasZeroPage(std::string_view data, size_t from, size_t to) {
   to = std::min(to, data.size());
   for (size_t page = from / kPageBytes * kPageBytes; page < to; page += kPageBytes) {
     const size_t end = page + kPageBytes;
     if (end > data.size()) break;
-    if (std::all_of(data.begin() + static_cast<ptrdiff_t>(page),
+    if (std::all_of(data.begin() + static_cast<ptrdiff_t>(std::max(page, from)),
                     data.begin() + static_cast<ptrdiff_t>(end), [](char c) { return c == '\0'; }))
       return true;
   }
@@ -594,6 +596,20 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
       return Status::Corruption("the journal " + path + " is damaged at byte " +
                                 std::to_string(at) + ": " + what);
     };
+    // The first record of a segment is the one its name gives (before its
+    // header is read: records lost before a segment whose header a crash
+    // cut short are a cut too, and said so).
+    if (expect != 0 && segments[s].first < expect)
+      return damaged(0, "it starts at record " + std::to_string(segments[s].first) +
+                            ", which the segment before holds");
+    if (expect != 0 && segments[s].first > expect) {
+      if (unwritten_tail(s, 0, expect, short_before,
+                         damaged(0, "records " + std::to_string(expect) + " to " +
+                                        std::to_string(segments[s].first - 1) + " are missing"),
+                         &st))
+        break;
+      return st;
+    }
     if (data.size() < kHeaderBytesV2) {
       // A crash right after the segment was created.
       if (last_segment && std::string_view(data) == std::string_view(kMagic, data.size())) break;
@@ -624,18 +640,6 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
         return st;
       }
       seal_at = GetFixed(std::string_view(data).substr(8), 8);
-    }
-    // The first record of a segment is the one its name gives.
-    if (expect != 0 && segments[s].first < expect)
-      return damaged(0, "it starts at record " + std::to_string(segments[s].first) +
-                            ", which the segment before holds");
-    if (expect != 0 && segments[s].first > expect) {
-      if (unwritten_tail(s, 0, expect, short_before,
-                         damaged(0, "records " + std::to_string(expect) + " to " +
-                                        std::to_string(segments[s].first - 1) + " are missing"),
-                         &st))
-        break;
-      return st;
     }
     size_t at = header;
     while (at < data.size()) {

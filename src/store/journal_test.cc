@@ -383,13 +383,17 @@ TEST_F(JournalTest, AHoleInWhatWasNotSyncedEndsTheJournalWhereItStarts) {
   std::vector<std::pair<uint64_t, std::vector<Mutation>>> got;
   uint64_t last = 0;
   JournalCut cut;
-  Status st = Journal::Replay(
-      dir_ + "/journal", 0,
-      [&](uint64_t lsn, std::vector<Mutation>& batch) {
-        got.emplace_back(lsn, batch);
-        return Status::Ok();
-      },
-      &last, &cut);
+  auto replay = [&] {
+    got.clear();
+    return Journal::Replay(
+        dir_ + "/journal", 0,
+        [&](uint64_t lsn, std::vector<Mutation>& batch) {
+          got.emplace_back(lsn, batch);
+          return Status::Ok();
+        },
+        &last, &cut);
+  };
+  Status st = replay();
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(last, lost - 1);
   ASSERT_EQ(got.size(), lost - 1);
@@ -404,13 +408,28 @@ TEST_F(JournalTest, AHoleInWhatWasNotSyncedEndsTheJournalWhereItStarts) {
   EXPECT_EQ(cut.records_after, after);
   EXPECT_GT(after, 10u);
 
+  // The page where the sync ended, as the sync wrote it: records 1 to 30,
+  // zeros after them to the page's end (its later version, with records
+  // 31 on, never reached the disk; the pages after it did).
+  {
+    std::string partial = whole;
+    const size_t from = records[30].first;
+    const size_t to = (from / 4096 + 1) * 4096;
+    ASSERT_LT(to + 4096, partial.size());
+    std::fill(partial.begin() + static_cast<ptrdiff_t>(from),
+              partial.begin() + static_cast<ptrdiff_t>(to), '\0');
+    WriteFile(seg, partial);
+    st = replay();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(got.size(), 30u);
+    EXPECT_EQ(cut.lsn, 31u);
+    EXPECT_EQ(cut.offset, from);
+  }
+
   // A page among records 1 to 30, which the sync covered: damage.
   holed_at(1);
   ASSERT_LT(first_touching(4096), 30u);
-  got.clear();
-  st = Journal::Replay(
-      dir_ + "/journal", 0, [&](uint64_t, std::vector<Mutation>&) { return Status::Ok(); }, &last,
-      &cut);
+  st = replay();
   EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
   EXPECT_NE(st.message().find("say record 30 was synced"), std::string::npos) << st.ToString();
   EXPECT_EQ(cut.lsn, 0u);
@@ -420,9 +439,7 @@ TEST_F(JournalTest, AHoleInWhatWasNotSyncedEndsTheJournalWhereItStarts) {
   std::string flipped = whole;
   flipped[records[lost].first + 20] ^= 0x10;
   WriteFile(seg, flipped);
-  st = Journal::Replay(
-      dir_ + "/journal", 0, [&](uint64_t, std::vector<Mutation>&) { return Status::Ok(); }, &last,
-      &cut);
+  st = replay();
   EXPECT_EQ(st.code(), Code::kCorruption) << st.ToString();
 }
 
@@ -461,6 +478,22 @@ TEST_F(JournalTest, ASealedSegmentCutShortByAPowerCutEndsTheJournal) {
     EXPECT_EQ(cut.lsn, lost);
     EXPECT_GT(cut.records_after, 10u);  // the later segments'
   }
+  // The last segment's header cut short too (a crash as it was made):
+  // the records the sealed one lost are still a cut, and said so.
+  for (size_t i = 2; i < segs.size(); ++i) fs::remove(segs[i]);
+  WriteFile(segs[1], std::string_view(second).substr(0, 10));
+  const std::string first_seg = ReadFile(segs[0]);
+  const auto first_records = RecordExtents(first_seg);
+  WriteFile(segs[0], std::string_view(first_seg).substr(0, first_records.back().first));
+  {
+    JournalCut cut;
+    uint64_t last = 0;
+    Status st = replay(&cut, &last);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(last, first_records.size() - 1);
+    EXPECT_EQ(cut.lsn, first_records.size());
+  }
+
   // A whole segment gone is not what a power cut leaves (its name reached
   // the directory before the next one's): AMissingSegmentIsCorruption.
 

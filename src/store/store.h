@@ -63,9 +63,10 @@ class Store {
   virtual Status LoadObjects(const std::function<Status(const StoredObject&)>& object) = 0;
 
   // Records, durably (synced unless the policy is `no`), that ids up to
-  // `id` may be handed out: Load's max_id is never below it again, so no id
-  // is used twice, not even one of a put a power cut took back. Any thread,
-  // beside the writer's Apply.
+  // `id` may be handed out: Load's max_id is not below it again until a
+  // lower one is recorded (the backend's at a clean stop, the last id it
+  // handed out), so no id is used twice, not even one of a put a power cut
+  // took back. Any thread, beside the writer's Apply.
   virtual Status NoteMaxId(JobId id) = 0;
 
   // About how many jobs are stored (for recovery's progress); 0: unknown.

@@ -838,11 +838,12 @@ TEST(PowerCutTest, DelayqdStartsFromAJournalWithAHoleInWhatWasNotSynced) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "SIGTERM: wait status " << st;
 }
 
-// SIGTERM after SIGTERM, as fast as they can be sent, from the first until
-// delayqd is gone: the first stops it, the others are ignored at every
-// moment of the stop, and it exits with 0 (before, the moment its signal
-// sets were cleared left SIGTERM's default action in place, and a storm
-// like this one ended it by the signal in some rounds).
+// SIGTERM, then SIGHUP, SIGUSR1 and SIGTERM again in turn, 20 µs apart,
+// until delayqd is gone: the first stops it, the others are ignored at
+// every moment of the stop (or reload and drain while it still runs), and
+// it exits with 0 (before, the moment its signal sets were cleared left
+// the signals' default action in place, and a storm like this one ended it
+// by a signal in some rounds).
 TEST(StopTest, ASigtermStormEndsDelayqdWithZero) {
   for (int round = 0; round < 20; ++round) {
     TempDir dir;
@@ -856,7 +857,8 @@ TEST(StopTest, ASigtermStormEndsDelayqdWithZero) {
     }
     const pid_t pid = server.pid();
     const auto deadline = Clock::now() + 20s;
-    while (::kill(pid, SIGTERM) == 0 && Clock::now() < deadline) {
+    const int storm[] = {SIGTERM, SIGHUP, SIGUSR1};
+    for (size_t i = 0; ::kill(pid, storm[i % 3]) == 0 && Clock::now() < deadline; ++i) {
       if (!server.Alive()) break;  // reaped: the pid is no longer its
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }

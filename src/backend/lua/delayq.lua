@@ -1070,7 +1070,8 @@ end)
 -- after ('': from the start), the limit, '1' for newest first, and for a
 -- call after the first: the rank the last one stopped at, the members the
 -- calls so far chose, the last members it read (each space-separated), and
--- '1' when the caller starts again no more.
+-- '1' when the caller starts again no more ('2': nor reads further, so
+-- more may follow whatever was kept).
 -- The cursor is a member of the incarnation args[2] names: when that is
 -- not the topic's, every job of this incarnation lies after an older one's
 -- cursor (or before a newer one's). The set is read a thousand members at
@@ -1094,7 +1095,8 @@ topic_function('dq_list', 'L', function(c, args, o, n)
   local from = n >= 5 and tonumber(args[o + 6]) or 0
   local kept = n >= 6 and args[o + 7] or ''
   local resume = n >= 7 and args[o + 8] or ''
-  local last_try = n >= 8 and args[o + 9] == '1'
+  local last_try = n >= 8 and (args[o + 9] == '1' or args[o + 9] == '2')
+  local cut_short = n >= 8 and args[o + 9] == '2'
   if c.no < 0 then return {0} end
   if after ~= '' and not c.eok then
     if (c.E < c.no) == desc then return {0} end
@@ -1176,7 +1178,7 @@ topic_function('dq_list', 'L', function(c, args, o, n)
   end
   if w < np and earlier > 0 and not last_try then return {3} end
   local out = {0}
-  if w > limit or (w < np and np > limit) then out[1] = 1 end
+  if w > limit or (w < np and np > limit) or (cut_short and w > 0) then out[1] = 1 end
   for k = np, w + 1, -1 do picked[k] = nil end
   np = w
   for k = 1, math.min(np, limit) do
