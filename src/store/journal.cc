@@ -527,28 +527,32 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
   std::vector<Mutation> batch;
   // One delayqd wrote every segment here (a start replays and removes
   // them all): the first header that reads gives their version, for a
-  // segment whose own header a power cut left unwritten.
-  uint8_t dir_version = kJournalVersion;
-  for (const auto& segment : segments) {
-    std::ifstream in(segment.second, std::ios::binary);
-    char header[kHeaderBytesV2];
-    if (in.read(header, kHeaderBytesV2) &&
-        std::string_view(header, sizeof kMagic) == std::string_view(kMagic, sizeof kMagic)) {
-      dir_version = static_cast<uint8_t>(header[7]);
-      break;
+  // segment whose own header a power cut left unwritten. Read only when
+  // there is damage to judge.
+  auto dir_version = [&segments]() -> uint8_t {
+    for (const auto& segment : segments) {
+      std::ifstream in(segment.second, std::ios::binary);
+      char header[kHeaderBytesV2];
+      if (in.read(header, kHeaderBytesV2) &&
+          std::string_view(header, sizeof kMagic) == std::string_view(kMagic, sizeof kMagic))
+        return static_cast<uint8_t>(header[7]);
     }
-  }
+    return kJournalVersion;
+  };
+  bool ended = false;  // at the end of what a power cut left
   // Damage at byte `at` of segment `s` (in `data`), where record `due` was
-  // to be. It ends the journal (true, *cut filled) when it is what a power
-  // cut leaves of the part not yet synced: a hole (`hole`: records missing
-  // between segments or a sealed segment's end; otherwise a whole page of
-  // zeros between `at` and the next record that reads), and no record
-  // written after it says a sync had covered `due`. Otherwise *st is the
-  // corruption to report.
+  // to be. It ends the journal (true, `ended` set, *cut filled) when it is
+  // what a power cut leaves of the part not yet synced: a hole (`hole`:
+  // records missing between segments or a sealed segment's end; otherwise
+  // a page between `at` and the next record that reads, zeros from `at` or
+  // its start to its end: HasZeroPage), and no record written after it
+  // says a sync had covered `due`. Otherwise *st is the corruption to
+  // report.
   auto unwritten_tail = [&](size_t s, size_t at, uint64_t due, bool hole, Status damage,
                             Status* st) -> bool {
     *st = std::move(damage);
-    if (dir_version < kVersionWithSynced) return false;  // records that say nothing synced
+    const uint8_t version = dir_version();
+    if (version < kVersionWithSynced) return false;  // records that say nothing synced
     JournalCut found;
     // (Records up to `after` are in the store: none of them is lost.)
     found.lsn = std::max(due, after + 1);
@@ -563,13 +567,13 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
       found.last_synced = std::max(found.last_synced, synced);
       if (lsn >= found.lsn) found.records_after++;
     };
-    ScanRecords(data, at + 1, dir_version, note);
+    ScanRecords(data, at + 1, version, note);
     first = false;
     if (!hole && !HasZeroPage(data, at, readable)) return false;
     std::string more;
     for (size_t t = s + 1; t < segments.size(); ++t) {
       if (!ReadFile(segments[t].second, &more).ok()) return false;  // cannot tell
-      ScanRecords(more, 0, dir_version, note);
+      ScanRecords(more, 0, version, note);
     }
     if (found.last_synced >= due) {
       *st = Status::Corruption(st->message() + " (records written after it say record " +
@@ -577,9 +581,9 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
       return false;
     }
     if (cut != nullptr) *cut = std::move(found);
+    ended = true;
     return true;
   };
-  bool ended = false;  // at the end of what a power cut left
   // The segment before was sealed before its records reached the size it
   // is sealed at (version 3): it lost its end, where records missing
   // before the next segment were. (A segment that reached that size and
@@ -657,20 +661,15 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
       auto torn = [&](size_t extent) { return last_segment && ZerosFrom(rest, extent); };
       if (rest.size() < kRecordHeaderBytes) {
         if (torn(kRecordHeaderBytes)) break;
-        if (unwritten_tail(s, at, here, true, damaged(at, "a record header cut short"), &st)) {
-          ended = true;
-          break;
-        }
+        if (unwritten_tail(s, at, here, true, damaged(at, "a record header cut short"), &st)) break;
         return st;
       }
       uint32_t len = static_cast<uint32_t>(GetFixed(rest, 4));
       if (JournalCrc32c(rest.substr(0, 4)) != static_cast<uint32_t>(GetFixed(rest.substr(4), 4))) {
         if (torn(kRecordHeaderBytes)) break;
         if (unwritten_tail(s, at, here, false, damaged(at, "checksum mismatch in a record header"),
-                           &st)) {
-          ended = true;
+                           &st))
           break;
-        }
         return st;
       }
       if (len > kMaxRecordBytes)
@@ -678,19 +677,14 @@ Status Journal::Replay(const std::string& dir, uint64_t after,
       if (len > rest.size() - kRecordHeaderBytes) {
         if (last_segment) break;  // the payload was not all written
         if (unwritten_tail(s, at, here, true,
-                           damaged(at, "a record runs past the end of its segment"), &st)) {
-          ended = true;
+                           damaged(at, "a record runs past the end of its segment"), &st))
           break;
-        }
         return st;
       }
       std::string_view payload = rest.substr(kRecordHeaderBytes, len);
       if (JournalCrc32c(payload) != static_cast<uint32_t>(GetFixed(rest.substr(8), 4))) {
         if (torn(kRecordHeaderBytes + len)) break;  // its data blocks not all written
-        if (unwritten_tail(s, at, here, false, damaged(at, "checksum mismatch"), &st)) {
-          ended = true;
-          break;
-        }
+        if (unwritten_tail(s, at, here, false, damaged(at, "checksum mismatch"), &st)) break;
         return st;
       }
       uint64_t lsn = 0;
