@@ -65,6 +65,11 @@
 # most any server could show against beanstalkd with this client here (the
 # client's CPU per job in delayqd's best round, a whole core of it, against
 # beanstalkd's rate); a ratio near it is the client's ceiling, not delayqd's.
+# The plain client also runs against the ceiling server, in the memory
+# part and in the durable part's `everysec` workloads at 50 connections
+# (where it keeps nothing on disk: what no server, durable or not, can
+# pass with this client on this machine):
+# plain_ceiling_vs_beanstalkd_<tag> and plain_delayq_vs_ceiling_<tag>.
 #
 # Output: `name: value` lines on stdout, the headline
 # `lifecycle_vs_beanstalkd_c50` last; progress (with server and client CPU use
@@ -278,7 +283,7 @@ measure() {
       CLIENT=loadgen run_one "$s" "$tag" $a
       # The plain client, right after, where it has the mode (not the
       # lateness and busy-wait ones) and against the servers compared.
-      if [[ $PLAIN != 0 && $s != ceiling && $tag =~ ^(lifecycle_c|put_|pipeline_|durable_) ]]; then
+      if [[ $PLAIN != 0 && $tag =~ ^(lifecycle_c|put_|pipeline_|durable_) ]]; then
         # shellcheck disable=SC2086
         CLIENT=plain run_one "$s" "$tag" $a
       fi
@@ -357,7 +362,10 @@ if [[ $ONLY != memory ]]; then
         put_c50) A="--mode put --connections 50" ;;
         pipeline_c4_d64) A="--mode pipeline --connections 4 --pipeline-depth 64" ;;
       esac
-      measure "durable_${policy}_$tag" "$A $T" "$A $T"
+      # The ceiling (nothing on disk) where the targets are nearest to it.
+      ceiling_args=-
+      [[ $policy == everysec && $tag == *_c50 ]] && ceiling_args="$A $T"
+      measure "durable_${policy}_$tag" "$A $T" "$A $T" "$ceiling_args"
     done
   done
   BEAN_SERVER_ARGS=""
@@ -463,6 +471,16 @@ if [[ $PLAIN != 0 ]]; then
     emit "plain_delayq_${tag}_client_bound_jobs_per_s"
     echo "plain_${tag}_client_bound_vs_beanstalkd: $(ratio \
       "plain_delayq_${tag}_client_bound_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
+    # A server doing nothing but the socket work, with this client.
+    if [[ -n ${R[plain_ceiling_${tag}_jobs_per_s]:-} ]]; then
+      emit "plain_ceiling_${tag}_jobs_per_s"
+      echo "plain_ceiling_vs_beanstalkd_${tag}: $(ratio \
+        "plain_ceiling_${tag}_jobs_per_s" "plain_beanstalkd_${tag}_jobs_per_s")"
+      echo "plain_ceiling_vs_beanstalkd_${tag}_median_of_rounds: $(pair_median \
+        "plain_ceiling_${tag}" "plain_beanstalkd_${tag}")"
+      echo "plain_delayq_vs_ceiling_${tag}: $(ratio \
+        "plain_delayq_${tag}_jobs_per_s" "plain_ceiling_${tag}_jobs_per_s")"
+    fi
   done
 fi
 echo "lifecycle_vs_beanstalkd_c50: $(ratio delayq_lifecycle_c50_jobs_per_s beanstalkd_lifecycle_c50_jobs_per_s)"
