@@ -341,21 +341,35 @@ std::unique_ptr<backend::Backend> OpenRedis(boost::asio::io_context& io,
   ro.max_topics = config.max_topics;
   ro.reply_timeout_ms = config.redis_timeout_ms;
   // Redis's words name no secret (RedisClient::Fail takes the password
-  // out). At most one line of each kind per 10 s: a node that takes the
-  // connection and drops it again at once would otherwise log ten a second.
-  auto lost = std::make_shared<server::RateLimitedLog>();
-  lost->set_sink([](std::string_view line) { spdlog::warn("{}", line); });
-  auto back = std::make_shared<server::RateLimitedLog>();
-  back->set_sink([](std::string_view line) { spdlog::info("{}", line); });
-  ro.on_connection = [lost, back](const std::string& node, bool up, const std::string& error) {
+  // out). At most one line of each kind per 10 s for each connection (a
+  // node, or the subscriber): a node that takes the connection and drops
+  // it again at once would otherwise log ten a second, and one node's
+  // lines must not hide another's.
+  struct NodeLogs {
+    server::RateLimitedLog lost, back;
+  };
+  auto logs = std::make_shared<std::map<std::string, NodeLogs>>();
+  ro.on_connection = [logs](const std::string& node, bool up, const std::string& error) {
+    auto [it, fresh] = logs->try_emplace(node);
+    if (fresh) {
+      it->second.lost.set_sink([](std::string_view line) { spdlog::warn("{}", line); });
+      it->second.back.set_sink([](std::string_view line) { spdlog::info("{}", line); });
+    }
     std::string words = error;
     std::replace(words.begin(), words.end(), '"', '\'');  // the line stays logfmt
     if (up) {
-      back->Warn("redis_reconnected", "node=\"" + node + "\"");
-    } else {
-      lost->Warn("redis_disconnected", "node=\"" + node + "\" error=\"" + words +
-                                           "\" note=\"operations on it fail until it is back\"");
+      it->second.back.Warn("redis_reconnected", "node=\"" + node + "\"");
+      return;
     }
+    // The subscriber carries only the wake-ups of waiting reserves; the
+    // backend's sweep finds their jobs meanwhile.
+    const bool subscriber = node.starts_with("subscriber ");
+    it->second.lost.Warn("redis_disconnected",
+                         "node=\"" + node + "\" error=\"" + words + "\" note=\"" +
+                             (subscriber ? "waiting reserves are woken by the 200 ms sweep "
+                                           "until it is back"
+                                         : "operations on it fail until it is back") +
+                             "\"");
   };
   auto backend = std::make_unique<backend::RedisBackend>(io, ro, clock);
   backend->Start();

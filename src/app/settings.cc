@@ -181,7 +181,8 @@ const Setting kSettings[] = {
             "commands wait on it (a Redis that is stopped, wedged, or cut off while the socket "
             "stays open) is given up within a quarter more and made again; its commands are "
             "answered `INTERNAL_ERROR` (HTTP 503), their outcome unknown (Redis may still run "
-            "them); `off`: wait for ever"},
+            "them); the subscriber's connection sends a `PING` after half of it in silence, "
+            "watched the same way; `off`: wait for ever"},
     {.flags = "--in-memory",
      .env = "DELAYQ_IN_MEMORY",
      .toml = "in_memory",

@@ -306,6 +306,7 @@ RedisBackend::RedisBackend(boost::asio::io_context& io, Options options, const C
   so.auth = options_.address.auth;
   so.tls = ro.tls;
   so.subscriber = true;
+  so.reply_timeout = ro.reply_timeout;
   so.counts = &counts_;
   const std::string node = "subscriber " + so.host + ":" + std::to_string(so.port);
   so.on_disconnect = [this, node](const std::string& error) {

@@ -504,13 +504,20 @@ void RedisClient::WatchReplies(const std::shared_ptr<Link>& link) {
   link->timer.expires_after(std::max(timeout / 4, std::chrono::milliseconds(1)));
   link->timer.async_wait([this, link, timeout](const boost::system::error_code& ec) {
     if (ec || link->client == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
     // Silent for the timeout while a command waits: not a backlog Redis
     // works through, nor a long reply still arriving.
     if (!link->handlers.empty() &&
-        std::chrono::steady_clock::now() - std::max(link->handlers.front().sent, link->last_read) >=
-            timeout)
+        now - std::max(link->handlers.front().sent, link->last_read) >= timeout)
       return Fail(link, "Redis sent nothing for " + std::to_string(timeout.count()) +
                             " ms while commands waited (--redis-timeout)");
+    // A subscriber waits for messages with no command in flight: a Redis
+    // stopped or cut off would leave it deaf for good. Silent for half the
+    // timeout, it asks (PING, which Redis answers in subscribed mode too),
+    // and that answer is watched as any command's.
+    if (options_.subscriber && link->handlers.empty() && link == link_ &&
+        now - link->last_read >= timeout / 2)
+      SendNow(resp::Format(std::vector<std::string_view>{"PING"}), nullptr);
     WatchReplies(link);
   });
 }

@@ -99,8 +99,9 @@ class RedisClient {
     // Redis for this long (a Redis that is stopped, wedged or cut off while
     // the socket stays open) is given up within a quarter more: its
     // commands get null replies, and it is made again. 0: wait for ever.
-    // (A subscriber has no commands in flight once subscribed: not
-    // watched.)
+    // A subscriber, which has no commands in flight once subscribed, sends
+    // a PING when it has heard nothing for half of this, and that PING is
+    // watched as any command.
     std::chrono::milliseconds reply_timeout{10'000};
     // Sent as AUTH first on every (re)connect: the client counts as
     // connected, runs `on_connect` and takes commands only once Redis has

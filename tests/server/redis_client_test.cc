@@ -276,6 +276,60 @@ TEST_P(RedisClientTest, ACommandWithNoReplyFailsItsConnectionAfterTheReplyTimeou
       io_, [&] { return pong; }, milliseconds(5000)));
 }
 
+// A subscriber has no command in flight between messages: when it has
+// heard nothing for half the reply timeout it sends a PING, which keeps
+// an idle subscription up while Redis answers, and gives it up when Redis
+// is silent (busy in a script for 1.5 s here; stopped or cut off alike).
+// It is made again once Redis answers, with its subscriptions.
+TEST_P(RedisClientTest, ASubscriberAsksASilentRedisAndIsMadeAgain) {
+  RedisClient busy(io_, Options());
+  busy.Start();
+  std::vector<std::string> events;  // "+channel" confirmed, "channel:message"
+  RedisClient::Options so = Options();
+  so.subscriber = true;
+  so.reply_timeout = milliseconds(400);
+  so.on_message = [&](std::string_view ch, std::string_view msg) {
+    events.push_back(std::string(ch) + ":" + std::string(msg));
+  };
+  so.on_subscribed = [&](std::string_view ch) { events.push_back("+" + std::string(ch)); };
+  RedisClient sub(io_, so);
+  sub.Start();
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return busy.connected() && sub.connected(); }, milliseconds(5000)));
+  sub.Subscribe("a");
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return events.size() == 1; }, milliseconds(5000)));
+  // Idle for five timeouts: its PINGs are answered, it stays.
+  testing::RunIoFor(io_, milliseconds(2000));
+  EXPECT_TRUE(sub.connected()) << sub.last_error();
+  EXPECT_EQ(events, (std::vector<std::string>{"+a"}));
+  bool script_done = false;
+  busy.Command({"EVAL",
+                "local a = redis.call('TIME') repeat local b = redis.call('TIME') "
+                "until (b[1] - a[1]) * 1000000 + b[2] - a[2] > 1500000 return 1",
+                "0"},
+               [&](const redisReply*) { script_done = true; });
+  const auto started = std::chrono::steady_clock::now();
+  // Silent from the script's start: a PING within 200 ms and a quarter,
+  // given up 400 ms and a quarter after it.
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return !sub.connected(); }, milliseconds(5000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(1400));
+  EXPECT_FALSE(script_done) << "given up only after the script";
+  EXPECT_NE(sub.last_error().find("sent nothing for 400 ms"), std::string::npos)
+      << sub.last_error();
+  // Made again once Redis answers: subscribed again, and it hears.
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return script_done && sub.connected() && events.size() == 2; },
+      milliseconds(10000)))
+      << sub.last_error();
+  EXPECT_EQ(events.back(), "+a");
+  Run({{"PUBLISH", "a", "after"}});
+  ASSERT_TRUE(testing::RunIoUntil(
+      io_, [&] { return events.size() == 3; }, milliseconds(5000)));
+  EXPECT_EQ(events.back(), "a:after");
+}
+
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, RedisClientTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Tls" : "Plain";

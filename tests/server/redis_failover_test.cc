@@ -245,6 +245,12 @@ TEST(RedisStallTest, AStalledRedisFailsCommandsAfterTheTimeoutAndDelayqdGoesOn) 
             std::string::npos)
       << log;
   EXPECT_NE(log.find("event=redis_reconnected"), std::string::npos) << log;
+  // The subscriber, with no command of its own in flight, asked (PING) and
+  // was given up too, in a line of its own.
+  EXPECT_NE(log.find("event=redis_disconnected node=\"subscriber 127.0.0.1:" +
+                     std::to_string(redis.port()) + "\" error=\"Redis sent nothing for 500 ms"),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace
