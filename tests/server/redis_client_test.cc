@@ -96,6 +96,18 @@ class RedisClientTest : public ::testing::TestWithParam<bool> {
     return out;
   }
 
+  // A subscriber's options for redis_ that note into `events` what it
+  // hears: "+channel" for a subscription confirmed, "channel:message".
+  RedisClient::Options SubscriberOptions(std::vector<std::string>* events) const {
+    RedisClient::Options so = Options();
+    so.subscriber = true;
+    so.on_message = [events](std::string_view ch, std::string_view msg) {
+      events->push_back(std::string(ch) + ":" + std::string(msg));
+    };
+    so.on_subscribed = [events](std::string_view ch) { events->push_back("+" + std::string(ch)); };
+    return so;
+  }
+
   // A client's options for redis_.
   RedisClient::Options Options() const {
     RedisClient::Options o;
@@ -191,14 +203,8 @@ TEST_P(RedisClientTest, LargeAndManyRepliesComeThroughWhole) {
 // A subscriber hears Redis confirm each subscription before any message of
 // the channel, and again for each channel it renews after Redis restarted.
 TEST_P(RedisClientTest, SubscriberHearsConfirmationsAndRenewsThemAfterARestart) {
-  std::vector<std::string> events;  // "+channel" confirmed, "channel:message"
-  RedisClient::Options so = Options();
-  so.subscriber = true;
-  so.on_message = [&](std::string_view ch, std::string_view msg) {
-    events.push_back(std::string(ch) + ":" + std::string(msg));
-  };
-  so.on_subscribed = [&](std::string_view ch) { events.push_back("+" + std::string(ch)); };
-  RedisClient sub(io_, so);
+  std::vector<std::string> events;
+  RedisClient sub(io_, SubscriberOptions(&events));
   sub.Start();
   ASSERT_TRUE(testing::RunIoUntil(
       io_, [&] { return sub.connected(); }, milliseconds(5000)));
@@ -284,14 +290,9 @@ TEST_P(RedisClientTest, ACommandWithNoReplyFailsItsConnectionAfterTheReplyTimeou
 TEST_P(RedisClientTest, ASubscriberAsksASilentRedisAndIsMadeAgain) {
   RedisClient busy(io_, Options());
   busy.Start();
-  std::vector<std::string> events;  // "+channel" confirmed, "channel:message"
-  RedisClient::Options so = Options();
-  so.subscriber = true;
+  std::vector<std::string> events;
+  RedisClient::Options so = SubscriberOptions(&events);
   so.reply_timeout = milliseconds(400);
-  so.on_message = [&](std::string_view ch, std::string_view msg) {
-    events.push_back(std::string(ch) + ":" + std::string(msg));
-  };
-  so.on_subscribed = [&](std::string_view ch) { events.push_back("+" + std::string(ch)); };
   RedisClient sub(io_, so);
   sub.Start();
   ASSERT_TRUE(testing::RunIoUntil(
