@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <charconv>
 #include <set>
@@ -169,6 +170,7 @@ void RedisRouter::LoadSlots() {
           map[static_cast<size_t>(s)] = &node;
       }
       slots_ = std::move(map);
+      DropLostNodes();
     } else {
       last_error_ =
           r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : "CLUSTER SLOTS failed";
@@ -177,6 +179,32 @@ void RedisRouter::LoadSlots() {
       reload_ = false;
       LoadSlots();
     }
+  });
+}
+
+void RedisRouter::DropLostNodes() {
+  // A node the map no longer names and whose connection is down (a master
+  // that failed over, a node taken out of the cluster) is dropped rather
+  // than tried again for ever; CLUSTER SLOTS or a MOVED names it again if
+  // it comes back as a master. Not a seed (the seeds find the cluster),
+  // nor a node that is up (a master turned replica: dropping its client
+  // would leave its commands in flight unanswered; a client that is down
+  // holds none). After this call returns: the handler that read the map
+  // may be that node's own.
+  auto lost = [this](const std::string& key, const RedisClient& c) {
+    if (c.connected()) return false;
+    for (const Node& n : options_.seeds)
+      if (key == n.host + ":" + std::to_string(n.port)) return false;
+    return std::find(slots_.begin(), slots_.end(), &c) == slots_.end();
+  };
+  bool any = false;
+  for (const auto& [key, c] : clients_) any = any || lost(key, *c);
+  if (!any) return;
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [this, alive, lost] {
+    if (alive.expired()) return;
+    for (auto it = clients_.begin(); it != clients_.end();)
+      it = lost(it->first, *it->second) ? clients_.erase(it) : std::next(it);
   });
 }
 

@@ -7,7 +7,7 @@
 // every second while some slot has no connected master (a master lost and
 // a replica promoted in its place: the old master's slots answer nothing,
 // so no MOVED would ever tell). Every node has its own RedisClient, which
-// reconnects by itself.
+// reconnects by itself, until a map no longer names it while it is down.
 //
 // Thread: every method, and every handler, on the loop thread.
 #ifndef DELAYQ_BACKEND_REDIS_ROUTER_H_
@@ -79,6 +79,9 @@ class RedisRouter {
  private:
   RedisClient& ClientFor(const std::string& host, int port);
   void LoadSlots();
+  // After the map is read: drops the clients of nodes it no longer names
+  // whose connection is down (not the seeds).
+  void DropLostNodes();
   void SendTo(RedisClient* node, std::shared_ptr<const std::string> command, bool asking,
               int redirects, RedisClient::Handler done);
 
