@@ -169,8 +169,14 @@ void RedisRouter::LoadSlots() {
         for (int64_t s = std::max<int64_t>(0, from); s <= to && s < int64_t{kSlots}; ++s)
           map[static_cast<size_t>(s)] = &node;
       }
+      // The nodes the last map named: of those, the ones this one leaves
+      // out may be dropped (not a node just met through ASK or MOVED, still
+      // connecting, that owns no slot yet).
+      std::set<std::string> named;
+      for (const auto& [key, c] : clients_)
+        if (std::find(slots_.begin(), slots_.end(), c.get()) != slots_.end()) named.insert(key);
       slots_ = std::move(map);
-      DropLostNodes();
+      DropLostNodes(std::move(named));
     } else {
       last_error_ =
           r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : "CLUSTER SLOTS failed";
@@ -182,17 +188,18 @@ void RedisRouter::LoadSlots() {
   });
 }
 
-void RedisRouter::DropLostNodes() {
-  // A node the map no longer names and whose connection is down (a master
-  // that failed over, a node taken out of the cluster) is dropped rather
-  // than tried again for ever; CLUSTER SLOTS or a MOVED names it again if
-  // it comes back as a master. Not a seed (the seeds find the cluster),
-  // nor a node that is up (a master turned replica: dropping its client
-  // would leave its commands in flight unanswered; a client that is down
-  // holds none). After this call returns: the handler that read the map
-  // may be that node's own.
-  auto lost = [this](const std::string& key, const RedisClient& c) {
-    if (c.connected()) return false;
+void RedisRouter::DropLostNodes(std::set<std::string> named_before) {
+  // A node the last map named, this one does not, and whose connection is
+  // down (a master that failed over, a node taken out of the cluster) is
+  // dropped rather than tried again for ever; CLUSTER SLOTS or a MOVED
+  // names it again if it comes back as a master. Not a seed (the seeds
+  // find the cluster), nor a node that is up (a master turned replica:
+  // dropping its client would leave its commands in flight unanswered; a
+  // client that is down holds none). After this call returns: the handler
+  // that read the map may be that node's own.
+  auto lost = [this, named_before = std::move(named_before)](const std::string& key,
+                                                             const RedisClient& c) {
+    if (c.connected() || !named_before.contains(key)) return false;
     for (const Node& n : options_.seeds)
       if (key == n.host + ":" + std::to_string(n.port)) return false;
     return std::find(slots_.begin(), slots_.end(), &c) == slots_.end();

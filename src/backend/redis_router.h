@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,9 +80,10 @@ class RedisRouter {
  private:
   RedisClient& ClientFor(const std::string& host, int port);
   void LoadSlots();
-  // After the map is read: drops the clients of nodes it no longer names
-  // whose connection is down (not the seeds).
-  void DropLostNodes();
+  // After the map is read: drops the clients of nodes the last map named
+  // (`named_before`, by "host:port"), this one does not, and whose
+  // connection is down (not the seeds).
+  void DropLostNodes(std::set<std::string> named_before);
   void SendTo(RedisClient* node, std::shared_ptr<const std::string> command, bool asking,
               int redirects, RedisClient::Handler done);
 
