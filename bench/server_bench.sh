@@ -67,8 +67,8 @@
 # beanstalkd's rate); a ratio near it is the client's ceiling, not delayqd's.
 # The plain client also runs against the ceiling server, in the memory
 # part and in the durable part's `everysec` workloads at 50 connections
-# (where it keeps nothing on disk: what no server, durable or not, can
-# pass with this client on this machine):
+# (where it keeps nothing on disk: what a server doing no work reaches with
+# this client on this machine, beside the client's own bound):
 # plain_ceiling_vs_beanstalkd_<tag> and plain_delayq_vs_ceiling_<tag>.
 #
 # Output: `name: value` lines on stdout, the headline
