@@ -108,6 +108,17 @@ class RedisClientTest : public ::testing::TestWithParam<bool> {
     return so;
   }
 
+  // Sends on `busy` a script that holds Redis for 1.5 s, answering no
+  // other connection meanwhile (stopped or wedged alike); *done once it
+  // has ended.
+  static void HoldRedis(RedisClient& busy, bool* done) {
+    busy.Command({"EVAL",
+                  "local a = redis.call('TIME') repeat local b = redis.call('TIME') "
+                  "until (b[1] - a[1]) * 1000000 + b[2] - a[2] > 1500000 return 1",
+                  "0"},
+                 [done](const redisReply*) { *done = true; });
+  }
+
   // A client's options for redis_.
   RedisClient::Options Options() const {
     RedisClient::Options o;
@@ -251,11 +262,7 @@ TEST_P(RedisClientTest, ACommandWithNoReplyFailsItsConnectionAfterTheReplyTimeou
   testing::RunIoFor(io_, milliseconds(600));
   EXPECT_TRUE(watched.connected()) << watched.last_error();
   bool script_done = false;
-  busy.Command({"EVAL",
-                "local a = redis.call('TIME') repeat local b = redis.call('TIME') "
-                "until (b[1] - a[1]) * 1000000 + b[2] - a[2] > 1500000 return 1",
-                "0"},
-               [&](const redisReply*) { script_done = true; });
+  HoldRedis(busy, &script_done);
   testing::RunIoFor(io_, milliseconds(50));  // the script runs
   const auto sent = std::chrono::steady_clock::now();
   bool answered = false, null_reply = false;
@@ -305,11 +312,7 @@ TEST_P(RedisClientTest, ASubscriberAsksASilentRedisAndIsMadeAgain) {
   EXPECT_TRUE(sub.connected()) << sub.last_error();
   EXPECT_EQ(events, (std::vector<std::string>{"+a"}));
   bool script_done = false;
-  busy.Command({"EVAL",
-                "local a = redis.call('TIME') repeat local b = redis.call('TIME') "
-                "until (b[1] - a[1]) * 1000000 + b[2] - a[2] > 1500000 return 1",
-                "0"},
-               [&](const redisReply*) { script_done = true; });
+  HoldRedis(busy, &script_done);
   const auto started = std::chrono::steady_clock::now();
   // Silent from the script's start: a PING within 200 ms and a quarter,
   // given up 400 ms and a quarter after it.
