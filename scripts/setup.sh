@@ -32,6 +32,7 @@ PACKAGES=(
   tzdata              # the system's tzdb that date-tz reads
   libcurl4-openssl-dev  # pushes to HTTP targets (curl's multi interface)
   libssl-dev          # OpenSSL: TLS (listeners, rediss://), token digests and secrets
+  libjemalloc-dev     # delayqd's allocator (docs/decisions.md)
   # tests and benchmarks
   libgtest-dev
   libgmock-dev

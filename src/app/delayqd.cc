@@ -2,7 +2,11 @@
 // serves the beanstalkd protocol and the HTTP/JSON API on one loop thread
 // until SIGTERM/SIGINT;
 // SIGUSR1 enters drain mode (puts answer DRAINING), as in beanstalkd.
+#include <gnu/libc-version.h>
 #include <malloc.h>
+#if DELAYQ_WITH_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -15,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -44,6 +49,15 @@
 #include "store/rocks_store.h"
 
 extern char** environ;
+
+#if DELAYQ_WITH_JEMALLOC
+// jemalloc's settings, read when it starts (MALLOC_CONF in the environment
+// is read after them and wins): pages freed and not reused go back to the
+// system within a second (its default is ten, and then it keeps them
+// mapped "muzzy" for ten more), as MallocInUse's malloc_trim does under glibc.
+// (Declared by jemalloc.h; defined here, at global scope, for it to find.)
+const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
+#endif
 
 namespace {
 
@@ -98,29 +112,69 @@ void FitFileDescriptorLimit(const app::Config& c) {
               static_cast<uint64_t>(lim.rlim_cur), static_cast<uint64_t>(want), c.max_connections);
 }
 
+// The allocator, as the started line names it: jemalloc when it is linked
+// and malloc is its (a malloc moves its count of this thread's bytes), else
+// glibc's.
+std::string AllocatorName() {
+#if DELAYQ_WITH_JEMALLOC
+  uint64_t before = 0, after = 0;
+  size_t len = sizeof(before);
+  const bool counted = mallctl("thread.allocated", &before, &len, nullptr, 0) == 0;
+  void* volatile probe = std::malloc(4096);
+  len = sizeof(after);
+  const bool ours = counted && mallctl("thread.allocated", &after, &len, nullptr, 0) == 0 &&
+                    after - before >= 4096;
+  std::free(probe);
+  const char* version = nullptr;
+  len = sizeof(version);
+  if (ours && mallctl("version", static_cast<void*>(&version), &len, nullptr, 0) == 0 &&
+      version != nullptr) {
+    std::string v(version);
+    return "jemalloc-" + v.substr(0, v.find('-'));  // "5.3.0-0-g54eaed1d…"
+  }
+#endif
+  return std::string("glibc-") + gnu_get_libc_version();
+}
+
 // --max-memory: every 100 ms, the bytes malloc has handed out and not got
-// back (in its arenas and in chunks of their own: what the jobs, buffers,
-// RocksDB's memtables and caches take), against the limit. Past it, puts
-// are refused (ServerContext::AdmitPut) until use falls below it again.
+// back (what the jobs, buffers, RocksDB's memtables and caches take),
+// against the limit. Past it, puts are refused (ServerContext::AdmitPut)
+// until use falls below it again.
 //
-// And malloc's free memory goes back to the system once it is large: glibc
-// gives back on its own only the free top of a heap, so one small block
-// allocated after a burst of large jobs (a timer's, a reply's) would keep
-// every page below it, freed jobs and all, in the process's resident size.
-// malloc_trim also gives back the free pages inside the heap; at most once
-// a second, and only past kTrimFreeBytes free.
-constexpr size_t kTrimFreeBytes = size_t{16} << 20;
+// Under glibc, malloc's free memory also goes back to the system once it is
+// large: glibc gives back on its own only the free top of a heap, so one
+// small block allocated after a burst of large jobs (a timer's, a reply's)
+// would keep every page below it, freed jobs and all, in the process's
+// resident size. malloc_trim also gives back the free pages inside the
+// heap; at most once a second, and only past kTrimFreeBytes free. (jemalloc
+// gives back on its own: malloc_conf above.)
+uint64_t MallocInUse(bool trim) {
+#if DELAYQ_WITH_JEMALLOC
+  (void)trim;
+  uint64_t epoch = 1;  // a write to "epoch" refreshes the statistics read next
+  size_t len = sizeof(epoch);
+  (void)mallctl("epoch", &epoch, &len, &epoch, len);
+  size_t allocated = 0;
+  len = sizeof(allocated);
+  if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
+  return allocated;
+#else
+  constexpr size_t kTrimFreeBytes = size_t{16} << 20;
+  struct mallinfo2 mi = mallinfo2();
+  if (trim && mi.fordblks > kTrimFreeBytes) {
+    malloc_trim(0);
+    mi = mallinfo2();
+  }
+  return mi.uordblks + mi.hblkhd;
+#endif
+}
+
 void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerContext& ctx,
                  int ticks = 0) {
   t->expires_after(std::chrono::milliseconds(100));
   t->async_wait([t, &ctx, ticks](const boost::system::error_code& ec) {
     if (ec) return;
-    struct mallinfo2 mi = mallinfo2();
-    if (ticks % 10 == 0 && mi.fordblks > kTrimFreeBytes) {
-      malloc_trim(0);
-      mi = mallinfo2();
-    }
-    const uint64_t used = mi.uordblks + mi.hblkhd;
+    const uint64_t used = MallocInUse(ticks % 10 == 0);
     const bool full = used > ctx.max_memory;
     if (full != ctx.memory_full) {
       ctx.memory_full = full;
@@ -654,7 +708,7 @@ int main(int argc, char** argv) {
   spdlog::info(
       "event=started version={} listen={}:{} http={} backend={} store={} fsync={} horizon={} "
       "max_job_size={} max_connections={} max_reply_memory={} busy_poll_us={} io_uring={} "
-      "tokens={} trusted_networks={} pid={}",
+      "tokens={} trusted_networks={} allocator={} pid={}",
       kVersion, config.listen, beanstalk.port(),
       http ? http_listen + ":" + std::to_string(http->port()) : std::string("off"),
       backend.info().name,
@@ -666,7 +720,7 @@ int main(int argc, char** argv) {
                                                              : FormatDuration(config.horizon_ms),
       config.max_job_size, config.max_connections, config.max_reply_memory, config.busy_poll_us,
       beanstalk.io_batch().uses_uring() ? "on" : "off", ctx.access.policy()->tokens().size(),
-      ctx.access.policy()->trusted().ToString(), static_cast<long>(getpid()));
+      ctx.access.policy()->trusted().ToString(), AllocatorName(), static_cast<long>(getpid()));
   if (config.io_uring && !beanstalk.io_batch().uses_uring())
     spdlog::info(
         "event=io_uring_unavailable reason=\"{}\" note=\"one system call per recv and send\"",
