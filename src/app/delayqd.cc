@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "app/auth_file.h"
@@ -53,10 +54,11 @@ extern char** environ;
 #if DELAYQ_WITH_JEMALLOC
 // jemalloc's settings, read when it starts (MALLOC_CONF in the environment
 // is read after them and wins): pages freed and not reused go back to the
-// system within a second (its default is ten, and then it keeps them
-// mapped "muzzy" for ten more), as MallocInUse's malloc_trim does under glibc.
-// (Declared by jemalloc.h; defined here, at global scope, for it to find.)
-const char* malloc_conf = "dirty_decay_ms:1000,muzzy_decay_ms:0";
+// system after a second (its default is ten), by a thread of its own, so
+// that an idle server gives them back too, as MallocInUse's malloc_trim
+// does under glibc. (Declared by jemalloc.h; defined here, at global scope,
+// for it to find.)
+const char* malloc_conf = "background_thread:true,dirty_decay_ms:1000";
 #endif
 
 namespace {
@@ -113,8 +115,8 @@ void FitFileDescriptorLimit(const app::Config& c) {
 }
 
 // The allocator, as the started line names it: jemalloc when it is linked
-// and malloc is its (a malloc moves its count of this thread's bytes), else
-// glibc's.
+// and malloc is its (a malloc moves its count of this thread's bytes), the
+// sanitizer's in a sanitizer build, else glibc's.
 std::string AllocatorName() {
 #if DELAYQ_WITH_JEMALLOC
   uint64_t before = 0, after = 0;
@@ -133,7 +135,11 @@ std::string AllocatorName() {
     return "jemalloc-" + v.substr(0, v.find('-'));  // "5.3.0-0-g54eaed1d…"
   }
 #endif
+#if DELAYQ_SANITIZER_ALLOCATOR
+  return "sanitizer";
+#else
   return std::string("glibc-") + gnu_get_libc_version();
+#endif
 }
 
 // --max-memory: every 100 ms, the bytes malloc has handed out and not got
@@ -148,7 +154,9 @@ std::string AllocatorName() {
 // resident size. malloc_trim also gives back the free pages inside the
 // heap; at most once a second, and only past kTrimFreeBytes free. (jemalloc
 // gives back on its own: malloc_conf above.)
-uint64_t MallocInUse(bool trim) {
+// nullopt: the allocator does not say (a jemalloc built without its
+// statistics).
+std::optional<uint64_t> MallocInUse(bool trim) {
 #if DELAYQ_WITH_JEMALLOC
   (void)trim;
   uint64_t epoch = 1;  // a write to "epoch" refreshes the statistics read next
@@ -156,7 +164,7 @@ uint64_t MallocInUse(bool trim) {
   (void)mallctl("epoch", &epoch, &len, &epoch, len);
   size_t allocated = 0;
   len = sizeof(allocated);
-  if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return 0;
+  if (mallctl("stats.allocated", &allocated, &len, nullptr, 0) != 0) return std::nullopt;
   return allocated;
 #else
   constexpr size_t kTrimFreeBytes = size_t{16} << 20;
@@ -174,7 +182,7 @@ void WatchMemory(std::shared_ptr<boost::asio::steady_timer> t, server::ServerCon
   t->expires_after(std::chrono::milliseconds(100));
   t->async_wait([t, &ctx, ticks](const boost::system::error_code& ec) {
     if (ec) return;
-    const uint64_t used = MallocInUse(ticks % 10 == 0);
+    const uint64_t used = MallocInUse(ticks % 10 == 0).value_or(0);  // checked at start
     const bool full = used > ctx.max_memory;
     if (full != ctx.memory_full) {
       ctx.memory_full = full;
@@ -591,7 +599,16 @@ int main(int argc, char** argv) {
                  tls_files.client_ca.empty() ? "off" : "required", ctx.tls_required ? "on" : "off");
   }
   ctx.max_memory = config.max_memory;
-  if (config.max_memory > 0) WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
+  if (config.max_memory > 0) {
+    if (!MallocInUse(false)) {
+      spdlog::error(
+          "event=max_memory_unavailable allocator={} error=\"the allocator does not count what it "
+          "hands out; --max-memory cannot be kept\"",
+          AllocatorName());
+      return 1;
+    }
+    WatchMemory(std::make_shared<boost::asio::steady_timer>(io), ctx);
+  }
   utsname u{};
   if (uname(&u) == 0) {
     ctx.hostname = u.nodename;

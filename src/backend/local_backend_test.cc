@@ -414,7 +414,7 @@ class SyncingGateStore final : public store::ForwardingStore {
  public:
   SyncingGateStore(store::Store& inner, store::Journal& journal)
       : ForwardingStore(inner), journal_(journal) {}
-  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override {
+  Status ApplyThrough(std::vector<Mutation>& batch, uint64_t journal_lsn) override {
     if (journal_lsn > journal_.synced_lsn()) {
       syncing_writes_++;
       if (Status st = journal_.SyncThrough(journal_lsn); !st.ok()) return st;
@@ -542,7 +542,7 @@ class GateThenSyncStore final : public store::ForwardingStore {
  public:
   GateThenSyncStore(store::Store& inner, store::Journal& journal)
       : ForwardingStore(inner), journal_(journal) {}
-  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override {
+  Status ApplyThrough(std::vector<Mutation>& batch, uint64_t journal_lsn) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return open_; });

@@ -345,7 +345,8 @@ void RocksStore::SyncLoop() {
   }
 }
 
-Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) {
+Status RocksStore::Write(const std::vector<Mutation>& batch, uint64_t journal_lsn,
+                         std::vector<Mutation>* given_up) {
   // Under always the batch's journal records are synced first: that sync
   // is what makes them durable (the records of every batch appended since
   // join it), and RocksDB then takes them without its own log, as under
@@ -360,12 +361,14 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   // before (from recent_, else read) and after. A job put and deleted in
   // the same batch then writes nothing, and an update that leaves the due
   // time or the key as they were does not rewrite that index entry.
+  constexpr size_t kNoPut = static_cast<size_t>(-1);
   struct Change {
     bool before = false;  // stored before the batch, as before_record
-    bool after = false;   // stored after it, as record with body
+    bool after = false;   // stored after it, as record with its body
     JobRecord before_record;
     JobRecord record;
-    std::string body;
+    std::string body;     // the stored body, while no put of the batch replaces it
+    size_t put = kNoPut;  // else the batch's last put of the job, which has it
   };
   std::unordered_map<JobId, size_t> index;
   index.reserve(batch.size());
@@ -374,7 +377,8 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   JobId max_id = max_id_;
   // Named objects' changes, in order after the jobs' (they touch no job).
   std::vector<const Mutation*> objects;
-  for (const Mutation& m : batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Mutation& m = batch[i];
     if (m.is_object()) {
       objects.push_back(&m);
       continue;
@@ -419,7 +423,7 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
       case Mutation::Kind::kPut:
         c.after = true;
         c.record = r;
-        c.body = m.body;
+        c.put = i;
         break;
       case Mutation::Kind::kPutObject:
       case Mutation::Kind::kDeleteObject:
@@ -428,7 +432,12 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
     if (r.id > max_id) max_id = r.id;
   }
 
-  rocksdb::WriteBatch wb;
+  auto body_of = [&](const Change& c) -> const std::string& {
+    return c.put != kNoPut ? batch[c.put].body : c.body;
+  };
+  if (write_batch_ == nullptr) write_batch_ = std::make_unique<rocksdb::WriteBatch>();
+  rocksdb::WriteBatch& wb = *write_batch_;
+  wb.Clear();
   std::vector<const JobRecord*> key_puts;   // after every key delete: a key
                                             // may pass from a deleted job to a new one
   std::vector<const JobRecord*> name_puts;  // likewise
@@ -455,7 +464,7 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
       wb.Delete(jobs_, JobKey(id));
     } else {
       value.clear();
-      EncodeJobValue(*a, c.body, &value);
+      EncodeJobValue(*a, body_of(c), &value);
       wb.Put(jobs_, JobKey(id), value);
     }
   }
@@ -499,12 +508,18 @@ Status RocksStore::ApplyThrough(const std::vector<Mutation>& batch, uint64_t jou
   max_id_ = max_id;
   if (journal_lsn > journal_lsn_) journal_lsn_ = journal_lsn;
   for (auto& [id, c] : changes) {
-    if (c.after) {
-      Remember(id, std::move(c.record), std::move(c.body));
-    } else {
+    if (!c.after) {
       Forget(id);
+    } else if (c.put == kNoPut) {
+      Remember(id, std::move(c.record), std::move(c.body));
+    } else if (given_up != nullptr) {  // written: the caller has no more use for it
+      Remember(id, std::move(c.record), std::move((*given_up)[c.put].body));
+    } else {
+      Remember(id, std::move(c.record), batch[c.put].body);
     }
   }
+  // The buffer stays for the next write, unless a burst made it large.
+  if (wb.GetDataSize() > kWriteBatchBytes) write_batch_.reset();
   if (journal_ != nullptr && journal_->HasSealed()) {
     // A checkpoint: the tables then hold every record written so far, and
     // the sealed segments can go. (A failure is tried again next time.)

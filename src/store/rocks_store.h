@@ -26,6 +26,7 @@
 namespace rocksdb {
 class DB;
 class ColumnFamilyHandle;
+class WriteBatch;
 }  // namespace rocksdb
 
 namespace delayq::store {
@@ -49,8 +50,10 @@ class RocksStore final : public Store {
   static Result<std::unique_ptr<RocksStore>> Open(const RocksStoreOptions& options);
   ~RocksStore() override;
 
-  Status Apply(const std::vector<Mutation>& batch) override { return ApplyThrough(batch, 0); }
-  Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) override;
+  Status Apply(const std::vector<Mutation>& batch) override { return Write(batch, 0, nullptr); }
+  Status ApplyThrough(std::vector<Mutation>& batch, uint64_t journal_lsn) override {
+    return Write(batch, journal_lsn, &batch);
+  }
   Status Load(const std::function<Status(const JobRecord&, std::string_view body)>& job,
               JobId* max_id) override;
   Status LoadObjects(const std::function<Status(const StoredObject&)>& object) override;
@@ -74,6 +77,10 @@ class RocksStore final : public Store {
  private:
   explicit RocksStore(const RocksStoreOptions& options);
   void SyncLoop();
+  // Apply and ApplyThrough. given_up: the batch itself, when its bodies may
+  // be moved into recent_ once it is written (else they are copied).
+  Status Write(const std::vector<Mutation>& batch, uint64_t journal_lsn,
+               std::vector<Mutation>* given_up);
   // Applies the journal's records past the last checkpoint, flushes them to
   // tables and removes the journal (Open).
   Status ReplayJournal();
@@ -105,6 +112,10 @@ class RocksStore final : public Store {
   uint64_t journal_lsn_ = 0;  // the last journal record written to RocksDB
   uint64_t replayed_records_ = 0;
   JournalCut journal_cut_;
+  // Write's batch for RocksDB, kept from one write to the next so that its
+  // buffer is not grown again each time (given back past kWriteBatchBytes).
+  std::unique_ptr<rocksdb::WriteBatch> write_batch_;
+  static constexpr size_t kWriteBatchBytes = size_t{16} << 20;
   std::unordered_map<JobId, Cached> recent_;
   std::deque<JobId> recent_order_;  // ids in recent_ (and forgotten ones), oldest first
   size_t recent_bytes_ = 0;

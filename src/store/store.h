@@ -45,8 +45,10 @@ class Store {
   virtual Status Apply(const std::vector<Mutation>& batch) = 0;
   // As Apply, for a batch that holds the journal's records up to
   // `journal_lsn` (0: none): a store under a journal records the number
-  // with the batch, so that a start replays only what follows it.
-  virtual Status ApplyThrough(const std::vector<Mutation>& batch, uint64_t journal_lsn) {
+  // with the batch, so that a start replays only what follows it. The
+  // caller gives the batch up once it is applied: the store may then have
+  // moved the bodies out of it (after an error it is as it was).
+  virtual Status ApplyThrough(std::vector<Mutation>& batch, uint64_t journal_lsn) {
     (void)journal_lsn;
     return Apply(batch);
   }

@@ -316,17 +316,15 @@ TEST_F(Protocol, StartLineSaysHowSocketCallsAreMade) {
   }
 }
 
-// It names the allocator too: jemalloc where the build links it, glibc's
-// malloc under the sanitizers (CMakeLists.txt, DELAYQ_JEMALLOC). A link
-// that left jemalloc out, or loaded it without it taking malloc over,
-// would say glibc.
+// It names the allocator too: jemalloc where the build links it, the
+// sanitizer's in a sanitizer build, else glibc's (CMakeLists.txt,
+// DELAYQ_JEMALLOC). A link that left jemalloc out, or loaded it without it
+// taking malloc over, would say glibc.
 TEST_F(Protocol, StartLineNamesTheAllocator) {
   if (AgainstBeanstalkd()) GTEST_SKIP() << "delayqd's own log";
   const std::string log = StartedLog(server_);
   ASSERT_NE(log.find("event=started"), std::string::npos) << log;
-  EXPECT_NE(log.find(DELAYQD_JEMALLOC ? " allocator=jemalloc-" : " allocator=glibc-"),
-            std::string::npos)
-      << log;
+  EXPECT_NE(log.find(std::string(" allocator=") + DELAYQD_ALLOCATOR), std::string::npos) << log;
 }
 
 // ---- put / reserve / delete ----------------------------------------------------
@@ -2399,13 +2397,7 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kGarbageConns; ++i) threads.emplace_back(garbage, i);
 
-  // Meanwhile a clean connection keeps getting exact answers, promptly:
-  // no round over 5 s. The garbage's 64 KB puts (delayed, so they stay)
-  // store about 150 MB a second, and under that flood a change's reply
-  // waits for the store's writer like everyone's (LocalBackend's bound on
-  // unwritten bytes): the clean put or delete of a round took up to 1.6 s
-  // alone and 3.3 s beside other tests (reads never over 0.4 s; against
-  // --in-memory no round took over 0.35 s).
+  // Meanwhile a clean connection keeps getting exact answers, promptly.
   RawClient clean(server.port(), 5000ms);
   ASSERT_EQ(clean.Call("use clean\r\n"), "USING clean\r\n");
   ASSERT_EQ(clean.Call("watch clean\r\n"), "WATCHING 2\r\n");
@@ -2435,7 +2427,7 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
   ASSERT_TRUE(server.Alive()) << "the server died; status " << server.exit_status() << "\n"
                               << server.Log();
   EXPECT_GT(rounds, 10);
-  EXPECT_LT(slowest, 5000) << "a clean round trip took " << slowest << " ms";
+  EXPECT_LT(slowest, 2000) << "a clean round trip took " << slowest << " ms";
   // The kept jobs are all there, untouched.
   std::string after = keeper.Call("stats-tube keep\r\n");
   for (const char* k : {"current-jobs-ready", "current-jobs-delayed", "current-jobs-reserved",
