@@ -55,9 +55,8 @@ extern char** environ;
 // jemalloc's settings, read when it starts (MALLOC_CONF in the environment
 // is read after them and wins): pages freed and not reused go back to the
 // system after a second (its default is ten), by a thread of its own, so
-// that an idle server gives them back too, as MallocInUse's malloc_trim
-// does under glibc. (Declared by jemalloc.h; defined here, at global scope,
-// for it to find.)
+// that an idle server gives them back too. (Declared by jemalloc.h; defined
+// here, at global scope, for it to find.)
 const char* malloc_conf = "background_thread:true,dirty_decay_ms:1000";
 #endif
 
