@@ -153,8 +153,9 @@ std::string AllocatorName() {
 // resident size. malloc_trim also gives back the free pages inside the
 // heap; at most once a second, and only past kTrimFreeBytes free. (jemalloc
 // gives back on its own: malloc_conf above.)
-// nullopt: the allocator does not say (a jemalloc built without its
-// statistics).
+//
+// MallocInUse: nullopt when the allocator does not say (a jemalloc built
+// without its statistics).
 std::optional<uint64_t> MallocInUse(bool trim) {
 #if DELAYQ_WITH_JEMALLOC
   (void)trim;
