@@ -17,6 +17,9 @@ constexpr size_t kSlots = 16384;
 // MOVED / ASK hops one command may take before its error is passed on.
 constexpr int kMaxRedirects = 3;
 
+// A node's name: its key in clients_, and how the seeds are listed.
+std::string NodeKey(const std::string& host, int port) { return host + ":" + std::to_string(port); }
+
 uint16_t Crc16(std::string_view s) {
   // CRC-16/XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster uses.
   uint16_t crc = 0;
@@ -71,7 +74,7 @@ void RedisRouter::ArmRefresh() {
 }
 
 RedisClient& RedisRouter::ClientFor(const std::string& host, int port) {
-  std::string key = host + ":" + std::to_string(port);
+  std::string key = NodeKey(host, port);
   auto it = clients_.find(key);
   if (it != clients_.end()) return *it->second;
   RedisClient::Options co;
@@ -123,7 +126,7 @@ std::string RedisRouter::address() const {
   std::string out;
   for (const Node& n : options_.seeds) {
     if (!out.empty()) out += ',';
-    out += n.host + ":" + std::to_string(n.port);
+    out += NodeKey(n.host, n.port);
   }
   return out;
 }
@@ -201,7 +204,7 @@ void RedisRouter::DropLostNodes(std::set<std::string> named_before) {
                                                              const RedisClient& c) {
     if (c.connected() || !named_before.contains(key)) return false;
     for (const Node& n : options_.seeds)
-      if (key == n.host + ":" + std::to_string(n.port)) return false;
+      if (key == NodeKey(n.host, n.port)) return false;
     return std::find(slots_.begin(), slots_.end(), &c) == slots_.end();
   };
   bool any = false;
