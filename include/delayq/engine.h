@@ -238,6 +238,12 @@ class Engine {
   // Appends what happened since the last call, in order, and forgets it.
   void TakeEvents(std::vector<Event>* out);
   void TakeMutations(std::vector<Mutation>* out);
+  // From now on each mutation is appended to *sink as it happens, where
+  // TakeMutations would have moved it later (a large struct: the Local
+  // backend's batch is the sink, and no mutation is moved on its way
+  // there). nullptr: kept for TakeMutations again. *sink must outlive the
+  // engine or the next call.
+  void RecordMutationsInto(std::vector<Mutation>* sink);
 
   // ---- Recovery ----------------------------------------------------------
   // Loads a persisted job as it was (ready, delayed or buried), without

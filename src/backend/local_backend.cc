@@ -33,6 +33,7 @@ LocalBackend::LocalBackend(boost::asio::io_context& io, const Options& options, 
       horizon_batch_(std::max<size_t>(1, options.horizon_batch)),
       horizon_timer_(io) {
   if (store_ == nullptr) return;
+  engine_.RecordMutationsInto(&open_batch_);
   std::weak_ptr<bool> alive = alive_;
   writer_ = std::make_unique<store::Writer>(
       *store_,
@@ -70,7 +71,7 @@ LocalBackend::~LocalBackend() {
     // What the journal would not take, and what closing sessions changed
     // last, go to the store before the writer stops (it flushes at close).
     for (auto& [seq, batch] : unjournaled_) writer_->Submit(std::move(batch), nullptr);
-    engine_.TakeMutations(&open_batch_);
+    engine_.RecordMutationsInto(nullptr);
     if (!open_batch_.empty()) writer_->Submit(std::move(open_batch_), nullptr);
     writer_.reset();
   }

@@ -192,8 +192,10 @@ class LocalBackend final : public Backend {
   // After every engine call: hands served reserves to their completions and
   // re-arms the timer.
   void Settle();
-  // Moves the engine's mutations into the open batch; posts a flush.
+  // Takes note of the mutations the engine appended to the open batch
+  // (Gather); posts a flush.
   void Collect();
+  void Gather();
   void Flush();
   // Batches up to `seq` are settled with `st`: their replies go. in_store
   // false: durable in the journal (the loop's own sync) but not yet in the
@@ -349,7 +351,9 @@ class LocalBackend final : public Backend {
   };
   store::Store* store_;
   std::function<void(bool, const Status&)> on_store_health_;
-  std::vector<Mutation> open_batch_;  // becomes batch `next_seq_`
+  // Becomes batch `next_seq_`; the engine appends to it (RecordMutationsInto).
+  std::vector<Mutation> open_batch_;
+  size_t gathered_ = 0;  // of open_batch_, looked at by Gather
   uint64_t next_seq_ = 1;
   uint64_t settled_seq_ = 0;        // batches up to this one are written (or failed)
   uint64_t store_completions_ = 0;  // the writer's posts run on this thread

@@ -78,9 +78,20 @@ Status LocalBackend::Writable() const {
 
 void LocalBackend::Collect() {
   if (writer_ == nullptr) return;
-  size_t before = open_batch_.size();
-  engine_.TakeMutations(&open_batch_);
-  for (size_t i = before; i < open_batch_.size(); ++i) {
+  Gather();
+  if (open_batch_.empty() || flush_posted_) return;
+  // Everything the loop does before this runs joins the batch.
+  flush_posted_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [this, alive] {
+    if (!alive.expired()) Flush();
+  });
+}
+
+void LocalBackend::Gather() {
+  // The engine appends its mutations to open_batch_ itself
+  // (RecordMutationsInto); those since the last call are looked at here.
+  for (size_t i = gathered_; i < open_batch_.size(); ++i) {
     const Mutation& m = open_batch_[i];
     if (m.kind == Mutation::Kind::kPut && m.record.id > open_max_put_id_)
       open_max_put_id_ = m.record.id;
@@ -102,23 +113,19 @@ void LocalBackend::Collect() {
       pending_order_.emplace_back(next_seq_, id);
     }
   }
-  if (open_batch_.empty() || flush_posted_) return;
-  // Everything the loop does before this runs joins the batch.
-  flush_posted_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  boost::asio::post(io_, [this, alive] {
-    if (!alive.expired()) Flush();
-  });
+  gathered_ = open_batch_.size();
 }
 
 void LocalBackend::Flush() {
   flush_posted_ = false;
+  Gather();  // what an engine call appended since the last Collect
   if (open_batch_.empty()) return;
   uint64_t seq = next_seq_++;
   if (open_max_put_id_ != 0) batch_max_put_id_.emplace_back(seq, open_max_put_id_);
   open_max_put_id_ = 0;
   std::vector<Mutation> batch;
   batch.swap(open_batch_);
+  gathered_ = 0;
   // The next batch is likely as long: room for it at once, instead of
   // moving its changes (large structs) at every doubling. (Not for more
   // than a loop turn's usual changes: after a `clear` of a large topic the

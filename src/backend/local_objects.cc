@@ -15,7 +15,7 @@ void LocalBackend::RecordObject(Mutation::Kind kind, ObjectKind object, std::str
                                 std::string_view value) {
   object_versions_[static_cast<size_t>(object)]++;
   if (writer_ == nullptr) return;
-  Collect();  // the engine's changes so far come first
+  // After the engine's changes so far: it appends them to open_batch_.
   Mutation& m = open_batch_.emplace_back();
   m.kind = kind;
   m.object = StoredObject{object, std::string(name), std::string(value)};

@@ -455,6 +455,11 @@ void Engine::Impl::TakeMutations(std::vector<Mutation>* out) {
   mutations_.clear();
 }
 
+void Engine::Impl::RecordMutationsInto(std::vector<Mutation>* sink) {
+  if (sink != nullptr) TakeMutations(sink);
+  sink_ = sink;
+}
+
 void Engine::Impl::Free(Job* j) {
   ids_.Erase(j->id);
   if (!answers_.empty()) answers_.erase(j->id);
@@ -654,33 +659,47 @@ void Engine::Impl::Unintern(uint32_t idx) {
 
 JobRecord Engine::Impl::ToRecord(const Job* j) const {
   JobRecord r;
-  r.id = j->id;
-  r.topic = j->topic->name;
-  r.key = std::string(j->key());
-  r.state = j->state == JobState::kReserved ? JobState::kReady : j->state;
-  r.priority = j->priority;
-  r.due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
-  CopyFigures(j, &r);
-  if (j->backoff != 0) r.backoff = policies_[j->backoff].backoff;
-  r.named = j->named;
-  if (!answers_.empty())
-    if (auto it = answers_.find(j->id); it != answers_.end()) r.answer = it->second;
+  FillRecord(j, &r);
   return r;
 }
 
+// Into a fresh record: what a job does not have is left as it is.
+void Engine::Impl::FillRecord(const Job* j, JobRecord* r) const {
+  r->id = j->id;
+  r->topic = j->topic->name;
+  r->key = j->key();
+  r->state = j->state == JobState::kReserved ? JobState::kReady : j->state;
+  r->priority = j->priority;
+  r->due_ms = j->state == JobState::kDelayed ? CeilMs(j->due) : 0;
+  CopyFigures(j, r);
+  if (j->backoff != 0) r->backoff = policies_[j->backoff].backoff;
+  r->named = j->named;
+  if (!answers_.empty())
+    if (auto it = answers_.find(j->id); it != answers_.end()) r->answer = it->second;
+}
+
+// Each built where it stays (the sink), not moved there: a Mutation holds
+// several strings, and moving one cost about as much as building it.
 void Engine::Impl::RecordPut(const Job* j) {
   if (!opt_.record_mutations) return;
-  mutations_.push_back(Mutation{Mutation::Kind::kPut, ToRecord(j), std::string(j->body())});
+  Mutation& m = Mutations().emplace_back();
+  FillRecord(j, &m.record);
+  m.body = j->body();
 }
 
 void Engine::Impl::RecordUpdate(const Job* j, bool deferrable) {
   if (!opt_.record_mutations) return;
-  mutations_.push_back(Mutation{Mutation::Kind::kUpdate, ToRecord(j), {}, deferrable});
+  Mutation& m = Mutations().emplace_back();
+  m.kind = Mutation::Kind::kUpdate;
+  FillRecord(j, &m.record);
+  m.deferrable = deferrable;
 }
 
 void Engine::Impl::RecordDelete(const Job* j) {
   if (!opt_.record_mutations) return;
-  mutations_.push_back(Mutation{Mutation::Kind::kDelete, ToRecord(j), {}});
+  Mutation& m = Mutations().emplace_back();
+  m.kind = Mutation::Kind::kDelete;
+  FillRecord(j, &m.record);
 }
 
 uint64_t Engine::Impl::NextLease() {
@@ -793,6 +812,7 @@ TimeMs Engine::now() const { return impl_->now(); }
 TimeMs Engine::now_ms() const { return impl_->now_ms(); }
 void Engine::TakeEvents(std::vector<Event>* out) { impl_->TakeEvents(out); }
 void Engine::TakeMutations(std::vector<Mutation>* out) { impl_->TakeMutations(out); }
+void Engine::RecordMutationsInto(std::vector<Mutation>* sink) { impl_->RecordMutationsInto(sink); }
 Status Engine::Restore(TimeMs now, const JobRecord& r, std::string_view body) {
   return impl_->Restore(now, r, body);
 }

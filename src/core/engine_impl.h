@@ -136,6 +136,8 @@ class Engine::Impl {
 
   void TakeEvents(std::vector<Event>* out);
   void TakeMutations(std::vector<Mutation>* out);
+  void RecordMutationsInto(std::vector<Mutation>* sink);
+  std::vector<Mutation>& Mutations() { return sink_ != nullptr ? *sink_ : mutations_; }
 
   // ---- recovery ----------------------------------------------------------
   Status Restore(TimeMs now, const JobRecord& r, std::string_view body);
@@ -376,6 +378,7 @@ class Engine::Impl {
 
   // ---- mutations -------------------------------------------------------
   JobRecord ToRecord(const Job* j) const;
+  void FillRecord(const Job* j, JobRecord* r) const;
   void RecordPut(const Job* j);
   void RecordUpdate(const Job* j, bool deferrable = false);
   void RecordDelete(const Job* j);
@@ -431,6 +434,7 @@ class Engine::Impl {
 
   std::vector<Event> events_;
   std::vector<Mutation> mutations_;
+  std::vector<Mutation>* sink_ = nullptr;  // RecordMutationsInto
   std::vector<Job*> fired_;
   std::vector<Topic*> servable_;
   std::vector<Topic*> drops_;

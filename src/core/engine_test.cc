@@ -406,6 +406,40 @@ TEST_F(EngineTest, MutationsDescribeDurableChanges) {
   EXPECT_EQ(m[0].record.id, id);
 }
 
+// With a sink, each mutation is appended to it as it happens, after what
+// the sink held (the Local backend's open batch: a named object's change
+// may be there), with what TakeMutations had not taken yet first; without
+// one again, TakeMutations has them.
+TEST_F(EngineTest, MutationsGoToTheSinkAsTheyHappen) {
+  const JobId first = Put("kept");
+  std::vector<Mutation> sink(1);
+  sink[0].kind = Mutation::Kind::kPutObject;
+  e_.RecordMutationsInto(&sink);
+  ASSERT_EQ(sink.size(), 2u);
+  EXPECT_EQ(sink[1].record.id, first);
+  EXPECT_EQ(sink[1].body, "kept");
+  const JobId second = Put("body", 7, 500);
+  ASSERT_EQ(sink.size(), 3u);
+  EXPECT_EQ(sink[2].kind, Mutation::Kind::kPut);
+  EXPECT_EQ(sink[2].record.id, second);
+  EXPECT_EQ(sink[2].record.priority, 7u);
+  EXPECT_EQ(sink[2].record.due_ms, now_ + 500);
+  EXPECT_EQ(sink[2].body, "body");
+  EXPECT_TRUE(Mutations().empty());
+  ASSERT_TRUE(e_.Delete(now_, s_, first).ok());
+  ASSERT_EQ(sink.size(), 4u);
+  EXPECT_EQ(sink[3].kind, Mutation::Kind::kDelete);
+  EXPECT_EQ(sink[3].record.id, first);
+  EXPECT_TRUE(sink[3].body.empty());
+  e_.RecordMutationsInto(nullptr);
+  ASSERT_TRUE(e_.Delete(now_, s_, second).ok());
+  EXPECT_EQ(sink.size(), 4u);
+  auto m = Mutations();
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].kind, Mutation::Kind::kDelete);
+  EXPECT_EQ(m[0].record.id, second);
+}
+
 TEST_F(EngineTest, RestoreBringsJobsBackAndMovesIdsPast) {
   JobRecord r;
   r.id = 77;
