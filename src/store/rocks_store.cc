@@ -174,6 +174,7 @@ Result<std::unique_ptr<RocksStore>> RocksStore::Open(const RocksStoreOptions& op
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
   db_options.info_log = std::make_shared<StderrLogger>();
+  if (options.env != nullptr) db_options.env = options.env;
   // A torn last record is what a crash leaves; damage before it is an error.
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(kBlockCacheBytes);

@@ -25,6 +25,7 @@
 
 namespace rocksdb {
 class DB;
+class Env;
 class ColumnFamilyHandle;
 class WriteBatch;
 }  // namespace rocksdb
@@ -40,6 +41,9 @@ struct RocksStoreOptions {
   // Size at which a journal segment is sealed; 0: the journal's default.
   // Tests make it small to exercise checkpoints.
   uint64_t journal_segment_bytes = 0;
+  // Not owned; nullptr: the default. Tests give one whose file system
+  // fails on demand (a full disk).
+  rocksdb::Env* env = nullptr;
 };
 
 class RocksStore final : public Store {

@@ -4,13 +4,18 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "store/mem_store.h"
 #include "store/record_codec.h"
@@ -330,6 +335,132 @@ TEST_F(RocksStoreTest, RandomBatchesAgreeWithTheMemoryStore) {
         ASSERT_EQ(got, want) << topic;
       }
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// A file system whose files refuse appends while `full` is set, as a full
+// disk does (ENOSPC: RocksDB can be resumed after it).
+class FullDisk : public rocksdb::FileSystemWrapper {
+ public:
+  FullDisk() : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()) {}
+  const char* Name() const override { return "FullDisk"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& name, const rocksdb::FileOptions& options,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* file,
+                                    rocksdb::IODebugContext* dbg) override {
+    rocksdb::IOStatus st = target()->NewWritableFile(name, options, file, dbg);
+    if (st.ok()) *file = std::make_unique<File>(std::move(*file), this);
+    return st;
+  }
+  std::atomic<bool> full{false};
+  std::atomic<int> refused{0};
+
+ private:
+  class File : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    File(std::unique_ptr<rocksdb::FSWritableFile> f, FullDisk* disk)
+        : rocksdb::FSWritableFileOwnerWrapper(std::move(f)), disk_(disk) {}
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                             rocksdb::IODebugContext* dbg) override {
+      if (!disk_->full) return target()->Append(data, options, dbg);
+      disk_->refused++;
+      return rocksdb::IOStatus::NoSpace("the test's disk is full");
+    }
+    rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& options,
+                             const rocksdb::DataVerificationInfo&,
+                             rocksdb::IODebugContext* dbg) override {
+      return Append(data, options, dbg);
+    }
+
+   private:
+    FullDisk* disk_;
+  };
+};
+
+// A write RocksDB refuses leaves the batch the writer handed over as it
+// was: the retry, once RocksDB is resumed, writes the same bodies, and the
+// store's memory of recent jobs then holds them (a later update, which
+// keeps the body, takes it from there). Here the disk fills up under a
+// checkpoint's flush; RocksDB then refuses every write until it is
+// resumed, which the store asks for at the next write.
+TEST_F(RocksStoreTest, AFailedWriteLeavesTheBatchWhole) {
+  auto disk = std::make_shared<FullDisk>();
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(disk);
+  RocksStoreOptions options{dir_, FsyncPolicy::kNo};
+  options.journal_segment_bytes = 4096;  // a checkpoint after each batch below
+  options.env = env.get();
+  auto opened = RocksStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<RocksStore> s = std::move(opened).value();
+  std::mt19937_64 rng(delayq::testing::TestSeed(20261130));
+  auto body = [&] {
+    std::string b(20'000, ' ');
+    for (char& c : b) c = static_cast<char>('a' + rng() % 26);
+    return b;
+  };
+  auto apply = [&](std::vector<Mutation>& batch) {  // as the loop and the writer do
+    uint64_t lsn = 0;
+    Status st = s->journal()->Append(batch, &lsn);
+    return st.ok() ? s->ApplyThrough(batch, lsn) : st;
+  };
+  std::vector<Mutation> first = {Put(1, "", JobState::kReady, 0, "first")};
+  ASSERT_TRUE(apply(first).ok());
+  std::vector<Mutation> big;
+  for (JobId id = 2; id <= 4; ++id) big.push_back(Put(id, "", JobState::kReady, 0, body()));
+  std::vector<Mutation> next;
+  for (JobId id = 5; id <= 7; ++id) next.push_back(Put(id, "", JobState::kReady, 0, body()));
+  JobRecord one = first[0].record;
+  one.reserves = 1;
+  next.push_back(Update(one));
+  const std::vector<Mutation> big_bodies = big, want = next;  // ApplyThrough takes them
+  uint64_t big_lsn = 0, next_lsn = 0;
+  ASSERT_TRUE(s->journal()->Append(big, &big_lsn).ok());  // seals a segment
+  ASSERT_TRUE(s->journal()->Append(next, &next_lsn).ok());
+  disk->full = true;
+  // Taken into the memtables (no log under a journal); the checkpoint's
+  // flush after it finds the disk full, and RocksDB stops taking writes.
+  ASSERT_TRUE(s->ApplyThrough(big, big_lsn).ok());
+  Status failed = s->ApplyThrough(next, next_lsn);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_GT(disk->refused.load(), 0);
+  ASSERT_EQ(next.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(next[i].body == want[i].body) << i;
+  EXPECT_FALSE(s->ApplyThrough(next, next_lsn).ok());  // still full: resuming fails
+  disk->full = false;
+  // As the writer does, every 200 ms: RocksDB's own recovery from a full
+  // disk may be under way (a retry meanwhile is told it is busy).
+  Status retried;
+  for (int i = 0; i < 50; ++i) {
+    retried = s->ApplyThrough(next, next_lsn);
+    if (retried.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(retried.ok()) << retried.ToString();
+  std::vector<Mutation> later;
+  for (const std::vector<Mutation>* b :
+       std::initializer_list<const std::vector<Mutation>*>{&big_bodies, &want}) {
+    for (const Mutation& m : *b) {
+      if (m.kind != Mutation::Kind::kPut) continue;
+      JobRecord u = m.record;
+      u.priority = 7;
+      later.push_back(Update(u));
+    }
+  }
+  ASSERT_TRUE(apply(later).ok());
+  s.reset();
+  s = Open(FsyncPolicy::kNo);
+  ASSERT_TRUE(s);
+  JobId max_id = 0;
+  auto all = LoadAll(*s, &max_id);
+  ASSERT_EQ(all.size(), 7u);
+  EXPECT_EQ(all[1].first.reserves, 1u);
+  EXPECT_EQ(all[1].second, "first");
+  for (const std::vector<Mutation>* b :
+       std::initializer_list<const std::vector<Mutation>*>{&big_bodies, &want}) {
+    for (const Mutation& m : *b) {
+      if (m.kind != Mutation::Kind::kPut) continue;
+      EXPECT_EQ(all[m.record.id].first.priority, 7u) << m.record.id;
+      EXPECT_TRUE(all[m.record.id].second == m.body) << m.record.id;  // (20 KB each)
     }
   }
 }
