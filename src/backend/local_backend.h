@@ -320,8 +320,11 @@ class LocalBackend final : public Backend {
   void RecordObject(Mutation::Kind kind, ObjectKind object, std::string_view name,
                     std::string_view value);
 
-  // The barrier a reply waits for: the open batch, else the last one.
-  uint64_t Barrier() const { return open_batch_.empty() ? next_seq_ - 1 : next_seq_; }
+  // The barrier a reply waits for: the open batch, else the last one. (Of
+  // the open batch, what Gather looked at: a reply that shows a job
+  // (ReplyViews) does not wait for the changes the engine made since, as
+  // a reserve's own counters.)
+  uint64_t Barrier() const { return gathered_ == 0 ? next_seq_ - 1 : next_seq_; }
 
   boost::asio::io_context& io_;
   const Clock& clock_;

@@ -921,6 +921,25 @@ TEST_F(LocalBackendStoreTest, AFullDiskRefusesChangesKeepsReadsAndRecoversByItse
   EXPECT_EQ(mem.GetJob(kept->id, nullptr, nullptr).code(), Code::kNotFound);
 }
 
+// A reserve that would hand out the job of a failed write is answered at
+// once that the store has not written it: its reply waits for the batches
+// before its own changes (the reserve's counters), which failed, and not
+// for the batch its counters open.
+TEST_F(LocalBackendStoreTest, AReserveOfAJobOfAFailedWriteIsRefusedAtOnce) {
+  store::MemStore mem;
+  store::FaultyStore faulty(mem);
+  auto b = Make(&faulty);
+  SessionId s = b->OpenSession();
+  faulty.set_full(true);
+  auto failed = PutAndWait(*b, s, Req("during"));
+  ASSERT_EQ(failed.status().code(), Code::kUnavailable);
+  std::optional<Status> got;
+  b->Reserve(ReserveRequest{s, 0, 1, false}, [&](Status st, Jobs) { got = st; });
+  ASSERT_TRUE(got.has_value()) << "the reply waited";
+  EXPECT_EQ(got->code(), Code::kUnavailable);
+  EXPECT_NE(got->message().find("has not written"), std::string::npos) << got->message();
+}
+
 TEST_F(LocalBackendStoreTest, OneFailedWriteIsRetriedWithWhatCameAfterIt) {
   store::MemStore mem;
   store::FaultyStore faulty(mem);

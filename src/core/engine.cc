@@ -683,6 +683,7 @@ void Engine::Impl::FillRecord(const Job* j, JobRecord* r) const {
 void Engine::Impl::RecordPut(const Job* j) {
   if (!opt_.record_mutations) return;
   Mutation& m = Mutations().emplace_back();
+  m.kind = Mutation::Kind::kPut;
   FillRecord(j, &m.record);
   m.body = j->body();
 }

@@ -41,8 +41,8 @@ struct RocksStoreOptions {
   // Size at which a journal segment is sealed; 0: the journal's default.
   // Tests make it small to exercise checkpoints.
   uint64_t journal_segment_bytes = 0;
-  // Not owned; nullptr: the default. Tests give one whose file system
-  // fails on demand (a full disk).
+  // Not owned (it must outlive the store); nullptr: the default. Tests
+  // give one whose file system fails on demand (a full disk).
   rocksdb::Env* env = nullptr;
 };
 

@@ -673,6 +673,13 @@ class Instance {
     ref_ = std::make_unique<ReferenceEngine>(options, quirks);
     options.ticks_per_ms = regime_.ticks_per_ms;
     eng_ = std::make_unique<Engine>(options);
+    // Odd seeds: the engine appends its mutations to a sink as they happen,
+    // as under the Local backend (RecordMutationsInto), instead of keeping
+    // them for TakeMutations.
+    if (seed % 2 == 1) {
+      sink_mode_ = true;
+      eng_->RecordMutationsInto(&sink_);
+    }
     options.ticks_per_ms = kFineTicks;
     options.record_mutations = false;
     fine_ = std::make_unique<Engine>(options);
@@ -1232,7 +1239,10 @@ class Instance {
     NoteLeases();
 
     std::vector<Mutation> em, rm;
-    eng_->TakeMutations(&em);
+    if (sink_mode_)
+      em.swap(sink_);
+    else
+      eng_->TakeMutations(&em);
     ref_->TakeMutations(&rm);
     for (size_t i = 0; i < std::max(em.size(), rm.size()); ++i) {
       std::string a = i < em.size() ? FmtMutation(em[i]) : "(none)";
@@ -1563,7 +1573,9 @@ class Instance {
   std::mt19937_64 rng_;
   Regime regime_;
   bool no_ignore_while_waiting_;
-  std::string script_;  // RunScript: its name
+  std::string script_;          // RunScript: its name
+  std::vector<Mutation> sink_;  // before eng_, which appends to it
+  bool sink_mode_ = false;
   std::unique_ptr<Engine> eng_;
   std::unique_ptr<ReferenceEngine> ref_;
   std::unique_ptr<Engine> fine_;  // never early, at sub-millisecond instants
