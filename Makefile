@@ -289,6 +289,7 @@ bench: build
 	@mkdir -p $(BENCH_OUT)
 	$(BUILD_DIR)/engine_bench | tee $(BENCH_OUT)/engine.txt
 	bash bench/server_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/server.txt
+	bash bench/put_budget.sh $(BUILD_DIR) | tee $(BENCH_OUT)/put_budget.txt
 	$(run_horizon_bench)
 	bash bench/http_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/http.txt
 	bash bench/auth_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/auth.txt
@@ -298,7 +299,7 @@ bench: build
 	bash bench/delayqd_redis_cost.sh $(BUILD_DIR) | tee $(BENCH_OUT)/delayqd_redis_cost.txt
 	bash bench/push_bench.sh $(BUILD_DIR) | tee $(BENCH_OUT)/push.txt
 	@echo "--- headlines (all figures: $(BENCH_OUT)/)"
-	@for b in engine horizon http auth tls redis redis_call_cost delayqd_redis_cost push server; do \
+	@for b in engine put_budget horizon http auth tls redis redis_call_cost delayqd_redis_cost push server; do \
 	  tail -n 1 $(BENCH_OUT)/$$b.txt; done
 
 # Runs the server in the foreground (Ctrl-C stops it). Flags go in ARGS,

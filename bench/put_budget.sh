@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# put_budget.sh: what one put costs each server in CPU, measured with the
+# server alone on one core and the plain client (build/plain_loadgen) alone
+# on the other. While the client's core is not full (its CPU below about
+# 95%), the server's is, and the rate is the server's own: 1 s over its CPU
+# time per put; a server faster than the client (the ceiling, delayqd in
+# memory) shows the client's rate, and its CPU per put still tells its
+# cost. The CPU time of each of the server's threads comes from the
+# kernel's accounting (/proc/PID/task/TID/schedstat) over a window in the
+# middle of the run, so that what a durable put costs can be told apart:
+# the loop thread, the store's writer, RocksDB's flushes. This machine's
+# rounds vary by a tenth or more: compare within a round, and medians.
+#
+#   bash bench/put_budget.sh [BUILD_DIR]      (default: build)
+#
+# Servers, in alternating order each round: build/ceiling_server (the
+# least work a server can do for a put: bench/ceiling_server.cc),
+# beanstalkd 1.12 with a binlog (-b DIR), delayqd in memory, and delayqd
+# with its store under `everysec` (the default). Puts of 64 bytes at 50
+# connections, one in flight each (the `everysec` puts target of
+# docs/benchmarks.md).
+#
+# Environment: BUDGET_ROUNDS (2), BUDGET_SECONDS (5), BUDGET_CONNECTIONS
+# (50), BEANSTALKD (beanstalkd on PATH). Needs two CPUs and taskset.
+#
+# Output: `name: value` lines on stdout, per server and round
+# (budget_<server>_r<N>_jobs_per_s, budget_<server>_r<N>_us_per_put and
+# budget_<server>_r<N>_<thread>_us_per_put for each thread above
+# 0.01 us), then each one's median over the rounds (the same names without
+# _r<N>, ending in _median), and last the headline
+# budget_durable_over_memory_us_per_put: what a durable put costs the
+# server beyond one in memory (the medians' difference). Progress on
+# stderr.
+set -euo pipefail
+
+BUILD_DIR=${1:-build}
+ROUNDS=${BUDGET_ROUNDS:-2}
+SECONDS_PER_RUN=${BUDGET_SECONDS:-5}
+CONNECTIONS=${BUDGET_CONNECTIONS:-50}
+BEANSTALKD=${BEANSTALKD:-$(command -v beanstalkd || true)}
+DELAYQD=$BUILD_DIR/delayqd
+CEILING=$BUILD_DIR/ceiling_server
+LOADGEN=$BUILD_DIR/plain_loadgen
+
+die() {
+  echo "put_budget: $*" >&2
+  exit 1
+}
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+for f in "$DELAYQD" "$CEILING" "$LOADGEN"; do [[ -x $f ]] || die "$f not found (make build)"; done
+[[ -n $BEANSTALKD ]] || die "beanstalkd not found (apt-get install beanstalkd)"
+command -v taskset >/dev/null || die "taskset not found (util-linux)"
+(($(nproc) >= 2)) || die "needs two CPUs (one for the server, one for the client)"
+((SECONDS_PER_RUN >= 3)) || die "BUDGET_SECONDS must be at least 3"
+
+WORK=$(mktemp -d /tmp/put_budget.XXXXXX)
+SERVER_PID=""
+trap 'stop_server; rm -rf "$WORK"' EXIT
+
+# threads_cpu PID: "name cpu_ns" for each thread of PID.
+threads_cpu() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+  done
+}
+
+# run_one <server> <round>: starts it on CPU 0, the client on CPU 1.
+run_one() {
+  local which=$1 round=$2 port dir
+  port=$(free_port)
+  dir=$WORK/data.$which
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  case $which in
+    ceiling) taskset -c 0 "$CEILING" --host 127.0.0.1 --port "$port" >"$WORK/$which.log" 2>&1 & ;;
+    beanstalkd) taskset -c 0 "$BEANSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >"$WORK/$which.log" 2>&1 & ;;
+    delayq_memory)
+      taskset -c 0 "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --in-memory \
+        >"$WORK/$which.log" 2>&1 &
+      ;;
+    delayq_everysec)
+      taskset -c 0 "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --data-dir "$dir" \
+        >"$WORK/$which.log" 2>&1 &
+      ;;
+  esac
+  SERVER_PID=$!
+  local up=0
+  for _ in $(seq 250); do
+    kill -0 "$SERVER_PID" 2>/dev/null || { tail -5 "$WORK/$which.log" >&2; die "$which exited at start-up"; }
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      up=1
+      break
+    fi
+    sleep 0.02
+  done
+  ((up)) || die "$which did not accept within 5 s"
+  taskset -c 1 "$LOADGEN" --port "$port" --tube bench --mode put --connections "$CONNECTIONS" \
+    --seconds "$SECONDS_PER_RUN" --warmup 0.5 >"$WORK/client.out" 2>&1 &
+  local client=$!
+  # The window: from 1 s into the measured part (after the client's 0.5 s
+  # of warm-up) to 0.5 s before its end.
+  local window
+  window=$(awk -v s="$SECONDS_PER_RUN" 'BEGIN { printf "%.1f", s - 1.5 }')
+  sleep 1.5
+  threads_cpu "$SERVER_PID" >"$WORK/cpu0"
+  sleep "$window"
+  threads_cpu "$SERVER_PID" >"$WORK/cpu1"
+  wait "$client" || die "the client failed against $which: $(tail -3 "$WORK/client.out")"
+  stop_server 1
+  local rate client_cpu
+  rate=$(awk '/^jobs_per_s:/ {print $2}' "$WORK/client.out")
+  client_cpu=$(awk '/^client_cpu_percent:/ {print $2}' "$WORK/client.out")
+  [[ -n $rate && $rate -gt 0 ]] || die "no rate from the client against $which"
+  local key=budget_${which}_r${round}
+  echo "${key}_jobs_per_s: $rate" | tee -a "$WORK/all"
+  # Per thread name (several threads may share one), microseconds a put.
+  paste "$WORK/cpu0" "$WORK/cpu1" | awk -v r="$rate" -v w="$window" -v k="$key" '
+    $1 == $3 && $4 >= $2 { ns[$1] += $4 - $2 }
+    END {
+      for (n in ns) { u = ns[n] / 1e3 / (w * r); t += u
+        if (u >= 0.01) { name = n; gsub(/[^A-Za-z0-9]/, "_", name); printf "%s_%s_us_per_put: %.2f\n", k, name, u } }
+      printf "%s_us_per_put: %.2f\n", k, t
+    }' | sort | tee "$WORK/lines" | tee -a "$WORK/all"
+  printf 'put_budget: round %s %-16s %8s puts/s  %s us a put on its core (%s)  client cpu %s%%\n' \
+    "$round" "$which" "$rate" "$(awk -F': ' '/_r[0-9]+_us_per_put:/ {print $2}' "$WORK/lines")" \
+    "$(grep -v '_r[0-9]*_us_per_put:' "$WORK/lines" | sed "s/^${key}_//; s/_us_per_put//" | tr '\n' ' ' | sed 's/ $//')" \
+    "$client_cpu" >&2
+}
+
+servers=(ceiling beanstalkd delayq_memory delayq_everysec)
+: >"$WORK/all"
+for ((r = 1; r <= ROUNDS; r++)); do
+  order=("${servers[@]}")
+  ((r % 2 == 0)) && order=(delayq_everysec delayq_memory beanstalkd ceiling)
+  for s in "${order[@]}"; do run_one "$s" "$r"; done
+done
+
+# Medians over the rounds, figure by figure.
+declare -A values=()
+while IFS=': ' read -r name value; do
+  name=$(sed -E 's/_r[0-9]+_/_/' <<<"$name")
+  values[$name]="${values[$name]:-} $value"
+done <"$WORK/all"
+for name in $(printf '%s\n' "${!values[@]}" | sort); do
+  echo "${name}_median: $(median "${values[$name]}")"
+done
+durable=$(median "${values[budget_delayq_everysec_us_per_put]}")
+memory=$(median "${values[budget_delayq_memory_us_per_put]}")
+echo "budget_durable_over_memory_us_per_put: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"
