@@ -25,8 +25,8 @@
 #
 # Output: `name: value` lines on stdout, per server and round
 # (budget_<server>_r<N>_jobs_per_s, budget_<server>_r<N>_us_per_put and
-# budget_<server>_r<N>_<thread>_us_per_put for each thread above
-# 0.01 us), then each one's median over the rounds (the same names without
+# budget_<server>_r<N>_<thread>_us_per_put for each thread of 0.01 us or
+# more), then each one's median over the rounds (the same names without
 # _r<N>, ending in _median), and last the headline
 # budget_durable_over_memory_us_per_put: what a durable put costs the
 # server beyond one in memory (the medians' difference). Progress on
