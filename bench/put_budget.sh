@@ -14,14 +14,16 @@
 #   bash bench/put_budget.sh [BUILD_DIR]      (default: build)
 #
 # Servers, in alternating order each round: build/ceiling_server (the
-# least work a server can do for a put: bench/ceiling_server.cc),
-# beanstalkd 1.12 with a binlog (-b DIR), delayqd in memory, and delayqd
+# least work a server can do for a put: bench/ceiling_server.cc), Debian's
+# beanstalkd (1.12 here) with a binlog (-b DIR), delayqd in memory, and delayqd
 # with its store under `everysec` (the default). Puts of 64 bytes at 50
 # connections, one in flight each (the `everysec` puts target of
 # docs/benchmarks.md).
 #
 # Environment: BUDGET_ROUNDS (2), BUDGET_SECONDS (5), BUDGET_CONNECTIONS
-# (50), BEANSTALKD (beanstalkd on PATH). Needs two CPUs and taskset.
+# (50), BEANSTALKD (beanstalkd on PATH). Needs taskset and two CPUs that
+# the process may use (the first two of its affinity); without them it
+# says why and prints its headline as n/a (so `make bench` goes on).
 #
 # Output: `name: value` lines on stdout, per server and round
 # (budget_<server>_r<N>_jobs_per_s, budget_<server>_r<N>_us_per_put and
@@ -51,23 +53,40 @@ source "$(dirname "$0")/lib.sh"
 
 for f in "$DELAYQD" "$CEILING" "$LOADGEN"; do [[ -x $f ]] || die "$f not found (make build)"; done
 [[ -n $BEANSTALKD ]] || die "beanstalkd not found (apt-get install beanstalkd)"
-command -v taskset >/dev/null || die "taskset not found (util-linux)"
-(($(nproc) >= 2)) || die "needs two CPUs (one for the server, one for the client)"
 ((SECONDS_PER_RUN >= 3)) || die "BUDGET_SECONDS must be at least 3"
+skip() {
+  echo "put_budget: skipped: $*" >&2
+  echo "budget_durable_over_memory_us_per_put: n/a"
+  exit 0
+}
+command -v taskset >/dev/null || skip "taskset not found (util-linux)"
+# The first two CPUs this process may run on: the server's and the client's.
+mapfile -t CPUS < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
+  awk -F- '{ for (c = $1; c <= ($2 == "" ? $1 : $2); c++) print c }' | head -2)
+((${#CPUS[@]} >= 2)) || skip "needs two CPUs (one for the server, one for the client)"
+SERVER_CPU=${CPUS[0]}
+CLIENT_CPU=${CPUS[1]}
 
 WORK=$(mktemp -d /tmp/put_budget.XXXXXX)
 SERVER_PID=""
-trap 'stop_server; rm -rf "$WORK"' EXIT
+CLIENT_PID=""
+cleanup() {
+  [[ -n $CLIENT_PID ]] && kill "$CLIENT_PID" 2>/dev/null
+  stop_server
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-# threads_cpu PID: "name cpu_ns" for each thread of PID.
+# threads_cpu PID: "tid name cpu_ns" for each thread of PID.
 threads_cpu() {
   local t
   for t in /proc/"$1"/task/*; do
-    echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+    echo "${t##*/} $(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done
 }
 
-# run_one <server> <round>: starts it on CPU 0, the client on CPU 1.
+# run_one <server> <round>: starts it on SERVER_CPU, the client on CLIENT_CPU.
 run_one() {
   local which=$1 round=$2 port dir
   port=$(free_port)
@@ -75,14 +94,14 @@ run_one() {
   rm -rf "$dir"
   mkdir -p "$dir"
   case $which in
-    ceiling) taskset -c 0 "$CEILING" --host 127.0.0.1 --port "$port" >"$WORK/$which.log" 2>&1 & ;;
-    beanstalkd) taskset -c 0 "$BEANSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >"$WORK/$which.log" 2>&1 & ;;
+    ceiling) taskset -c "$SERVER_CPU" "$CEILING" --host 127.0.0.1 --port "$port" >"$WORK/$which.log" 2>&1 & ;;
+    beanstalkd) taskset -c "$SERVER_CPU" "$BEANSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >"$WORK/$which.log" 2>&1 & ;;
     delayq_memory)
-      taskset -c 0 "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --in-memory \
+      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --in-memory \
         >"$WORK/$which.log" 2>&1 &
       ;;
     delayq_everysec)
-      taskset -c 0 "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --data-dir "$dir" \
+      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --data-dir "$dir" \
         >"$WORK/$which.log" 2>&1 &
       ;;
   esac
@@ -97,9 +116,9 @@ run_one() {
     sleep 0.02
   done
   ((up)) || die "$which did not accept within 5 s"
-  taskset -c 1 "$LOADGEN" --port "$port" --tube bench --mode put --connections "$CONNECTIONS" \
-    --seconds "$SECONDS_PER_RUN" --warmup 0.5 >"$WORK/client.out" 2>&1 &
-  local client=$!
+  taskset -c "$CLIENT_CPU" "$LOADGEN" --port "$port" --tube bench --mode put \
+    --connections "$CONNECTIONS" --seconds "$SECONDS_PER_RUN" --warmup 0.5 >"$WORK/client.out" 2>&1 &
+  CLIENT_PID=$!
   # The window: from 1 s into the measured part (after the client's 0.5 s
   # of warm-up) to 0.5 s before its end.
   local window
@@ -108,7 +127,8 @@ run_one() {
   threads_cpu "$SERVER_PID" >"$WORK/cpu0"
   sleep "$window"
   threads_cpu "$SERVER_PID" >"$WORK/cpu1"
-  wait "$client" || die "the client failed against $which: $(tail -3 "$WORK/client.out")"
+  wait "$CLIENT_PID" || die "the client failed against $which: $(tail -3 "$WORK/client.out")"
+  CLIENT_PID=""
   stop_server 1
   local rate client_cpu
   rate=$(awk '/^jobs_per_s:/ {print $2}' "$WORK/client.out")
@@ -116,14 +136,16 @@ run_one() {
   [[ -n $rate && $rate -gt 0 ]] || die "no rate from the client against $which"
   local key=budget_${which}_r${round}
   echo "${key}_jobs_per_s: $rate" | tee -a "$WORK/all"
-  # Per thread name (several threads may share one), microseconds a put.
-  paste "$WORK/cpu0" "$WORK/cpu1" | awk -v r="$rate" -v w="$window" -v k="$key" '
-    $1 == $3 && $4 >= $2 { ns[$1] += $4 - $2 }
+  # Per thread name (several threads may share one), microseconds a put;
+  # a thread started within the window counts from 0.
+  awk -v r="$rate" -v w="$window" -v k="$key" '
+    FNR == NR { before[$1] = $3; next }
+    { ns[$2] += $3 - ($1 in before ? before[$1] : 0) }
     END {
       for (n in ns) { u = ns[n] / 1e3 / (w * r); t += u
         if (u >= 0.01) { name = n; gsub(/[^A-Za-z0-9]/, "_", name); printf "%s_%s_us_per_put: %.2f\n", k, name, u } }
       printf "%s_us_per_put: %.2f\n", k, t
-    }' | sort | tee "$WORK/lines" | tee -a "$WORK/all"
+    }' "$WORK/cpu0" "$WORK/cpu1" | sort | tee "$WORK/lines" | tee -a "$WORK/all"
   printf 'put_budget: round %s %-16s %8s puts/s  %s us a put on its core (%s)  client cpu %s%%\n' \
     "$round" "$which" "$rate" "$(awk -F': ' '/_r[0-9]+_us_per_put:/ {print $2}' "$WORK/lines")" \
     "$(grep -v '_r[0-9]*_us_per_put:' "$WORK/lines" | sed "s/^${key}_//; s/_us_per_put//" | tr '\n' ' ' | sed 's/ $//')" \

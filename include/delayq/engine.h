@@ -235,14 +235,15 @@ class Engine {
   TimeMs now_ms() const;
 
   // ---- Effects -----------------------------------------------------------
-  // Appends what happened since the last call, in order, and forgets it.
+  // Appends what happened since the last call, in order, and forgets it
+  // (TakeMutations: nothing while a sink is set, RecordMutationsInto).
   void TakeEvents(std::vector<Event>* out);
   void TakeMutations(std::vector<Mutation>* out);
-  // From now on each mutation is appended to *sink as it happens, where
-  // TakeMutations would have moved it later (a large struct: the Local
-  // backend's batch is the sink, and no mutation is moved on its way
-  // there). nullptr: kept for TakeMutations again. *sink must outlive the
-  // engine or the next call.
+  // Moves the mutations not taken yet to *sink, and from now on appends
+  // each one to *sink as it happens, where TakeMutations would have moved
+  // it later (a large struct: the Local backend's batch is the sink, and
+  // no mutation is moved on its way there). nullptr: kept for
+  // TakeMutations again. *sink must outlive the engine or the next call.
   void RecordMutationsInto(std::vector<Mutation>* sink);
 
   // ---- Recovery ----------------------------------------------------------

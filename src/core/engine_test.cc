@@ -415,6 +415,10 @@ TEST_F(EngineTest, MutationsGoToTheSinkAsTheyHappen) {
   std::vector<Mutation> sink(1);
   sink[0].kind = Mutation::Kind::kPutObject;
   e_.RecordMutationsInto(&sink);
+  struct Unset {  // the engine outlives `sink` (a failed assertion returns)
+    Engine& e;
+    ~Unset() { e.RecordMutationsInto(nullptr); }
+  } unset{e_};
   ASSERT_EQ(sink.size(), 2u);
   EXPECT_EQ(sink[1].record.id, first);
   EXPECT_EQ(sink[1].body, "kept");
