@@ -96,12 +96,10 @@ run_one() {
   case $which in
     ceiling) taskset -c "$SERVER_CPU" "$CEILING" --host 127.0.0.1 --port "$port" >"$WORK/$which.log" 2>&1 & ;;
     beanstalkd) taskset -c "$SERVER_CPU" "$BEANSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >"$WORK/$which.log" 2>&1 & ;;
-    delayq_memory)
-      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --in-memory \
-        >"$WORK/$which.log" 2>&1 &
-      ;;
-    delayq_everysec)
-      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn --data-dir "$dir" \
+    delayq_*)
+      local store=(--data-dir "$dir")
+      [[ $which == delayq_memory ]] && store=(--in-memory)
+      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn "${store[@]}" \
         >"$WORK/$which.log" 2>&1 &
       ;;
   esac
@@ -155,9 +153,11 @@ run_one() {
 servers=(ceiling beanstalkd delayq_memory delayq_everysec)
 : >"$WORK/all"
 for ((r = 1; r <= ROUNDS; r++)); do
-  order=("${servers[@]}")
-  ((r % 2 == 0)) && order=(delayq_everysec delayq_memory beanstalkd ceiling)
-  for s in "${order[@]}"; do run_one "$s" "$r"; done
+  if ((r % 2)); then
+    for ((i = 0; i < ${#servers[@]}; i++)); do run_one "${servers[i]}" "$r"; done
+  else  # the other way round
+    for ((i = ${#servers[@]} - 1; i >= 0; i--)); do run_one "${servers[i]}" "$r"; done
+  fi
 done
 
 # Medians over the rounds, figure by figure.
