@@ -27,6 +27,24 @@ TEST(Token, FileEntryReadsBackAsTheToken) {
   EXPECT_EQ(b.burst, 40);
 }
 
+TEST(Token, FileEntryKeepsEveryDigitOfTheRate) {
+  // (Found by fuzzing: the entry wrote six digits, 1.22222e+08.)
+  for (double rate : {122222222.5, 1234567.0, 0.001234567, 1e9, 3.0}) {
+    Token t;
+    t.name = "t";
+    t.sha256 = Sha256("dq_x");
+    t.topics = {"*"};
+    t.rights = kRightProduce;
+    t.rate = rate;
+    t.burst = rate;
+    auto back = ParseAuthFile(TokenFileEntry(t), "entry");
+    ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << TokenFileEntry(t);
+    ASSERT_EQ(back->size(), 1u);
+    EXPECT_EQ(back->front().rate, rate) << TokenFileEntry(t);
+    EXPECT_EQ(back->front().burst, rate) << TokenFileEntry(t);
+  }
+}
+
 TEST(AuthFile, MistakesNameTheirLine) {
   const std::string head = "[[token]]\nname = \"a\"\nsha256 = \"" + DigestHex(Sha256("s")) + "\"\n";
   struct Case {

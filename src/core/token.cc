@@ -5,7 +5,9 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
-#include <sstream>
+#include <charconv>
+#include <string>
+#include <system_error>
 
 #include "delayq/engine.h"
 
@@ -157,10 +159,12 @@ std::string TokenFileEntry(const Token& t) {
   e += "sha256 = \"" + DigestHex(t.sha256) + "\"\n";
   e += "topics = " + list(t.topics) + "\n";
   e += "rights = " + list(rights) + "\n";
+  // The shortest text that reads back as the same double: a stream's
+  // default six digits would write 1234567 as 1.23457e+06, another rate.
   auto num = [](double v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, ec == std::errc() ? end : buf);
   };
   if (t.rate > 0) e += "rate = " + num(t.rate) + "\n";
   if (t.burst > 0) e += "burst = " + num(t.burst) + "\n";
