@@ -15,6 +15,24 @@ stop_server() {
   fi
 }
 
+# await_port PORT LOG WHAT: waits up to 5 s for SERVER_PID to accept on
+# loopback PORT. If it exits first or does not accept in time, says so on
+# stderr (WHAT names it; LOG's last lines when it exited) and returns 1.
+await_port() {
+  local port=$1 log=$2 what=$3
+  for _ in $(seq 250); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      echo "$what exited at start-up:" >&2
+      tail -5 "$log" >&2
+      return 1
+    fi
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.02
+  done
+  echo "$what did not accept on port $port within 5 s" >&2
+  return 1
+}
+
 port_in_use() {
   if command -v ss >/dev/null; then
     [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]

@@ -28,8 +28,11 @@
 # Output: `name: value` lines on stdout, per server and round
 # (budget_<server>_r<N>_jobs_per_s, budget_<server>_r<N>_us_per_put and
 # budget_<server>_r<N>_<thread>_us_per_put for each thread of 0.01 us or
-# more), then each one's median over the rounds (the same names without
-# _r<N>, ending in _median), and last the headline
+# more), the same time split into user space and the kernel
+# (budget_<server>_r<N>_user_us_per_put, ..._kernel_us_per_put), then each
+# one's median over the rounds (the same names without _r<N>, ending in
+# _median), budget_durable_over_memory_user_us_per_put (the user-space
+# part of the headline), and last the headline
 # budget_durable_over_memory_us_per_put: what a durable put costs the
 # server beyond one in memory (the medians' difference). Progress on
 # stderr.
@@ -56,6 +59,7 @@ for f in "$DELAYQD" "$CEILING" "$LOADGEN"; do [[ -x $f ]] || die "$f not found (
 ((SECONDS_PER_RUN >= 3)) || die "BUDGET_SECONDS must be at least 3"
 skip() {
   echo "put_budget: skipped: $*" >&2
+  echo "budget_durable_over_memory_user_us_per_put: n/a"
   echo "budget_durable_over_memory_us_per_put: n/a"
   exit 0
 }
@@ -78,13 +82,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# threads_cpu PID: "tid name cpu_ns" for each thread of PID.
+# threads_cpu PID: "tid name cpu_ns user_ticks kernel_ticks" for each
+# thread of PID (schedstat's run time; stat's utime and stime, fields 14
+# and 15, counted after the name's closing parenthesis).
 threads_cpu() {
-  local t
+  local t stat
   for t in /proc/"$1"/task/*; do
-    echo "${t##*/} $(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+    stat=$(cat "$t/stat" 2>/dev/null) || continue
+    stat=${stat##*) }
+    echo "${t##*/} $(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)" \
+      "$(awk '{print $12, $13}' <<<"$stat")"
   done
 }
+TICKS_PER_S=$(getconf CLK_TCK)
 
 # run_one <server> <round>: starts it on SERVER_CPU, the client on CLIENT_CPU.
 run_one() {
@@ -104,16 +114,7 @@ run_one() {
       ;;
   esac
   SERVER_PID=$!
-  local up=0
-  for _ in $(seq 250); do
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -5 "$WORK/$which.log" >&2; die "$which exited at start-up"; }
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      up=1
-      break
-    fi
-    sleep 0.02
-  done
-  ((up)) || die "$which did not accept within 5 s"
+  await_port "$port" "$WORK/$which.log" "put_budget: $which" || die "$which did not start"
   taskset -c "$CLIENT_CPU" "$LOADGEN" --port "$port" --tube bench --mode put \
     --connections "$CONNECTIONS" --seconds "$SECONDS_PER_RUN" --warmup 0.5 >"$WORK/client.out" 2>&1 &
   CLIENT_PID=$!
@@ -136,17 +137,26 @@ run_one() {
   echo "${key}_jobs_per_s: $rate" | tee -a "$WORK/all"
   # Per thread name (several threads may share one), microseconds a put;
   # a thread started within the window counts from 0.
-  awk -v r="$rate" -v w="$window" -v k="$key" '
-    FNR == NR { before[$1] = $3; next }
-    { ns[$2] += $3 - ($1 in before ? before[$1] : 0) }
+  # The same time split into user space and the kernel, all threads
+  # together (in clock ticks: 10 ms each, so about 1% of a busy core over
+  # the window).
+  awk -v r="$rate" -v w="$window" -v k="$key" -v hz="$TICKS_PER_S" '
+    FNR == NR { before[$1] = $3; ub[$1] = $4; kb[$1] = $5; next }
+    { ns[$2] += $3 - ($1 in before ? before[$1] : 0)
+      user += $4 - ($1 in ub ? ub[$1] : 0); kernel += $5 - ($1 in kb ? kb[$1] : 0) }
     END {
       for (n in ns) { u = ns[n] / 1e3 / (w * r); t += u
         if (u >= 0.01) { name = n; gsub(/[^A-Za-z0-9]/, "_", name); printf "%s_%s_us_per_put: %.2f\n", k, name, u } }
       printf "%s_us_per_put: %.2f\n", k, t
+      printf "%s_user_us_per_put: %.2f\n", k, user * 1e6 / hz / (w * r)
+      printf "%s_kernel_us_per_put: %.2f\n", k, kernel * 1e6 / hz / (w * r)
     }' "$WORK/cpu0" "$WORK/cpu1" | sort | tee "$WORK/lines" | tee -a "$WORK/all"
-  printf 'put_budget: round %s %-16s %8s puts/s  %s us a put on its core (%s)  client cpu %s%%\n' \
+  printf 'put_budget: round %s %-16s %8s puts/s  %s us a put on its core (%s; user %s, kernel %s)  client cpu %s%%\n' \
     "$round" "$which" "$rate" "$(awk -F': ' '/_r[0-9]+_us_per_put:/ {print $2}' "$WORK/lines")" \
-    "$(grep -v '_r[0-9]*_us_per_put:' "$WORK/lines" | sed "s/^${key}_//; s/_us_per_put//" | tr '\n' ' ' | sed 's/ $//')" \
+    "$(grep -Ev '_r[0-9]+_(user_|kernel_)?us_per_put:' "$WORK/lines" | sed "s/^${key}_//; s/_us_per_put//" |
+      tr '\n' ' ' | sed 's/ $//')" \
+    "$(awk -F': ' '/_r[0-9]+_user_us_per_put:/ {print $2}' "$WORK/lines")" \
+    "$(awk -F': ' '/_r[0-9]+_kernel_us_per_put:/ {print $2}' "$WORK/lines")" \
     "$client_cpu" >&2
 }
 
@@ -169,6 +179,9 @@ done <"$WORK/all"
 for name in $(printf '%s\n' "${!values[@]}" | sort); do
   echo "${name}_median: $(median "${values[$name]}")"
 done
+durable=$(median "${values[budget_delayq_everysec_user_us_per_put]}")
+memory=$(median "${values[budget_delayq_memory_user_us_per_put]}")
+echo "budget_durable_over_memory_user_us_per_put: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"
 durable=$(median "${values[budget_delayq_everysec_us_per_put]}")
 memory=$(median "${values[budget_delayq_memory_us_per_put]}")
 echo "budget_durable_over_memory_us_per_put: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"

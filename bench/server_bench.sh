@@ -141,17 +141,7 @@ start_server() {
     "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" "${http[@]}" --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
   fi
   SERVER_PID=$!
-  for _ in $(seq 250); do
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-      echo "server_bench: $which exited at start-up:" >&2
-      tail -5 "$log" >&2
-      SERVER_PID=""
-      return 1
-    fi
-    if (exec 3<>"/dev/tcp/127.0.0.1/$SERVER_PORT") 2>/dev/null; then return 0; fi
-    sleep 0.02
-  done
-  echo "server_bench: $which did not accept on port $SERVER_PORT within 5 s" >&2
+  await_port "$SERVER_PORT" "$log" "server_bench: $which" && return 0
   stop_server 1
   return 1
 }

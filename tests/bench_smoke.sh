@@ -2,15 +2,16 @@
 # bench_smoke.sh BUILD_DIR: runs bench/server_bench.sh's in-memory part at a
 # token size (a fraction of a second per figure, one round) and fails unless
 # every figure it reports is a number: the load generators, the ceiling
-# server, delayqd and beanstalkd all ran and answered in every mode. The
-# figures themselves mean nothing at this size and are not checked.
+# server, delayqd and beanstalkd all ran and answered in every mode; then
+# its durable part and bench/put_budget.sh likewise. The figures
+# themselves mean nothing at this size and are not checked.
 set -euo pipefail
 
 BUILD_DIR=${1:?usage: bench_smoke.sh BUILD_DIR}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$(mktemp)
 ERR=$(mktemp)
-trap 'rm -f "$OUT" "$OUT.durable" "$ERR"' EXIT
+trap 'rm -f "$OUT" "$OUT.durable" "$OUT.budget" "$ERR"' EXIT
 
 rc=0
 BENCH_ONLY=memory BENCH_ROUNDS=1 BENCH_SECONDS=0.2 BENCH_WARMUP=0.05 \
@@ -67,6 +68,32 @@ for want in fdatasync_per_s_preallocated fdatasync_per_s_appending \
     exit 1
   fi
 done
+# bench/put_budget.sh at its least (one round of 3 s a server): every
+# figure a number, and its headlines last; or, without two CPUs or
+# taskset, skipped with its headlines n/a.
+if ! BUDGET_ROUNDS=1 BUDGET_SECONDS=3 bash "$ROOT/bench/put_budget.sh" "$BUILD_DIR" \
+  >"$OUT.budget" 2>"$ERR"; then
+  echo "bench_smoke: put_budget.sh failed" >&2
+  cat "$ERR" >&2
+  exit 1
+fi
+if grep -q '^put_budget: skipped' "$ERR"; then
+  echo "bench_smoke: $(grep '^put_budget: skipped' "$ERR")"
+else
+  bad=$(grep -vE '^budget_[a-z0-9_]+: -?[0-9]+(\.[0-9]+)?$' "$OUT.budget" || true)
+  for server in ceiling beanstalkd delayq_memory delayq_everysec; do
+    for figure in jobs_per_s us_per_put user_us_per_put kernel_us_per_put; do
+      grep -qE "^budget_${server}_${figure}_median: " "$OUT.budget" ||
+        bad+=$'\n'"no budget_${server}_${figure}_median"
+    done
+  done
+  if [[ -n $bad || $(tail -2 "$OUT.budget" | cut -d: -f1 | tr '\n' ' ') != \
+    "budget_durable_over_memory_user_us_per_put budget_durable_over_memory_us_per_put " ]]; then
+    echo "bench_smoke: put_budget.sh's figures:$bad" >&2
+    cat "$OUT.budget" "$ERR" >&2
+    exit 1
+  fi
+fi
 # The headline comes last.
 last=$(tail -1 "$OUT")
 if [[ $last != lifecycle_vs_beanstalkd_c50:* ]]; then
