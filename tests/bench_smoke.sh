@@ -78,9 +78,14 @@ if ! BUDGET_ROUNDS=1 BUDGET_SECONDS=3 bash "$ROOT/bench/put_budget.sh" "$BUILD_D
   exit 1
 fi
 if grep -q '^put_budget: skipped' "$ERR"; then
+  if [[ $(cat "$OUT.budget") != $'budget_durable_over_memory_user_us_per_put: n/a\nbudget_durable_over_memory_us_per_put: n/a' ]]; then
+    echo "bench_smoke: put_budget.sh skipped without its headlines n/a:" >&2
+    cat "$OUT.budget" "$ERR" >&2
+    exit 1
+  fi
   echo "bench_smoke: $(grep '^put_budget: skipped' "$ERR")"
 else
-  bad=$(grep -vE '^budget_[a-z0-9_]+: -?[0-9]+(\.[0-9]+)?$' "$OUT.budget" || true)
+  bad=$(grep -vE '^budget_[A-Za-z0-9_]+: -?[0-9]+(\.[0-9]+)?$' "$OUT.budget" || true)
   for server in ceiling beanstalkd delayq_memory delayq_everysec; do
     for figure in jobs_per_s us_per_put user_us_per_put kernel_us_per_put; do
       grep -qE "^budget_${server}_${figure}_median: " "$OUT.budget" ||
