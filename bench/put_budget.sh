@@ -142,7 +142,7 @@ run_one() {
   # Per thread name (several threads may share one), microseconds a put;
   # a thread started within the window counts from 0.
   # The same time split into user space and the kernel, all threads
-  # together: the kernel's utime and stime, in clock ticks of 10 ms (about
+  # together: stat's utime and stime, in clock ticks of 10 ms (about
   # 0.3% of a busy core over a 3.5 s window) and sampled at each tick, so
   # the split is rougher than the total.
   awk -v r="$rate" -v w="$window" -v k="$key" -v hz="$TICKS_PER_S" '
