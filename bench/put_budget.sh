@@ -184,9 +184,13 @@ done <"$WORK/all"
 for name in $(printf '%s\n' "${!values[@]}" | sort); do
   echo "${name}_median: $(median "${values[$name]}")"
 done
-durable=$(median "${values[budget_delayq_everysec_user_us_per_put]}")
-memory=$(median "${values[budget_delayq_memory_user_us_per_put]}")
-echo "budget_durable_over_memory_user_us_per_put: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"
-durable=$(median "${values[budget_delayq_everysec_us_per_put]}")
-memory=$(median "${values[budget_delayq_memory_us_per_put]}")
-echo "budget_durable_over_memory_us_per_put: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"
+# over_memory FIGURE: budget_durable_over_memory_FIGURE, the difference of
+# the two delayqd medians of budget_delayq_*_FIGURE.
+over_memory() {
+  local durable memory
+  durable=$(median "${values[budget_delayq_everysec_$1]}")
+  memory=$(median "${values[budget_delayq_memory_$1]}")
+  echo "budget_durable_over_memory_$1: $(awk -v d="$durable" -v m="$memory" 'BEGIN { printf "%.2f", d - m }')"
+}
+over_memory user_us_per_put
+over_memory us_per_put
