@@ -295,6 +295,13 @@ class Backend {
   // make their changes durable, and how many of that thread's completions
   // have run on the loop thread so far.
   virtual bool RepliesWaitForStore() const { return false; }
+  // Whether the changes handed to the store and not yet written are past
+  // the backend's bound (the store slower than its clients, as when RocksDB
+  // stalls under a flood of large puts). A front-end then runs no further
+  // command for a client that already waits for a change (one at a time
+  // for the others), so that what a new change waits behind stays bounded
+  // instead of growing with every client's pipelined puts.
+  virtual bool StoreBehind() const { return false; }
   // Whether the completions of a session's operations that are not called
   // before the call returns run in the order the operations were issued,
   // a reserve that waits for a job aside: a front-end may then issue a

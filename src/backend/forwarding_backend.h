@@ -124,6 +124,7 @@ class ForwardingBackend : public Backend {
   }
   TimeMs Now() const override { return b_.Now(); }
   bool RepliesWaitForStore() const override { return b_.RepliesWaitForStore(); }
+  bool StoreBehind() const override { return b_.StoreBehind(); }
   bool ReserveServed(SessionId s) const override { return b_.ReserveServed(s); }
   bool CompletesInOrder() const override { return b_.CompletesInOrder(); }
   uint64_t StoreCompletionsRun() const override { return b_.StoreCompletionsRun(); }

@@ -157,6 +157,8 @@ class LocalBackend final : public Backend {
   // The engine's ticks: microseconds.
   static constexpr TimeMs kTicksPerMs = 1000;
   bool RepliesWaitForStore() const override { return !deferred_.empty(); }
+  // With a journal: the writer is more than max_unwritten_bytes_ behind it.
+  bool StoreBehind() const override;
   bool ReserveServed(SessionId s) const override;
   // Every completion that waits (for the store) waits in deferred_, in the
   // order of the calls, a reserve that waits for a job aside.

@@ -41,7 +41,8 @@ class GateStore final : public store::ForwardingStore {
     std::unique_lock<std::mutex> lock(mu_);
     entered_++;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return open_; });
+    cv_.wait(lock, [&] { return open_ || passes_ > 0; });
+    if (!open_) passes_--;
     return inner_.Apply(batch);
   }
   // Opens the gate when it goes (a failed test must not hang the writer).
@@ -52,6 +53,12 @@ class GateStore final : public store::ForwardingStore {
   void Open() {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
+    cv_.notify_all();
+  }
+  // Lets one write through the closed gate.
+  void Pass() {
+    std::lock_guard<std::mutex> lock(mu_);
+    passes_++;
     cv_.notify_all();
   }
   // Writes wait again from the next one on.
@@ -69,6 +76,7 @@ class GateStore final : public store::ForwardingStore {
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
+  int passes_ = 0;
   int entered_ = 0;
 };
 
@@ -405,6 +413,41 @@ TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) 
   ASSERT_TRUE(got->ok()) << got->status().ToString();
   EXPECT_EQ((*got)->id, 2u);
   EXPECT_TRUE(RunUntil([&] { return mem.size() == 2; }));
+}
+
+TEST_F(LocalBackendJournalTest, WhileTheWriterStaysBehindEachReplyWaitsOnlyForItsOwnBatch) {
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = MakeJournaled(&gate, 1000);
+  GateStore::OpenAtExit open_at_exit{gate};
+  SessionId s1 = b->OpenSession(), s2 = b->OpenSession();
+  // The writer is stuck at the gate with the first batch; a's batch, put
+  // behind it, waits in its queue.
+  ASSERT_TRUE(PutAndWait(*b, s1, Req("small")).ok());
+  ASSERT_TRUE(gate.WaitEntered(1));
+  std::optional<Result<PutResult>> a, c;
+  b->Put(s1, Req(std::string(2000, 'a')), [&](Result<PutResult> r) { a = std::move(r); });
+  EXPECT_FALSE(RunUntil([&] { return a.has_value(); }, 50ms)) << "replied past the bound";
+  // The first write goes; the writer takes a's batch and is stuck again.
+  gate.Pass();
+  ASSERT_TRUE(gate.WaitEntered(2));
+  // Another client's put keeps the writer behind after a's batch is written.
+  b->Put(s2, Req(std::string(2000, 'c')), [&](Result<PutResult> r) { c = std::move(r); });
+  EXPECT_FALSE(RunUntil([&] { return c.has_value(); }, 50ms)) << "replied past the bound";
+  EXPECT_FALSE(a.has_value());
+  // a's batch is written: a is answered, though the writer is still more
+  // than 1,000 bytes behind (c's batch waits at the gate).
+  gate.Pass();
+  ASSERT_TRUE(gate.WaitEntered(3));
+  ASSERT_TRUE(RunUntil([&] { return a.has_value(); })) << "waited for the writer to catch up";
+  ASSERT_TRUE(a->ok()) << a->status().ToString();
+  EXPECT_EQ((*a)->id, 2u);
+  EXPECT_FALSE(RunUntil([&] { return c.has_value(); }, 50ms)) << "replied before written";
+  gate.Open();
+  ASSERT_TRUE(RunUntil([&] { return c.has_value(); }));
+  ASSERT_TRUE(c->ok()) << c->status().ToString();
+  EXPECT_EQ((*c)->id, 3u);
+  EXPECT_TRUE(RunUntil([&] { return mem.size() == 3; }));
 }
 
 // Under always: a store that syncs the journal before each write, as

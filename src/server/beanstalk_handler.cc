@@ -324,8 +324,10 @@ void BeanstalkHandler::EndReply() {
     // On its way (a change waiting to be durable): the commands after it
     // run meanwhile, their replies queued behind its. (A reserve that
     // waits, or any command on a backend that may complete out of order,
-    // blocks the connection, and runs only with nothing queued.)
-    if (!reserving_ && pipeline_) {
+    // blocks the connection, and runs only with nothing queued. So does
+    // any command while the store is behind, Backend::StoreBehind: the
+    // client's next command runs once a reply it waits for has left.)
+    if (!reserving_ && pipeline_ && !backend_.StoreBehind()) {
       blocked_ = false;
       if (queued_.empty()) queued_.push_back(Queued{});  // its place, first
     }

@@ -9,10 +9,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/forwarding_backend.h"
 #include "backend/local_backend.h"
 #include "delayq/operations.h"
 #include "delayq/token.h"
@@ -228,15 +230,36 @@ class CountingWrites final : public store::ForwardingStore {
   std::atomic<int> writes{0};
 };
 
-TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
+// A handler's world over a store whose writes are counted. Pump runs the
+// backend's completions and the connection until `done` holds of what it
+// answered, or 10 s pass, and returns the answers.
+struct OverAStore {
+  static backend::LocalBackend::Options With(store::Store* s) {
+    backend::LocalBackend::Options o;
+    o.store = s;
+    return o;
+  }
+  std::string Pump(Conn& c, const std::function<bool(const std::string&)>& done) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done(out) && std::chrono::steady_clock::now() < deadline) {
+      io.restart();
+      io.run_for(std::chrono::milliseconds(1));
+      c.h.Process();
+      out += c.Take();
+    }
+    return out;
+  }
   boost::asio::io_context io;
   ManualClock clock;
   store::MemStore mem;
-  CountingWrites counting(mem);
-  backend::LocalBackend::Options options;
-  options.store = &counting;
-  backend::LocalBackend backend(io, options, clock);
-  ServerContext ctx(backend);
+  CountingWrites counting{mem};
+  backend::LocalBackend local{io, With(&counting), clock};
+};
+
+TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
+  OverAStore w;
+  ServerContext ctx(w.local);
   Conn c(ctx);
   std::string in;
   std::string want;
@@ -251,19 +274,49 @@ TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
   EXPECT_EQ(c.Send(in), "");
   EXPECT_TRUE(c.h.reply_pending());
   EXPECT_FALSE(c.h.blocked()) << "later commands may come, and join";
-  std::string out;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (out.find("id: 9\n") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_for(std::chrono::milliseconds(1));
-    c.h.Process();
-    out += c.Take();
-  }
+  std::string out =
+      w.Pump(c, [](const std::string& o) { return o.find("id: 9\n") != std::string::npos; });
   ASSERT_EQ(out.substr(0, want.size()), want) << out;
   EXPECT_NE(out.find("id: 9\n"), std::string::npos) << out;
-  EXPECT_EQ(counting.writes.load(), 1) << "20 puts and a delete, one write";
-  EXPECT_EQ(mem.size(), 19u);
+  EXPECT_EQ(w.counting.writes.load(), 1) << "20 puts and a delete, one write";
+  EXPECT_EQ(w.mem.size(), 19u);
   EXPECT_FALSE(c.h.reply_pending());
+}
+
+// While the store is behind (Backend::StoreBehind: the writer slower than
+// the clients), a connection runs no command past one whose change is on
+// its way: what it pipelines joins the store's queue one change at a time,
+// as each reply leaves, not all at once.
+class BehindBackend final : public backend::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  bool StoreBehind() const override { return behind; }
+  bool behind = true;
+};
+
+TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhead) {
+  OverAStore w;
+  BehindBackend backend(w.local);
+  ServerContext ctx(backend);
+  Conn c(ctx);
+  std::string in, want;
+  for (int i = 1; i <= 5; ++i) {
+    in += "put 0 0 10 1\r\nx\r\n";
+    want += "INSERTED " + std::to_string(i) + "\r\n";
+  }
+  in += "list-tube-used\r\n";
+  want += "USING default\r\n";
+  EXPECT_EQ(c.Send(in), "");
+  EXPECT_TRUE(c.h.blocked()) << "the second put must wait for the first one's reply";
+  EXPECT_EQ(w.Pump(c, [&](const std::string& o) { return o.size() >= want.size(); }), want);
+  EXPECT_EQ(w.counting.writes.load(), 5) << "one put a write";
+  // Caught up: pipelined changes share a write again.
+  backend.behind = false;
+  EXPECT_EQ(c.Send("put 0 0 10 1\r\nx\r\nput 0 0 10 1\r\ny\r\n"), "");
+  EXPECT_FALSE(c.h.blocked());
+  EXPECT_EQ(w.Pump(c, [](const std::string& o) { return o.size() >= 22; }),
+            "INSERTED 6\r\nINSERTED 7\r\n");
+  EXPECT_EQ(w.counting.writes.load(), 6);
 }
 
 // A reserve served by a put whose write is still on its way (its answer
