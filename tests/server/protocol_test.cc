@@ -22,6 +22,7 @@
 // tests.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2376,6 +2377,13 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> bytes_sent{0}, connections{0};
   auto garbage = [&](int n) {
+    // The garbage threads run at the lowest CPU priority. What is tested is
+    // the server's fairness between its connections; at equal priority, 40
+    // busy sending threads take the CPU from the server's one loop thread
+    // and the clean client on a starved machine (under a quota of a tenth
+    // of a core here, the clean calls timed out), and from the tests run
+    // beside this one.
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
     Garbage g(0x5eed0000u + static_cast<uint64_t>(n));
     while (!stop.load()) {
       RawClient c(server.port(), 2000ms);
@@ -2395,20 +2403,36 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
     }
   };
   std::vector<std::thread> threads;
+  // Stops and joins them however the test ends (a failed assertion too).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop.store(true);
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } joiner{stop, threads};
   for (int i = 0; i < kGarbageConns; ++i) threads.emplace_back(garbage, i);
 
-  // Meanwhile a clean connection keeps getting exact answers, promptly.
-  RawClient clean(server.port(), 5000ms);
+  // Meanwhile a clean connection keeps getting exact answers. The loop
+  // answers list-tube-used from memory: its time is the wait for the loop,
+  // which garbage on other connections must not stall. The put and the
+  // delete also wait for the store, behind the garbage's own jobs (64 KiB
+  // bodies among them): the store's time, bounded only by the client's
+  // timeout (rounds took up to 1.4 s here on an idle machine, 7 s under a
+  // quota of 0.3 cores).
+  RawClient clean(server.port(), 30000ms);
   ASSERT_EQ(clean.Call("use clean\r\n"), "USING clean\r\n");
   ASSERT_EQ(clean.Call("watch clean\r\n"), "WATCHING 2\r\n");
   ASSERT_EQ(clean.Call("ignore default\r\n"), "WATCHING 1\r\n");
   // At least kDuration of garbage, and at least 11 clean rounds in it (on a
-  // loaded machine, or under the sanitizers, 3 s gave as few as 6; each
-  // round's own bound is below): up to 30 s.
+  // loaded machine, or under the sanitizers, 3 s gave as few as 6): up to
+  // 60 s.
   auto t0 = Clock::now();
   int rounds = 0;
-  int64_t slowest = 0;
-  while (Clock::now() - t0 < kDuration || (rounds <= 10 && Clock::now() - t0 < 30s)) {
+  int64_t slowest_loop = 0, slowest_round = 0;
+  while (Clock::now() - t0 < kDuration || (rounds <= 10 && Clock::now() - t0 < 60s)) {
     auto r0 = Clock::now();
     std::string body = "round-" + std::to_string(rounds);
     std::string put = clean.Call(PutCmd(body));
@@ -2417,8 +2441,10 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
     ASSERT_EQ(clean.Call("reserve-with-timeout 0\r\n"),
               "RESERVED " + id + " " + std::to_string(body.size()) + "\r\n" + body + "\r\n");
     ASSERT_EQ(clean.Call("delete " + id + "\r\n"), "DELETED\r\n");
+    auto l0 = Clock::now();
     ASSERT_EQ(clean.Call("list-tube-used\r\n"), "USING clean\r\n");
-    slowest = std::max(slowest, MillisSince(r0));
+    slowest_loop = std::max(slowest_loop, MillisSince(l0));
+    slowest_round = std::max(slowest_round, MillisSince(r0));
     ++rounds;
   }
   stop.store(true);
@@ -2427,7 +2453,7 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
   ASSERT_TRUE(server.Alive()) << "the server died; status " << server.exit_status() << "\n"
                               << server.Log();
   EXPECT_GT(rounds, 10);
-  EXPECT_LT(slowest, 2000) << "a clean round trip took " << slowest << " ms";
+  EXPECT_LT(slowest_loop, 2000) << "an answer from memory took " << slowest_loop << " ms";
   // The kept jobs are all there, untouched.
   std::string after = keeper.Call("stats-tube keep\r\n");
   for (const char* k : {"current-jobs-ready", "current-jobs-delayed", "current-jobs-reserved",
@@ -2446,8 +2472,8 @@ TEST(Fuzz, GarbageOnManyConnectionsLeavesTheServerAndItsJobsIntact) {
   RawClient fresh(server.port());
   EXPECT_EQ(fresh.Call("list-tube-used\r\n"), "USING default\r\n");
   std::cerr << "fuzz: " << bytes_sent.load() << " bytes over " << connections.load()
-            << " garbage connections; " << rounds << " clean rounds, slowest " << slowest
-            << " ms\n";
+            << " garbage connections; " << rounds << " clean rounds, slowest " << slowest_round
+            << " ms, slowest answer from memory " << slowest_loop << " ms\n";
 }
 
 }  // namespace
