@@ -15,21 +15,40 @@ stop_server() {
   fi
 }
 
-# await_port PORT LOG WHAT: waits up to 5 s for SERVER_PID to accept on
-# loopback PORT. If it exits first or does not accept in time, says so on
+# await_port PORT LOG WHAT [retry]: waits up to 5 s for SERVER_PID to accept
+# on loopback PORT. If it exits first or does not accept in time, says so on
 # stderr (WHAT names it; LOG's last lines when it exited) and returns 1.
+# With `retry`: if it exited saying an address was in use, returns 2 and
+# says nothing (start_on_free_port starts it again).
 await_port() {
-  local port=$1 log=$2 what=$3
+  local port=$1 log=$2 what=$3 retry=${4:-}
   for _ in $(seq 250); do
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      if [[ $retry == retry ]] && grep -qi "address already in use" "$log"; then
+        wait "$SERVER_PID" 2>/dev/null || true
+        SERVER_PID=""
+        return 2
+      fi
       echo "$what exited at start-up:" >&2
       tail -5 "$log" >&2
       return 1
     fi
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    listens_on "$SERVER_PID" "$port" && return 0
     sleep 0.02
   done
   echo "$what did not accept on port $port within 5 s" >&2
+  return 1
+}
+
+# listens_on PID PORT: whether process PID has a socket listening on TCP
+# PORT. (Not a connect: that would also succeed when another process holds
+# the port, and the server, about to exit, never got it.)
+listens_on() {
+  local hex inode
+  hex=$(printf '%04X' "$2")
+  while read -r inode; do
+    find "/proc/$1/fd" -lname "socket:\[$inode\]" 2>/dev/null | grep -q . && return 0
+  done < <(awk -v p=":$hex" '$2 ~ p "$" && $4 == "0A" { print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
   return 1
 }
 
@@ -51,26 +70,50 @@ free_port() {
   die "no free loopback port found"
 }
 
+# start_on_free_port LOG WHAT CMD...: starts CMD, its output in LOG, with
+# @PORT@ (and @PORT2@) in its arguments replaced by free loopback ports,
+# sets SERVER_PID, FREE_PORT (and FREE_PORT2), and waits until it accepts
+# on FREE_PORT (await_port; WHAT names it). free_port only looks: another
+# process (a test run beside) may bind the port first, so a server that
+# exits saying an address is in use is started again on others, up to 5
+# times. Returns 1 if it does not start.
+start_on_free_port() {
+  local log=$1 what=$2 a rc
+  shift 2
+  local args=() try
+  for try in 1 2 3 4 5; do
+    FREE_PORT=$(free_port)
+    FREE_PORT2=""
+    if [[ "$*" == *@PORT2@* ]]; then
+      FREE_PORT2=$(free_port)
+      [[ $FREE_PORT2 != "$FREE_PORT" ]] || FREE_PORT2=$(free_port)
+    fi
+    args=()
+    for a in "$@"; do
+      a=${a//@PORT@/$FREE_PORT}
+      args+=("${a//@PORT2@/$FREE_PORT2}")
+    done
+    "${args[@]}" >"$log" 2>&1 &
+    SERVER_PID=$!
+    rc=0
+    await_port "$FREE_PORT" "$log" "$what" retry || rc=$?
+    [[ $rc == 2 ]] || return "$rc"
+    echo "$what: a port was taken before it could bind it (try $try of 5)" >&2
+  done
+  return 1
+}
+
 # start_delayqd_two_ports [DELAYQD_FLAG...]: starts $DELAYQD in memory on two
 # free loopback ports, BEAN_PORT (beanstalkd) and HTTP_PORT, with the flags
 # given, its log in $WORK/delayqd.log; sets SERVER_PID and waits until both
 # ports accept.
 start_delayqd_two_ports() {
-  BEAN_PORT=$(free_port)
-  HTTP_PORT=$(free_port)
-  [[ $HTTP_PORT != "$BEAN_PORT" ]] || HTTP_PORT=$(free_port)
-  "$DELAYQD" -l 127.0.0.1 -p "$BEAN_PORT" --http-port "$HTTP_PORT" --in-memory --log-level warn \
-    "$@" >"$WORK/delayqd.log" 2>&1 &
-  SERVER_PID=$!
-  for _ in $(seq 250); do
-    kill -0 "$SERVER_PID" 2>/dev/null || { tail -5 "$WORK/delayqd.log" >&2; die "delayqd exited"; }
-    if (exec 3<>"/dev/tcp/127.0.0.1/$HTTP_PORT") 2>/dev/null &&
-      (exec 3<>"/dev/tcp/127.0.0.1/$BEAN_PORT") 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.02
-  done
-  die "delayqd did not accept within 5 s"
+  start_on_free_port "$WORK/delayqd.log" delayqd "$DELAYQD" -l 127.0.0.1 -p @PORT@ \
+    --http-port @PORT2@ --in-memory --log-level warn "$@" || die "delayqd did not start"
+  # shellcheck disable=SC2034  # the caller's
+  BEAN_PORT=$FREE_PORT
+  HTTP_PORT=$FREE_PORT2
+  await_port "$HTTP_PORT" "$WORK/delayqd.log" delayqd || die "delayqd did not start"
 }
 
 # start_redis_under_callgrind NAME [REDIS_FLAG...]: checks for Valgrind,

@@ -102,23 +102,22 @@ TICKS_PER_S=$(getconf CLK_TCK)
 
 # run_one <server> <round>: starts it on SERVER_CPU, the client on CLIENT_CPU.
 run_one() {
-  local which=$1 round=$2 port dir
-  port=$(free_port)
+  local which=$1 round=$2 port dir cmd
   dir=$WORK/data.$which
   rm -rf "$dir"
   mkdir -p "$dir"
   case $which in
-    ceiling) taskset -c "$SERVER_CPU" "$CEILING" --host 127.0.0.1 --port "$port" >"$WORK/$which.log" 2>&1 & ;;
-    beanstalkd) taskset -c "$SERVER_CPU" "$BEANSTALKD" -l 127.0.0.1 -p "$port" -b "$dir" >"$WORK/$which.log" 2>&1 & ;;
+    ceiling) cmd=("$CEILING" --host 127.0.0.1 --port @PORT@) ;;
+    beanstalkd) cmd=("$BEANSTALKD" -l 127.0.0.1 -p @PORT@ -b "$dir") ;;
     delayq_*)
       local store=(--data-dir "$dir")
       [[ $which == delayq_memory ]] && store=(--in-memory)
-      taskset -c "$SERVER_CPU" "$DELAYQD" -l 127.0.0.1 -p "$port" --no-http --log-level warn "${store[@]}" \
-        >"$WORK/$which.log" 2>&1 &
+      cmd=("$DELAYQD" -l 127.0.0.1 -p @PORT@ --no-http --log-level warn "${store[@]}")
       ;;
   esac
-  SERVER_PID=$!
-  await_port "$port" "$WORK/$which.log" "put_budget: $which" || die "$which did not start"
+  start_on_free_port "$WORK/$which.log" "put_budget: $which" taskset -c "$SERVER_CPU" "${cmd[@]}" ||
+    die "$which did not start"
+  port=$FREE_PORT
   taskset -c "$CLIENT_CPU" "$LOADGEN" --port "$port" --tube bench --mode put \
     --connections "$CONNECTIONS" --seconds "$SECONDS_PER_RUN" --warmup 0.5 >"$WORK/client.out" 2>&1 &
   CLIENT_PID=$!

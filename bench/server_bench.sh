@@ -122,26 +122,26 @@ trap 'exit 130' INT TERM
 # start_server beanstalkd|delayq|ceiling: sets SERVER_PID and SERVER_PORT.
 start_server() {
   local which=$1 log=$WORK/$1.log
-  SERVER_PORT=$(free_port)
   local dir=$WORK/data.$which
   rm -rf "$dir"
   mkdir -p "$dir"
   local bargs=${BEAN_SERVER_ARGS//@DIR@/$dir} dargs=${DQ_SERVER_ARGS//@DIR@/$dir}
-  # shellcheck disable=SC2086  # the *ARGS are lists of flags
+  local cmd
+  # shellcheck disable=SC2206  # the *ARGS are lists of flags
   if [[ $which == beanstalkd ]]; then
-    "$BEANSTALKD" -l 127.0.0.1 -p "$SERVER_PORT" $bargs >"$log" 2>&1 &
+    cmd=("$BEANSTALKD" -l 127.0.0.1 -p @PORT@ $bargs)
   elif [[ $which == ceiling ]]; then
-    "$CEILING" --host 127.0.0.1 --port "$SERVER_PORT" >"$log" 2>&1 &
+    cmd=("$CEILING" --host 127.0.0.1 --port @PORT@)
   else
     local http=(--no-http)
-    if [[ $dargs == *"--fsync always"* ]]; then
-      SERVER_HTTP_PORT=$(free_port)
-      http=(--http-port "$SERVER_HTTP_PORT")
-    fi
-    "$DELAYQD" -l 127.0.0.1 -p "$SERVER_PORT" "${http[@]}" --log-level warn $dargs $DELAYQD_ARGS >"$log" 2>&1 &
+    [[ $dargs == *"--fsync always"* ]] && http=(--http-port @PORT2@)
+    cmd=("$DELAYQD" -l 127.0.0.1 -p @PORT@ "${http[@]}" --log-level warn $dargs $DELAYQD_ARGS)
   fi
-  SERVER_PID=$!
-  await_port "$SERVER_PORT" "$log" "server_bench: $which" && return 0
+  if start_on_free_port "$log" "server_bench: $which" "${cmd[@]}"; then
+    SERVER_PORT=$FREE_PORT
+    SERVER_HTTP_PORT=$FREE_PORT2
+    return 0
+  fi
   stop_server 1
   return 1
 }
