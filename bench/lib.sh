@@ -47,7 +47,7 @@ listens_on() {
   local hex inode
   hex=$(printf '%04X' "$2")
   while read -r inode; do
-    find "/proc/$1/fd" -lname "socket:\[$inode\]" 2>/dev/null | grep -q . && return 0
+    [[ -n $(find "/proc/$1/fd" -lname "socket:\[$inode\]" -print -quit 2>/dev/null) ]] && return 0
   done < <(awk -v p=":$hex" '$2 ~ p "$" && $4 == "0A" { print $10 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null)
   return 1
 }
@@ -73,7 +73,7 @@ free_port() {
 # start_on_free_port LOG WHAT CMD...: starts CMD, its output in LOG, with
 # @PORT@ (and @PORT2@) in its arguments replaced by free loopback ports,
 # sets SERVER_PID, FREE_PORT (and FREE_PORT2), and waits until it accepts
-# on FREE_PORT (await_port; WHAT names it). free_port only looks: another
+# on them (await_port; WHAT names it). free_port only looks: another
 # process (a test run beside) may bind the port first, so a server that
 # exits saying an address is in use is started again on others, up to 5
 # times. Returns 1 if it does not start.
@@ -97,6 +97,11 @@ start_on_free_port() {
     SERVER_PID=$!
     rc=0
     await_port "$FREE_PORT" "$log" "$what" retry || rc=$?
+    # (A server may bind its ports one after the other: the second can
+    # still be taken once the first listens.)
+    if [[ $rc == 0 && -n $FREE_PORT2 ]]; then
+      await_port "$FREE_PORT2" "$log" "$what" retry || rc=$?
+    fi
     [[ $rc == 2 ]] || return "$rc"
     echo "$what: a port was taken before it could bind it (try $try of 5)" >&2
   done
@@ -111,9 +116,7 @@ start_delayqd_two_ports() {
   start_on_free_port "$WORK/delayqd.log" delayqd "$DELAYQD" -l 127.0.0.1 -p @PORT@ \
     --http-port @PORT2@ --in-memory --log-level warn "$@" || die "delayqd did not start"
   # shellcheck disable=SC2034  # the caller's
-  BEAN_PORT=$FREE_PORT
-  HTTP_PORT=$FREE_PORT2
-  await_port "$HTTP_PORT" "$WORK/delayqd.log" delayqd || die "delayqd did not start"
+  BEAN_PORT=$FREE_PORT HTTP_PORT=$FREE_PORT2
 }
 
 # start_redis_under_callgrind NAME [REDIS_FLAG...]: checks for Valgrind,

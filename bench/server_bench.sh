@@ -127,7 +127,7 @@ start_server() {
   mkdir -p "$dir"
   local bargs=${BEAN_SERVER_ARGS//@DIR@/$dir} dargs=${DQ_SERVER_ARGS//@DIR@/$dir}
   local cmd
-  # shellcheck disable=SC2206  # the *ARGS are lists of flags
+  # shellcheck disable=SC2206  # the *ARGS are lists of flags (the whole if)
   if [[ $which == beanstalkd ]]; then
     cmd=("$BEANSTALKD" -l 127.0.0.1 -p @PORT@ $bargs)
   elif [[ $which == ceiling ]]; then

@@ -326,7 +326,7 @@ void BeanstalkHandler::EndReply() {
     // waits, or any command on a backend that may complete out of order,
     // blocks the connection, and runs only with nothing queued. So does
     // any command while the store is behind, Backend::StoreBehind: the
-    // client's next command runs once a reply it waits for has left.)
+    // client's next command runs once a reply of its own has left, Done.)
     if (!reserving_ && pipeline_ && !backend_.StoreBehind()) {
       blocked_ = false;
       if (queued_.empty()) queued_.push_back(Queued{});  // its place, first

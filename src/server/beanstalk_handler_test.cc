@@ -9,8 +9,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -220,14 +222,43 @@ TEST_F(HandlerTest, StatsCountsEachCommandInItsRow) {
 // pipelines run while the first one's change is on its way to the store,
 // so their changes share its write; their replies leave in order, once
 // the write is done; a reserve behind them runs only then.
+// Its writes wait at a gate while it is closed (it is open by default).
 class CountingWrites final : public store::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
   Status Apply(const std::vector<Mutation>& batch) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      entered_++;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_ || passes_ > 0; });
+      if (!open_) passes_--;
+    }
     writes++;
     return inner_.Apply(batch);
   }
+  void Close() { Set(false, 0); }
+  void Open() { Set(true, 0); }
+  void Pass() { Set(false, 1); }  // one write more through the closed gate
+  // Writes that came to the gate, let through or not.
+  int entered() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entered_;
+  }
   std::atomic<int> writes{0};
+
+ private:
+  void Set(bool open, int more_passes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = open;
+    passes_ = more_passes == 0 ? 0 : passes_ + more_passes;
+    cv_.notify_all();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int passes_ = 0;
+  int entered_ = 0;
 };
 
 // A handler's world over a store whose writes are counted. Pump runs the
@@ -255,6 +286,11 @@ struct OverAStore {
   store::MemStore mem;
   CountingWrites counting{mem};
   backend::LocalBackend local{io, With(&counting), clock};
+  // Before the backend goes (its writer may wait at the gate).
+  struct OpenAtEnd {
+    CountingWrites& gate;
+    ~OpenAtEnd() { gate.Open(); }
+  } open_at_end{counting};
 };
 
 TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
@@ -317,6 +353,41 @@ TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhea
   EXPECT_EQ(w.Pump(c, [](const std::string& o) { return o.size() >= 22; }),
             "INSERTED 6\r\nINSERTED 7\r\n");
   EXPECT_EQ(w.counting.writes.load(), 6);
+}
+
+// Fallen behind with changes on their way, a connection runs its next
+// command only once a reply of its own has left, one command each time:
+// what it has on its way does not grow.
+TEST(HandlerOverAStore, BehindWithChangesOnTheirWayAConnectionAddsOneAsOneLeaves) {
+  OverAStore w;
+  BehindBackend backend(w.local);
+  backend.behind = false;
+  ServerContext ctx(backend);
+  Conn c(ctx);
+  auto puts = [&] { return ctx.counters.Of(Protocol::kBeanstalk, Op::kPut); };
+  w.counting.Close();
+  EXPECT_EQ(c.Send("put 0 0 10 1\r\na\r\nput 0 0 10 1\r\nb\r\nput 0 0 10 1\r\nc\r\n"), "");
+  EXPECT_FALSE(c.h.blocked());
+  // The writer takes the three puts' batch and waits at the gate.
+  w.Pump(c, [&](const std::string&) { return w.counting.entered() == 1; });
+  ASSERT_EQ(w.counting.entered(), 1);
+  backend.behind = true;
+  std::string in;
+  for (int i = 4; i <= 7; ++i) in += "put 0 0 10 1\r\n" + std::to_string(i) + "\r\n";
+  EXPECT_EQ(c.Send(in + "list-tube-used\r\n"), "");
+  EXPECT_TRUE(c.h.blocked());
+  EXPECT_EQ(puts(), 4u) << "the fourth put runs, the others wait";
+  // The three are written and answered: one more put runs.
+  w.counting.Pass();
+  EXPECT_EQ(
+      w.Pump(c, [](const std::string& o) { return o.find("INSERTED 3") != std::string::npos; }),
+      "INSERTED 1\r\nINSERTED 2\r\nINSERTED 3\r\n");
+  EXPECT_EQ(puts(), 5u);
+  EXPECT_TRUE(c.h.blocked());
+  w.counting.Open();
+  EXPECT_EQ(w.Pump(c, [](const std::string& o) { return o.find("USING") != std::string::npos; }),
+            "INSERTED 4\r\nINSERTED 5\r\nINSERTED 6\r\nINSERTED 7\r\nUSING default\r\n");
+  EXPECT_EQ(w.mem.size(), 7u);
 }
 
 // A reserve served by a put whose write is still on its way (its answer
