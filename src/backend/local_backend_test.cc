@@ -579,6 +579,38 @@ ssize_t FailingPwrite(int fd, const void* data, size_t n, off_t at) {
   return ::pwrite(fd, data, n, at);
 }
 
+// Under everysec, a put whose reply waited only for the writer to catch up
+// (its record appended) is answered as done when a later append fails:
+// only the commands of the batches not appended get the error.
+TEST_F(LocalBackendJournalTest, AFailedAppendAnswersOnlyWhatItDidNotAppendWithTheError) {
+  journal_.reset();
+  std::filesystem::remove_all(dir_);
+  OpenJournal(store::FsyncPolicy::kEverySec, FailingPwrite);
+  store::MemStore mem;
+  GateStore gate(mem);
+  auto b = MakeJournaled(&gate, 1000);
+  GateStore::OpenAtExit open_at_exit{gate};
+  SessionId s = b->OpenSession();
+  ASSERT_TRUE(PutAndWait(*b, s, Req("small")).ok());
+  ASSERT_TRUE(gate.WaitEntered(1));
+  // The writer is stuck and over its bound: a's reply waits for it.
+  std::optional<Result<PutResult>> a, c;
+  b->Put(s, Req(std::string(2000, 'a')), [&](Result<PutResult> r) { a = std::move(r); });
+  EXPECT_FALSE(RunUntil([&] { return a.has_value(); }, 50ms)) << "replied past the bound";
+  EXPECT_EQ(Replayed(), 2u);
+  // c's append fails.
+  failing_appends = 1;
+  b->Put(s, Req("c"), [&](Result<PutResult> r) { c = std::move(r); });
+  ASSERT_TRUE(RunUntil([&] { return a.has_value() && c.has_value(); }, 2s));
+  ASSERT_TRUE(a->ok()) << "a's record is in the journal: " << a->status().ToString();
+  EXPECT_EQ((*a)->id, 2u);
+  ASSERT_FALSE(c->ok());
+  EXPECT_EQ(c->status().code(), Code::kUnavailable) << c->status().ToString();
+  gate.Open();
+  // c's batch is kept and appended again: all three reach the store.
+  EXPECT_TRUE(RunUntil([&] { return mem.size() == 3; }, 5s)) << mem.size();
+}
+
 // Under always, a store whose writes sync the journal only once its gate
 // is open (RocksStore syncs it before each write).
 class GateThenSyncStore final : public store::ForwardingStore {

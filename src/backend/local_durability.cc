@@ -161,6 +161,12 @@ void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
     return OnSettled(seq, st, /*in_store=*/false);
   }
   if (st.ok() && WaitForWriter()) return;  // OnWriterProgress settles it
+  // An append failed: the batches appended before it, whose replies
+  // waited only for the writer to catch up (memory's sake), are in the
+  // journal, and answered so; the error is for the others, whose outcome
+  // is unknown (docs/storage.md, "Failures").
+  if (!st.ok() && !writer_syncs_journal_ && journaled_seq_ > settled_seq_)
+    OnSettled(journaled_seq_, Status::Ok());
   OnSettled(seq, st);
 }
 
