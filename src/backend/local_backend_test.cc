@@ -372,6 +372,18 @@ class LocalBackendJournalTest : public LocalBackendStoreTest {
                     .ok());
     return changes;
   }
+  // Puts a small job (answered: the journal holds it) and waits until the
+  // writer is stuck at the closed gate with it; then puts 2,000 bytes of
+  // `fill`, more than the bound of 1,000 behind the writer (MakeJournaled),
+  // so that its reply, kept in *got, waits for the writer.
+  void FallBehind(LocalBackend& b, SessionId s, GateStore& gate, char fill,
+                  std::optional<Result<PutResult>>* got) {
+    ASSERT_TRUE(PutAndWait(b, s, Req("small")).ok());
+    ASSERT_TRUE(gate.WaitEntered(1));
+    b.Put(s, Req(std::string(2000, fill)), [got](Result<PutResult> r) { *got = std::move(r); });
+    EXPECT_FALSE(RunUntil([&] { return got->has_value(); }, 100ms)) << "replied past the bound";
+    EXPECT_EQ(Replayed(), 2u);  // journaled all the same
+  }
   std::string dir_;
   std::unique_ptr<store::Journal> journal_;
 };
@@ -400,14 +412,8 @@ TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) 
   auto b = MakeJournaled(&gate, 1000);
   GateStore::OpenAtExit open_at_exit{gate};
   SessionId s = b->OpenSession();
-  // The first put is the writer's whole backlog (a few hundred bytes).
-  ASSERT_TRUE(PutAndWait(*b, s, Req("small")).ok());
-  ASSERT_TRUE(gate.WaitEntered(1));
-  // The writer is stuck; this one puts it more than 1,000 bytes behind.
   std::optional<Result<PutResult>> got;
-  b->Put(s, Req(std::string(2000, 'b')), [&](Result<PutResult> r) { got = std::move(r); });
-  EXPECT_FALSE(RunUntil([&] { return got.has_value(); }, 100ms)) << "replied past the bound";
-  EXPECT_EQ(Replayed(), 2u);  // journaled all the same
+  FallBehind(*b, s, gate, 'b', &got);
   gate.Open();
   ASSERT_TRUE(RunUntil([&] { return got.has_value(); })) << "no reply once the writer caught up";
   ASSERT_TRUE(got->ok()) << got->status().ToString();
@@ -423,11 +429,8 @@ TEST_F(LocalBackendJournalTest, WhileTheWriterStaysBehindEachReplyWaitsOnlyForIt
   SessionId s1 = b->OpenSession(), s2 = b->OpenSession();
   // The writer is stuck at the gate with the first batch; a's batch, put
   // behind it, waits in its queue.
-  ASSERT_TRUE(PutAndWait(*b, s1, Req("small")).ok());
-  ASSERT_TRUE(gate.WaitEntered(1));
   std::optional<Result<PutResult>> a, c;
-  b->Put(s1, Req(std::string(2000, 'a')), [&](Result<PutResult> r) { a = std::move(r); });
-  EXPECT_FALSE(RunUntil([&] { return a.has_value(); }, 50ms)) << "replied past the bound";
+  FallBehind(*b, s1, gate, 'a', &a);
   // The first write goes; the writer takes a's batch and is stuck again.
   gate.Pass();
   ASSERT_TRUE(gate.WaitEntered(2));
@@ -591,13 +594,9 @@ TEST_F(LocalBackendJournalTest, AFailedAppendAnswersOnlyWhatItDidNotAppendWithTh
   auto b = MakeJournaled(&gate, 1000);
   GateStore::OpenAtExit open_at_exit{gate};
   SessionId s = b->OpenSession();
-  ASSERT_TRUE(PutAndWait(*b, s, Req("small")).ok());
-  ASSERT_TRUE(gate.WaitEntered(1));
   // The writer is stuck and over its bound: a's reply waits for it.
   std::optional<Result<PutResult>> a, c;
-  b->Put(s, Req(std::string(2000, 'a')), [&](Result<PutResult> r) { a = std::move(r); });
-  EXPECT_FALSE(RunUntil([&] { return a.has_value(); }, 50ms)) << "replied past the bound";
-  EXPECT_EQ(Replayed(), 2u);
+  FallBehind(*b, s, gate, 'a', &a);
   // c's append fails.
   failing_appends = 1;
   b->Put(s, Req("c"), [&](Result<PutResult> r) { c = std::move(r); });
