@@ -297,10 +297,10 @@ class Backend {
   virtual bool RepliesWaitForStore() const { return false; }
   // Whether the changes handed to the store and not yet written are past
   // the backend's bound (the store slower than its clients, as when RocksDB
-  // stalls under a flood of large puts). A front-end then lets a client
-  // whose change is on its way run its next command only once a reply of
-  // its own has left, so that what a new change waits behind stays bounded
-  // instead of growing with every client's pipelined puts.
+  // stalls under a flood of large puts). A front-end then runs no command
+  // of a client past one that found the store behind until a reply of the
+  // client's has left, so that what a new change waits behind stays
+  // bounded instead of growing with every client's pipelined puts.
   virtual bool StoreBehind() const { return false; }
   // Whether the completions of a session's operations that are not called
   // before the call returns run in the order the operations were issued,

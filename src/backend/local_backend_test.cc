@@ -413,7 +413,7 @@ TEST_F(LocalBackendJournalTest, RepliesWaitForTheWriterOnceItFallsTooFarBehind) 
   GateStore::OpenAtExit open_at_exit{gate};
   SessionId s = b->OpenSession();
   std::optional<Result<PutResult>> got;
-  FallBehind(*b, s, gate, 'b', &got);
+  ASSERT_NO_FATAL_FAILURE(FallBehind(*b, s, gate, 'b', &got));
   gate.Open();
   ASSERT_TRUE(RunUntil([&] { return got.has_value(); })) << "no reply once the writer caught up";
   ASSERT_TRUE(got->ok()) << got->status().ToString();
@@ -430,7 +430,7 @@ TEST_F(LocalBackendJournalTest, WhileTheWriterStaysBehindEachReplyWaitsOnlyForIt
   // The writer is stuck at the gate with the first batch; a's batch, put
   // behind it, waits in its queue.
   std::optional<Result<PutResult>> a, c;
-  FallBehind(*b, s1, gate, 'a', &a);
+  ASSERT_NO_FATAL_FAILURE(FallBehind(*b, s1, gate, 'a', &a));
   // The first write goes; the writer takes a's batch and is stuck again.
   gate.Pass();
   ASSERT_TRUE(gate.WaitEntered(2));
@@ -596,7 +596,7 @@ TEST_F(LocalBackendJournalTest, AFailedAppendAnswersOnlyWhatItDidNotAppendWithTh
   SessionId s = b->OpenSession();
   // The writer is stuck and over its bound: a's reply waits for it.
   std::optional<Result<PutResult>> a, c;
-  FallBehind(*b, s, gate, 'a', &a);
+  ASSERT_NO_FATAL_FAILURE(FallBehind(*b, s, gate, 'a', &a));
   // c's append fails.
   failing_appends = 1;
   b->Put(s, Req("c"), [&](Result<PutResult> r) { c = std::move(r); });

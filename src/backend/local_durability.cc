@@ -166,7 +166,7 @@ void LocalBackend::JournalBatch(uint64_t seq, std::vector<Mutation> batch) {
   // journal, and answered so; the error is for the others, whose outcome
   // is unknown (docs/storage.md, "Failures").
   if (!st.ok() && !writer_syncs_journal_ && journaled_seq_ > settled_seq_)
-    OnSettled(journaled_seq_, Status::Ok());
+    OnSettled(journaled_seq_, Status::Ok(), /*in_store=*/false);
   OnSettled(seq, st);
 }
 

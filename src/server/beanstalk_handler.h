@@ -11,8 +11,9 @@
 // same write, and so the same sync, and their replies wait behind its
 // (docs/decisions.md, "Pipelined commands share a sync"). On a backend
 // that does not, such a command blocks the connection as a reserve does;
-// so does it while the store is behind (Backend::StoreBehind), until a
-// reply of this connection's leaves: its changes on their way do not grow.
+// so does one that finds the store behind (Backend::StoreBehind), until a
+// reply of this connection's leaves: its changes on their way then do not
+// grow.
 //
 // Thread: the loop thread that owns the backend.
 #ifndef DELAYQ_SERVER_BEANSTALK_HANDLER_H_

@@ -320,9 +320,10 @@ TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
 }
 
 // While the store is behind (Backend::StoreBehind: the writer slower than
-// the clients), a connection runs no command past one whose change is on
-// its way: what it pipelines joins the store's queue one change at a time,
-// as each reply leaves, not all at once.
+// the clients), a connection runs no command past one whose change found
+// it behind until a reply of its own has left: from nothing on its way,
+// what it pipelines joins the store's queue one change at a time, not all
+// at once.
 class BehindBackend final : public backend::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
@@ -355,10 +356,11 @@ TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhea
   EXPECT_EQ(w.counting.writes.load(), 6);
 }
 
-// Fallen behind with changes on their way, a connection runs its next
-// command only once a reply of its own has left, one command each time:
-// what it has on its way does not grow.
-TEST(HandlerOverAStore, BehindWithChangesOnTheirWayAConnectionAddsOneAsOneLeaves) {
+// A connection that had changes on their way when the store fell behind
+// runs one command more, which finds it behind; then none until replies of
+// its own have left, and one command each time: what it has on its way
+// does not grow.
+TEST(HandlerOverAStore, FallenBehindWithChangesOnTheirWayAConnectionAddsNoMoreThanLeave) {
   OverAStore w;
   BehindBackend backend(w.local);
   backend.behind = false;
