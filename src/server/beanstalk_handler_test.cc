@@ -293,16 +293,23 @@ struct OverAStore {
   } open_at_end{counting};
 };
 
+// Pipelined puts of jobs first..last (ids as a fresh backend hands them
+// out), and the replies they get.
+struct Puts {
+  Puts(int first, int last) {
+    for (int i = first; i <= last; ++i) {
+      in += "put 0 0 10 1\r\nx\r\n";
+      want += "INSERTED " + std::to_string(i) + "\r\n";
+    }
+  }
+  std::string in, want;
+};
+
 TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
   OverAStore w;
   ServerContext ctx(w.local);
   Conn c(ctx);
-  std::string in;
-  std::string want;
-  for (int i = 1; i <= 20; ++i) {
-    in += "put 0 0 10 1\r\nx\r\n";
-    want += "INSERTED " + std::to_string(i) + "\r\n";
-  }
+  auto [in, want] = Puts(1, 20);
   in += "list-tube-used\r\nbogus\r\ndelete 3\r\nreserve-with-timeout 0\r\nstats-job 9\r\n";
   want += "USING default\r\nUNKNOWN_COMMAND\r\nDELETED\r\nRESERVED 1 1\r\nx\r\n";
   // Nothing is answered before the write, and the commands up to the
@@ -336,11 +343,7 @@ TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhea
   BehindBackend backend(w.local);
   ServerContext ctx(backend);
   Conn c(ctx);
-  std::string in, want;
-  for (int i = 1; i <= 5; ++i) {
-    in += "put 0 0 10 1\r\nx\r\n";
-    want += "INSERTED " + std::to_string(i) + "\r\n";
-  }
+  auto [in, want] = Puts(1, 5);
   in += "list-tube-used\r\n";
   want += "USING default\r\n";
   EXPECT_EQ(c.Send(in), "");
@@ -349,10 +352,11 @@ TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhea
   EXPECT_EQ(w.counting.writes.load(), 5) << "one put a write";
   // Caught up: pipelined changes share a write again.
   backend.behind = false;
-  EXPECT_EQ(c.Send("put 0 0 10 1\r\nx\r\nput 0 0 10 1\r\ny\r\n"), "");
+  const Puts more(6, 7);
+  EXPECT_EQ(c.Send(more.in), "");
   EXPECT_FALSE(c.h.blocked());
-  EXPECT_EQ(w.Pump(c, [](const std::string& o) { return o.size() >= 22; }),
-            "INSERTED 6\r\nINSERTED 7\r\n");
+  EXPECT_EQ(w.Pump(c, [&](const std::string& o) { return o.size() >= more.want.size(); }),
+            more.want);
   EXPECT_EQ(w.counting.writes.load(), 6);
 }
 
