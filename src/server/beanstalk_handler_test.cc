@@ -309,7 +309,8 @@ TEST(HandlerOverAStore, PipelinedChangesShareOneWriteAndAnswerInOrder) {
   OverAStore w;
   ServerContext ctx(w.local);
   Conn c(ctx);
-  auto [in, want] = Puts(1, 20);
+  const Puts puts(1, 20);
+  std::string in = puts.in, want = puts.want;
   in += "list-tube-used\r\nbogus\r\ndelete 3\r\nreserve-with-timeout 0\r\nstats-job 9\r\n";
   want += "USING default\r\nUNKNOWN_COMMAND\r\nDELETED\r\nRESERVED 1 1\r\nx\r\n";
   // Nothing is answered before the write, and the commands up to the
@@ -343,7 +344,8 @@ TEST(HandlerOverAStore, WhileTheStoreIsBehindPipelinedChangesWaitForTheReplyAhea
   BehindBackend backend(w.local);
   ServerContext ctx(backend);
   Conn c(ctx);
-  auto [in, want] = Puts(1, 5);
+  const Puts puts(1, 5);
+  std::string in = puts.in, want = puts.want;
   in += "list-tube-used\r\n";
   want += "USING default\r\n";
   EXPECT_EQ(c.Send(in), "");
